@@ -1,0 +1,42 @@
+# fluxlite: `make start` brings up a 4-broker instance; `make test` runs the tests.
+# Both create the virtualenv they need under .venv on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup start demo test test-unit test-integration bench demo-resilience clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# byte-compile the package: PYTHONDONTWRITEBYTECODE is set on some machines,
+# and recompiling on every command would cost start-up time
+setup: $(STAMP)
+	@$(PY) -m compileall -q fluxlite >/dev/null
+
+start: setup
+	@if [ -t 0 ]; then exec bin/fluxlite start --size 4; else exec bin/fluxlite-demo; fi
+
+demo: setup
+	bin/fluxlite-demo
+
+test: setup
+	$(PY) -m pytest -q tests
+
+test-unit: setup
+	$(PY) -m pytest -q tests/unit
+
+test-integration: setup
+	$(PY) -m pytest -q tests/integration
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,202 @@
+"""Broker attributes and instance configuration: one table, one parser per name.
+
+Every attribute an instance knows is listed in ATTRIBUTES with its default,
+how its value is checked, and whether it may change at run time.  The TOML
+config (`--conf FILE`, see etc/fluxlite.toml) uses the same dotted names
+(`[tbon] topo = ...` is `tbon.topo`), and `--setattr NAME=VALUE` overrides it.
+Unknown names are errors everywhere: in config files, on the command line, in
+`getattr`/`setattr`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import UsageError
+from ..util import fsd, idset, tree
+
+
+def _duration(v) -> str:
+    fsd.parse(v)
+    return v if isinstance(v, str) else f"{v}s"
+
+
+def _timeout(v) -> str:
+    fsd.parse_timeout(v)
+    return v if isinstance(v, str) else f"{v}s"
+
+
+def _topo(v) -> str:
+    tree.parse_topo(v)
+    return v
+
+
+def _uint(v) -> str:
+    s = str(v)
+    if not s.isdigit():
+        raise ValueError(f"{v!r} is not a non-negative integer")
+    return s
+
+
+def _bool(v) -> str:
+    s = str(v).lower()
+    if s in ("1", "true", "yes", "on"):
+        return "1"
+    if s in ("0", "false", "no", "off"):
+        return "0"
+    raise ValueError(f"{v!r} is not a boolean (true/false)")
+
+
+def _level(v) -> str:
+    s = str(v).lower()
+    names = ("debug", "info", "warning", "error", "critical")
+    if s not in names:
+        raise ValueError(f"{v!r} is not a log level ({', '.join(names)})")
+    return s
+
+
+def _critical(v) -> str:
+    s = str(v)
+    if s != "all" and s != "":
+        idset.decode(s)
+    return s
+
+
+def _text(v) -> str:
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Attr:
+    default: str | None
+    check: Callable[[object], str]
+    writable: bool  # may change while the instance runs
+    help: str
+    config: bool = True  # may be set from a config file / --setattr at start
+
+
+ATTRIBUTES: dict[str, Attr] = {
+    # identity, set by the broker itself
+    "rank": Attr(None, _uint, False, "this broker's rank", config=False),
+    "size": Attr(None, _uint, False, "number of brokers in the instance", config=False),
+    "broker.pid": Attr(None, _uint, False, "process id of this broker", config=False),
+    "hostname": Attr(None, _text, False, "host name this rank reports", config=False),
+    "local-uri": Attr(None, _text, False, "URI clients on this rank connect to", config=False),
+    "rundir": Attr(None, _text, False, "private run directory (mode 0700)", config=False),
+    "instance-level": Attr("0", _uint, False, "nesting depth: 0 for a top-level instance"),
+    "jobid": Attr("", _text, False, "this instance's job id in its parent (nested only)"),
+    "parent-uri": Attr("", _text, False, "URI of the enclosing instance (nested only)"),
+    "tbon.level": Attr(None, _uint, False, "depth of this rank in the tree", config=False),
+    "tbon.maxlevel": Attr(None, _uint, False, "depth of the deepest rank", config=False),
+    "tbon.descendants": Attr(None, _uint, False, "number of ranks below this one", config=False),
+    "tbon.endpoint": Attr(None, _text, False, "endpoint children connect to", config=False),
+    "tbon.parent-endpoint": Attr(None, _text, False, "endpoint of the parent", config=False),
+    # tree and liveness
+    "tbon.topo": Attr(tree.DEFAULT_TOPO, _topo, False, "tree shape: kary:K (kary:0 is flat)"),
+    "tbon.keepalive-period": Attr("0.1s", _duration, True,
+                                  "how often each link sends a keepalive both ways"),
+    "tbon.torpid-timeout": Attr("3s", _duration, True,
+                                "silence after which a peer is torpid (kept out of scheduling)"),
+    "tbon.lost-timeout": Attr("10s", _timeout, True,
+                              "silence after which a peer is declared lost ('none': never); "
+                              "a closed connection is lost at once"),
+    "tbon.connect-timeout": Attr("30s", _duration, False,
+                                 "how long a broker waits for its parent to accept it"),
+    # lifecycle
+    "broker.quorum-timeout": Attr("30s", _timeout, False,
+                                  "how long rank 0 waits for every rank to join before "
+                                  "starting the initial program anyway"),
+    "broker.critical-ranks": Attr("", _critical, False,
+                                  "ranks whose loss ends a nested instance: an idset, 'all', "
+                                  "or empty for rank 0 plus every interior rank"),
+    "broker.shutdown-timeout": Attr("10s", _duration, False,
+                                    "how long shutdown waits for children before giving up"),
+    "broker.cleanup-timeout": Attr("10s", _duration, False,
+                                   "how long cleanup waits for running jobs to end"),
+    "broker.rc2-none": Attr("0", _bool, False,
+                            "run no initial program: the instance stays up until shutdown"),
+    # logging
+    "log-stderr-level": Attr("warning", _level, True, "lowest level printed on stderr"),
+    "log-level": Attr("info", _level, True, "lowest level kept in the ring and log file"),
+    "log-ring-size": Attr("1024", _uint, False, "log entries kept for `fluxlite dmesg`"),
+    # resources and exec
+    "resource.cores-per-rank": Attr("0", _uint, False,
+                                    "cores each rank offers (0: all of this machine's cores)"),
+    "resource.cores": Attr("", _text, False,
+                           "core ids each rank offers, e.g. 0-3 (overrides cores-per-rank; "
+                           "set for nested instances)"),
+    "exec.kill-timeout": Attr("5s", _duration, True,
+                              "after SIGTERM, how long before tasks get SIGKILL"),
+    "exec.shell-exit-timeout": Attr("30s", _timeout, True,
+                                    "how long other shells may run after the leader shell "
+                                    "exits normally ('none' disables)"),
+    "exec.barrier-timeout": Attr("5m", _timeout, True,
+                                 "how long shells may take to start before the job fails"),
+    "batch.persist": Attr("1", _bool, True,
+                          "site default for batch/alloc: survive the loss of non-critical "
+                          "ranks (1) or end on any lost rank (0)"),
+}
+
+
+def check(name: str, value, *, at_runtime: bool = False) -> str:
+    """Validate `value` for attribute `name` and return it as a string."""
+    spec = ATTRIBUTES.get(name)
+    if spec is None:
+        raise UsageError(f"unknown attribute {name!r} (see `fluxlite lsattr` for the list)")
+    if at_runtime and not spec.writable:
+        raise UsageError(f"attribute {name!r} cannot be changed while the instance runs")
+    if not at_runtime and not spec.config:
+        raise UsageError(f"attribute {name!r} is set by the broker and cannot be configured")
+    try:
+        return spec.check(value)
+    except ValueError as exc:
+        raise UsageError(f"invalid value for {name}: {exc}") from None
+
+
+def parse_setattr(text: str) -> tuple[str, str]:
+    """Split 'NAME=VALUE' from --setattr and validate it."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise UsageError(f"--setattr expects NAME=VALUE, got {text!r}")
+    return name, check(name, value)
+
+
+def load_config(path: str) -> dict[str, str]:
+    """Read a TOML config file into {dotted name: value}, rejecting unknown keys."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    out: dict[str, str] = {}
+    _flatten(data, "", out, path)
+    return out
+
+
+def _flatten(table: dict, prefix: str, out: dict, path: str) -> None:
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            _flatten(value, f"{name}.", out, path)
+            continue
+        if name not in ATTRIBUTES:
+            raise UsageError(f"config {path}: unknown key {name!r}")
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        out[name] = check(name, value)
+
+
+def defaults() -> dict[str, str]:
+    return {name: a.default for name, a in ATTRIBUTES.items() if a.default is not None}
+
+
+def machine_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -1,0 +1,360 @@
+"""One broker: its sockets, its services, and its walk through the lifecycle.
+
+The broker owns three ZeroMQ sockets (parent DEALER and child ROUTER through
+the overlay, a local ROUTER for clients on this machine), hosts its services
+in-process, and drives the state machine in state.py:
+
+    join      connect to the parent and say hello (rank 0: nothing to join)
+    init      start services
+    quorum    rank 0 waits until every rank has joined (or broker.quorum-timeout)
+    run       rank 0 runs the initial program; everyone serves
+    cleanup   rank 0's services wind down (running jobs are cancelled)
+    shutdown  children leave first; then this broker says goodbye upstream
+    exit      the process exits with the initial program's status
+
+A broker that loses its parent shuts down at once, killing its job shells
+(its spawner kills every process below it), like a node that died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+import zmq
+
+from ..protocol.transport import Channel
+from ..util import fsd, procs, tree
+from . import logging as blog
+from . import state as st
+from .router import Router
+
+log = blog.get_logger("broker")
+
+
+class BrokerConfig:
+    """Everything a broker process needs to know before it starts."""
+
+    def __init__(self, *, rank: int, size: int, attrs: dict[str, str], rundir: str,
+                 bind_endpoint: str | None, parent_endpoint: str | None,
+                 local_path: str, initial_program: list[str] | None = None,
+                 initial_pgid: int | None = None, interactive: bool = False,
+                 owns_rundir: bool = False, bootstrap=None, spawner=None):
+        self.rank = rank
+        self.size = size
+        self.attrs = attrs
+        self.rundir = rundir
+        self.bind_endpoint = bind_endpoint
+        self.parent_endpoint = parent_endpoint
+        self.local_path = local_path
+        self.initial_program = initial_program
+        self.initial_pgid = initial_pgid
+        self.interactive = interactive
+        self.owns_rundir = owns_rundir
+        self.bootstrap = bootstrap
+        self.spawner = spawner
+
+
+class Broker:
+    def __init__(self, cfg: BrokerConfig):
+        self.cfg = cfg
+        self.rank = cfg.rank
+        self.size = cfg.size
+        self.attrs = cfg.attrs
+        self.fanout = tree.parse_topo(cfg.attrs["tbon.topo"])
+        self.userid = os.getuid()
+        self.rundir = cfg.rundir
+        self.local_uri = "local://" + cfg.local_path
+        self.spawner = cfg.spawner
+        self.sm = st.StateMachine()
+        self.router = Router(self)
+        self.services: list = []
+        self.exit_code = 0
+        self.start_time = time.time()
+        self._shutdown = asyncio.Event()
+        self._shutdown_reason = ""
+        self._children_changed = asyncio.Event()
+        self._membership_hooks: list = []
+        self._quorum = asyncio.Event()
+        self.rc2 = None  # the initial program (rank 0)
+        self.parent_failed = False
+        self._set_identity_attrs()
+
+    def _set_identity_attrs(self) -> None:
+        a = self.attrs
+        a["rank"] = str(self.rank)
+        a["size"] = str(self.size)
+        a["broker.pid"] = str(os.getpid())
+        a["hostname"] = os.uname().nodename
+        a["local-uri"] = self.local_uri
+        a["rundir"] = self.rundir
+        a["tbon.level"] = str(tree.level(self.rank, self.fanout))
+        a["tbon.maxlevel"] = str(tree.level(self.size - 1, self.fanout))
+        a["tbon.descendants"] = str(len(tree.descendants(self.rank, self.size, self.fanout)))
+        a["tbon.endpoint"] = self.cfg.bind_endpoint or ""
+        a["tbon.parent-endpoint"] = self.cfg.parent_endpoint or ""
+
+    # ---------------------------------------------------------------- run
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self.ctx = zmq.Context(io_threads=1)
+        from ..overlay.overlay import Overlay
+        self.overlay = Overlay(self, self.ctx, self.cfg.bind_endpoint, self.cfg.parent_endpoint)
+        self.router.overlay = self.overlay
+        self.overlay.bind()
+        self._bind_local()
+        if self.spawner is not None:
+            self.spawner.attach()
+            self.spawner.on_exit = self.router.client_gone_by_pid
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            await self._lifecycle()
+        except Exception:
+            log.critical("broker failed", exc_info=True)
+            self.exit_code = self.exit_code or 1
+        finally:
+            self._teardown()
+        return self.exit_code
+
+    def _bind_local(self) -> None:
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.LINGER, 0)
+        old = os.umask(0o077)
+        try:
+            sock.bind("ipc://" + self.cfg.local_path)
+        finally:
+            os.umask(old)
+        self.local = Channel(sock, self.router.on_client_frames)
+        self.router.local_send = lambda ident, frames: self.local.send([ident] + frames)
+
+    def transition(self, event: str) -> str:
+        old, new = self.sm.post(event)
+        log.info(f"{event}: {old}->{new}", event_name=event, old=old, new=new)
+        return new
+
+    async def _lifecycle(self) -> None:
+        # join
+        if self.rank == 0:
+            self.transition("parent-none")
+        else:
+            try:
+                await self.overlay.join()
+            except ConnectionError as exc:
+                log.error("cannot join the instance", reason=str(exc))
+                self.exit_code = 1
+                self.transition("parent-fail")
+                await self._shutdown_phase()
+                return
+            self.transition("parent-ready")
+        self.overlay.start_timer()
+        # init
+        try:
+            await self._start_services()
+        except Exception:
+            log.critical("service start failed", exc_info=True)
+            self.exit_code = 1
+            self.transition("init-fail")
+            await self._shutdown_phase()
+            return
+        self.transition("init-success")
+        # quorum
+        if self.rank == 0:
+            event = await self._wait_quorum()
+        else:
+            event = "quorum-full"
+        if self._shutdown.is_set():
+            self.transition("parent-fail" if self.parent_failed else "shutdown")
+        else:
+            self.transition(event)
+        # run
+        if self.sm.state == st.RUN:
+            await self._run_phase()
+        # cleanup
+        if self.sm.state == st.CLEANUP:
+            await self._cleanup_phase()
+        await self._shutdown_phase()
+
+    async def _start_services(self) -> None:
+        from ..service import service_classes
+        for cls in service_classes(self.rank):
+            svc = cls(self)
+            self.services.append(svc)
+            self.router.services[svc.name] = svc
+        from ..overlay.service import OverlayService
+        ov = OverlayService(self)
+        self.services.append(ov)
+        self.router.services[ov.name] = ov
+        for svc in self.services:
+            await svc.start()
+
+    async def _wait_quorum(self) -> str:
+        self.membership_changed({})
+        timeout = fsd.parse_timeout(self.attrs["broker.quorum-timeout"])
+        waiter = asyncio.ensure_future(self._quorum.wait())
+        stopper = asyncio.ensure_future(self._shutdown.wait())
+        done, pending = await asyncio.wait({waiter, stopper}, timeout=timeout,
+                                           return_when=asyncio.FIRST_COMPLETED)
+        for t in pending:
+            t.cancel()
+        if self._quorum.is_set():
+            return "quorum-full"
+        missing = [r for r in range(self.size)
+                   if self.overlay.membership.get(r) not in ("online", "torpid")]
+        log.warning("quorum delayed: starting without every rank",
+                    missing=",".join(map(str, missing)))
+        return "quorum-timeout"
+
+    async def _run_phase(self) -> None:
+        if self.rank == 0 and self.cfg.initial_program and \
+                self.attrs.get("broker.rc2-none") != "1":
+            await self._run_initial_program()
+            if self.sm.state == st.RUN:
+                self.transition("rc2-success" if self.exit_code == 0 else "rc2-fail")
+            return
+        await self._shutdown.wait()
+        self.transition("parent-fail" if self.parent_failed else "shutdown")
+
+    async def _run_initial_program(self) -> None:
+        env = dict(os.environ)
+        env["FLUXLITE_URI"] = self.local_uri
+        argv = self.cfg.initial_program
+        try:
+            proc = self.spawner.spawn("exec", argv=argv, env=env, pgid=self.cfg.initial_pgid)
+            pid = await proc.started
+        except OSError as exc:
+            log.error("initial program failed to start", error=exc.strerror)
+            print(f"fluxlite start: {exc.strerror}", file=sys.stderr, flush=True)
+            self.exit_code = 127
+            return
+        self.rc2 = proc
+        log.info("rc2 started", pid=pid, argv=" ".join(argv))
+        t0 = time.monotonic()
+        waiter = asyncio.ensure_future(self._shutdown.wait())
+        while True:
+            done, _ = await asyncio.wait({proc.exited, waiter},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if proc.exited in done:
+                break
+            # asked to shut down while rc2 runs: terminate it, then SIGKILL
+            log.info("terminating initial program", reason=self._shutdown_reason)
+            self.spawner.kill(proc, signal.SIGHUP if self.cfg.interactive else signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.exited), 5.0)
+            except asyncio.TimeoutError:
+                self.spawner.kill(proc, signal.SIGKILL)
+            waiter = asyncio.get_running_loop().create_future()
+        waiter.cancel()
+        try:
+            status = proc.exited.result()
+        except OSError:
+            status = 1 << 8
+        self.exit_code = procs.wait_status_to_exit_code(status)
+        self.rc2 = None
+        log.info("rc2 exited", status=procs.describe_status(status),
+                 elapsed=f"{time.monotonic() - t0:.3f}s")
+
+    async def _cleanup_phase(self) -> None:
+        timeout = fsd.parse(self.attrs["broker.cleanup-timeout"])
+        try:
+            await asyncio.wait_for(self._cleanup_services(), timeout)
+            self.transition("cleanup-success")
+        except asyncio.TimeoutError:
+            log.warning("cleanup timed out", timeout=fsd.format(timeout))
+            self.transition("cleanup-timeout")
+
+    async def _cleanup_services(self) -> None:
+        for svc in reversed(self.services):
+            try:
+                await svc.cleanup()
+            except Exception:
+                log.error("service cleanup failed", service=svc.name, exc_info=True)
+
+    async def _shutdown_phase(self) -> None:
+        if self.sm.state != st.SHUTDOWN:
+            return
+        if self.spawner is not None:
+            self.spawner.killall()
+        if self.parent_failed:
+            # like a dead node: no goodbyes; children notice our sockets closing
+            self.transition("children-none")
+            return
+        if not self.overlay.live_children():
+            self.transition("children-none")
+        else:
+            self.overlay.shutdown_children()
+            timeout = fsd.parse(self.attrs["broker.shutdown-timeout"])
+            deadline = time.monotonic() + timeout
+            while self.overlay.live_children():
+                self._children_changed.clear()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._children_changed.wait(), left)
+                except asyncio.TimeoutError:
+                    break
+            if self.overlay.live_children():
+                log.warning("shutdown: children did not leave in time",
+                            ranks=",".join(map(str, self.overlay.live_children())))
+                self.transition("children-timeout")
+            else:
+                self.transition("children-complete")
+        self.overlay.goodbye()
+
+    def _teardown(self) -> None:
+        for svc in self.services:
+            try:
+                svc.stop()
+            except Exception:
+                pass
+        if self.sm.state != st.EXIT:
+            log.debug("teardown", state=self.sm.state)
+        if self.spawner is not None:
+            self.spawner.close()
+        self.overlay.close()
+        self.local.close()
+        self.ctx.term()
+
+    # ---------------------------------------------------------- events in
+    def _on_signal(self, sig: int) -> None:
+        self.request_shutdown(f"signal {signal.Signals(sig).name}")
+
+    def request_shutdown(self, reason: str) -> None:
+        if not self._shutdown.is_set():
+            log.info("shutdown requested", reason=reason)
+            self._shutdown_reason = reason
+            self._shutdown.set()
+
+    def parent_lost(self, reason: str) -> None:
+        log.error("lost parent: shutting down", reason=reason)
+        self.parent_failed = True
+        if self.exit_code == 0:
+            self.exit_code = 1
+        if self.spawner is not None:
+            self.spawner.killall()
+        self.request_shutdown(reason)
+
+    def child_gone(self, rank: int) -> None:
+        self._children_changed.set()
+
+    def on_membership(self, hook) -> None:
+        """Rank 0: call hook(changes) whenever ranks change state (online, lost, ...)."""
+        self._membership_hooks.append(hook)
+
+    def membership_changed(self, changes: dict) -> None:
+        if self.rank != 0:
+            return
+        if self.overlay.online_count() >= self.size:
+            self._quorum.set()
+        for hook in list(self._membership_hooks):
+            try:
+                hook(changes)
+            except Exception:
+                log.error("membership hook failed", exc_info=True)

@@ -1,0 +1,186 @@
+"""`fluxlite start`: bring up an instance of N brokers on this machine.
+
+The launcher imports the broker and job-shell code once, then forks every
+broker from that warm image (no interpreter start-up per rank).  Each broker
+gets its own process group, so a Ctrl-C on the terminal reaches the launcher
+and the initial program, not the brokers; the initial program joins the
+launcher's (foreground) process group so an interactive shell owns the
+terminal.  The launcher returns when rank 0 exits, with its exit code, after
+reaping every broker and removing the run directory (unless the user named it).
+
+Ctrl-C or SIGTERM: the launcher asks rank 0 to shut down (SIGTERM), which ends
+the initial program and takes the instance down leaves first; a second Ctrl-C
+kills every broker.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from ..errors import UsageError
+from ..util import procs, tree
+
+MAX_SIZE = 1024
+
+
+def make_rundir(base: str | None = None) -> str:
+    """A short private run directory (Unix socket paths must stay under ~107 bytes)."""
+    parent = base or ("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix="fl-", dir=parent)
+
+
+def fluxlite_bindir() -> str | None:
+    """Directory holding the `fluxlite` command that runs us, for PATH inside the instance."""
+    candidates = [os.path.join(sys.prefix, "bin"), os.path.dirname(os.path.abspath(sys.argv[0]))]
+    for d in candidates:
+        if os.access(os.path.join(d, "fluxlite"), os.X_OK):
+            return d
+    return None
+
+
+def launch(size: int, attrs: dict[str, str], command: list[str], *,
+           rundir: str | None = None, interactive: bool = False) -> int:
+    if not 1 <= size <= MAX_SIZE:
+        raise UsageError(f"--size must be between 1 and {MAX_SIZE}, got {size}")
+    k = tree.parse_topo(attrs["tbon.topo"])
+    owns_rundir = rundir is None
+    if rundir is None:
+        rundir = make_rundir()
+    else:
+        os.makedirs(rundir, mode=0o700, exist_ok=True)
+    if len(os.path.join(rundir, f"local-{size}")) > 100:
+        raise UsageError(f"run directory path is too long for a socket: {rundir}")
+
+    bindir = fluxlite_bindir()
+    if bindir and bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+    # warm image: everything a broker and a job shell need, imported once
+    from ..broker.broker import BrokerConfig
+    from ..broker.main import run_broker
+    from . import broker as _b, router as _r  # noqa: F401
+    from ..overlay import overlay as _o, service as _os  # noqa: F401
+    from .. import service as _svc
+    _svc.service_classes(0)
+    try:
+        from ..shell import main as _shell  # noqa: F401
+    except ImportError:
+        pass
+
+    launcher_pgid = os.getpgrp()
+    pids: dict[int, int] = {}
+    for rank in range(size):
+        cfg = BrokerConfig(
+            rank=rank, size=size, attrs=dict(attrs), rundir=rundir,
+            bind_endpoint=f"ipc://{rundir}/tbon-{rank}" if tree.children(rank, size, k) else None,
+            parent_endpoint=None if rank == 0 else f"ipc://{rundir}/tbon-{tree.parent(rank, k)}",
+            local_path=f"{rundir}/local-{rank}",
+            initial_program=command if rank == 0 else None,
+            initial_pgid=launcher_pgid, interactive=interactive, owns_rundir=False)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setpgid(0, 0)
+                procs.set_pdeathsig(signal.SIGTERM)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_DFL)
+                if rank != 0:
+                    null = os.open(os.devnull, os.O_RDONLY)
+                    os.dup2(null, 0)
+                    os.close(null)
+                code = run_broker(cfg)
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                except Exception:
+                    pass
+                os._exit(code)
+        pids[pid] = rank
+    return _supervise(pids, rundir if owns_rundir else None, interactive)
+
+
+def _supervise(pids: dict[int, int], remove_rundir: str | None, interactive: bool) -> int:
+    rank0 = next(pid for pid, r in pids.items() if r == 0)
+    interrupts: list[float] = []
+
+    def on_signal(sig, frame):
+        if sig == signal.SIGINT:
+            now = time.monotonic()
+            interrupts.append(now)
+            if len(interrupts) >= 2 and now - interrupts[-2] < 2.0:
+                for pid in pids:
+                    _kill(pid, signal.SIGKILL)
+                return
+        _kill(rank0, signal.SIGTERM)
+
+    if interactive:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    status = None
+    remaining = set(pids)
+    while status is None:
+        try:
+            pid, st = os.wait()
+        except ChildProcessError:
+            break
+        remaining.discard(pid)
+        if pid == rank0:
+            status = st
+    # the other brokers leave before rank 0 does; give stragglers a moment, then kill them
+    _reap_within(remaining, 5.0)
+    for pid in remaining:
+        _kill(pid, signal.SIGKILL)
+    _reap_within(remaining, 5.0)
+    if remove_rundir:
+        shutil.rmtree(remove_rundir, ignore_errors=True)
+    return 1 if status is None else procs.wait_status_to_exit_code(status)
+
+
+def _reap_within(pids: set[int], timeout: float) -> None:
+    """Wait (on pidfds, no polling) up to `timeout` for `pids` to exit; reaps and removes them."""
+    fds = {}
+    for pid in list(pids):
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            pids.discard(pid)
+    deadline = time.monotonic() + timeout
+    try:
+        while fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(fds), [], [], left)
+            for fd in ready:
+                pid = fds.pop(fd)
+                os.close(fd)
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+                pids.discard(pid)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

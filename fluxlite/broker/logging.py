@@ -1,0 +1,128 @@
+"""Broker logging with structlog: one event per line, three sinks.
+
+- a ring of recent entries that `fluxlite dmesg` prints (attr log-ring-size),
+- JSON lines in the run directory (`<rundir>/broker-<rank>.log`),
+- key=value lines on stderr for entries at or above `log-stderr-level`
+  (coloured console lines when stderr is a terminal).
+
+Components log through `get_logger(component)`; `rank` is bound once per
+process.  Entries below `log-level` are filtered before any processor runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import time
+
+import structlog
+
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+_ring: collections.deque = collections.deque(maxlen=1024)
+_state = {"rank": None, "file": None, "stderr_level": 30, "tty": False, "seq": 0}
+
+
+def _sink(logger, method_name, event_dict):
+    level = method_name if method_name != "warn" else "warning"
+    if level == "exception":
+        level = "error"
+    entry = {"t": time.time(), "level": level, "rank": _state["rank"],
+             "component": event_dict.pop("component", "broker"),
+             "event": str(event_dict.pop("event", ""))}
+    exc = event_dict.pop("exc_info", None)
+    for k, v in event_dict.items():
+        entry[k if k not in entry else f"{k}_"] = _plain(v)
+    if exc:
+        import traceback
+        entry["traceback"] = "".join(traceback.format_exception(*sys.exc_info()))[-4000:]
+    _state["seq"] += 1
+    entry["seq"] = _state["seq"]
+    _ring.append(entry)
+    f = _state["file"]
+    if f is not None:
+        try:
+            f.write(json.dumps(entry, default=str) + "\n")
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    if LEVELS.get(level, 20) >= _state["stderr_level"]:
+        try:
+            sys.stderr.write(format_entry(entry) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+    raise structlog.DropEvent
+
+
+def _plain(v):
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return str(v)
+
+
+def format_entry(entry: dict, *, with_time: bool = True) -> str:
+    """'2026-12-02T10:28:57.123 overlay.info[0]: event key=value' (used by dmesg too)."""
+    skip = {"t", "level", "rank", "component", "event", "seq", "traceback"}
+    kv = " ".join(f"{k}={_kv(v)}" for k, v in entry.items() if k not in skip)
+    t = entry.get("t", 0.0)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d} "
+    rank = entry.get("rank")
+    head = f"{entry.get('component', 'broker')}.{entry.get('level', 'info')}[{rank}]"
+    line = f"{stamp if with_time else ''}{head}: {entry.get('event', '')}"
+    if kv:
+        line += " " + kv
+    if "traceback" in entry:
+        line += "\n" + entry["traceback"].rstrip()
+    return line
+
+
+def _kv(v) -> str:
+    if isinstance(v, str):
+        return v if v and " " not in v and "=" not in v else json.dumps(v)
+    return json.dumps(v, default=str)
+
+
+def configure(rank: int | None, logfile: str | None = None, *, level: str = "info",
+              stderr_level: str = "warning", ring_size: int = 1024) -> None:
+    """Set up the sinks for this process (called once per broker, again on setattr)."""
+    global _ring
+    _state["rank"] = rank
+    if ring_size != _ring.maxlen:
+        _ring = collections.deque(_ring, maxlen=ring_size)
+    if logfile is not None:
+        if _state["file"] is not None:
+            _state["file"].close()
+        _state["file"] = open(logfile, "a", buffering=1)
+    _state["stderr_level"] = LEVELS[stderr_level]
+    _state["tty"] = sys.stderr.isatty()
+    structlog.configure(
+        processors=[structlog.contextvars.merge_contextvars, _sink],
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
+        cache_logger_on_first_use=False,
+    )
+
+
+def set_levels(level: str | None = None, stderr_level: str | None = None) -> None:
+    if stderr_level is not None:
+        _state["stderr_level"] = LEVELS[stderr_level]
+    if level is not None:
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]))
+
+
+def get_logger(component: str):
+    """A logger for one component; lazy, so configure() may run after import."""
+    return structlog.get_logger(component=component)
+
+
+def ring_entries() -> list[dict]:
+    return list(_ring)
+
+
+def clear_ring() -> None:
+    _ring.clear()

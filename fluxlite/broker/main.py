@@ -1,0 +1,30 @@
+"""Entry of a broker process: spawner first, then logging, then the event loop.
+
+The order matters: the spawner is forked before this process creates any
+ZeroMQ context (a forked child must never inherit one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from . import logging as blog
+from .broker import Broker, BrokerConfig
+from .spawner import start_spawner
+
+
+def run_broker(cfg: BrokerConfig) -> int:
+    """Run one broker to completion; returns its exit code."""
+    try:
+        from setproctitle import setproctitle
+        setproctitle(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
+    except ImportError:
+        pass
+    cfg.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
+                                os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"))
+    a = cfg.attrs
+    blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
+                   level=a["log-level"], stderr_level=a["log-stderr-level"],
+                   ring_size=int(a["log-ring-size"]))
+    return asyncio.run(Broker(cfg).run())

@@ -1,0 +1,342 @@
+"""The one dispatch loop: every message a broker handles passes through here.
+
+Sources are named by route hops: a child rank (int >= 0), the parent (-1), a
+local client (its ZeroMQ identity, bytes), or this broker's own services
+(b"").  Requests push their source onto the route and go to the nearest
+broker that registered the topic's service (this one first, then upstream),
+or along the tree to the rank they name.  Responses pop the route to retrace
+it.  Events come down from rank 0 with a sequence number and reach
+subscribed services and clients in order.
+
+In-flight requests are remembered per next hop, so when a child, the parent or
+a client vanishes, every RPC still waiting on it fails at once with
+EHOSTUNREACH instead of hanging.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Callable
+
+import zmq
+
+from ..client.rpc import PendingRPC, RPCTracker
+from ..errors import FluxliteError, ProtocolError
+from ..protocol import message as m
+from ..protocol.message import Message
+from ..util import tree
+from .logging import get_logger
+
+INTERNAL = b""
+PARENT = -1
+
+log = get_logger("router")
+
+
+class ClientState:
+    """What the broker remembers about one local client."""
+
+    __slots__ = ("services", "streams", "subscriptions", "pid")
+
+    def __init__(self):
+        self.services: set[str] = set()
+        self.streams: set[tuple[str, int]] = set()
+        self.subscriptions: list[str] = []
+        self.pid: int | None = None
+
+
+class Router:
+    def __init__(self, broker):
+        self.broker = broker
+        self.rank: int = broker.rank
+        self.size: int = broker.size
+        self.k: int = broker.fanout
+        self.services: dict[str, object] = {}   # name -> Service or client identity
+        self.clients: dict[bytes, ClientState] = {}
+        self.tracker = RPCTracker()
+        # next hop -> {(route, matchtag): (topic, streaming)}
+        self.inflight: dict[object, dict[tuple, tuple[str, bool]]] = {}
+        self.subscribers: list[tuple[str, Callable[[Message], None]]] = []
+        self.event_seq = 0        # last sequence number published (rank 0) or seen
+        self.local_send: Callable[[bytes, list[bytes]], None] | None = None
+        self.overlay = None       # set by the broker once the overlay exists
+        self.userid = broker.userid
+
+    # ---------------------------------------------------------------- entry
+    def deliver(self, msg: Message, source) -> None:
+        """Handle a decoded message that arrived from `source`."""
+        t = msg.type
+        if t == m.REQUEST:
+            if isinstance(source, bytes) and source:
+                msg.route = [source]
+                if msg.flags & m.STREAMING:
+                    self._client(source).streams.add((msg.service, msg.nodeid))
+            else:
+                msg.route.append(source)
+            self.route_request(msg)
+        elif t == m.RESPONSE:
+            self._untrack(source, msg)
+            self.respond(msg)
+        elif t == m.EVENT:
+            if source == PARENT:
+                self._check_seq(msg.seq)
+                self.distribute_event(msg)
+        else:
+            log.warning("unexpected control message", topic=msg.topic, source=_hop(source))
+
+    # ------------------------------------------------------------- requests
+    def route_request(self, msg: Message) -> None:
+        nodeid = msg.nodeid
+        if nodeid == m.NODEID_ANY or (msg.flags & m.UPSTREAM and nodeid != self.rank):
+            target = self.services.get(msg.service)
+            if target is not None:
+                self._deliver_local(msg, target)
+            elif self.rank == 0:
+                self._fail(msg, errno.ENOSYS, f"No service matching {msg.topic} is registered")
+            else:
+                self._send_up(msg)
+            return
+        if msg.flags & m.UPSTREAM:  # skip this rank's services
+            if self.rank == 0:
+                self._fail(msg, errno.ENOSYS, f"No service matching {msg.topic} is registered")
+            else:
+                self._send_up(msg)
+            return
+        if nodeid == self.rank:
+            target = self.services.get(msg.service)
+            if target is None:
+                self._fail(msg, errno.ENOSYS,
+                           f"No service matching {msg.topic} is registered on rank {nodeid}")
+            else:
+                self._deliver_local(msg, target)
+            return
+        if nodeid >= self.size:
+            self._fail(msg, errno.EHOSTUNREACH,
+                       f"rank {nodeid} does not exist (instance size is {self.size})")
+            return
+        hop = tree.next_hop(self.rank, nodeid, self.k)
+        if hop is None:
+            self._send_up(msg)
+        else:
+            self._send_down(hop, msg)
+
+    def _deliver_local(self, msg: Message, target) -> None:
+        if isinstance(target, bytes):
+            self._track(target, msg)
+            self._send_client(target, msg)
+        else:
+            target.dispatch(msg)
+
+    def _send_up(self, msg: Message) -> None:
+        ov = self.overlay
+        if ov is None or not ov.parent_connected():
+            self._fail(msg, errno.EHOSTUNREACH, "no route upstream: not connected to a parent")
+            return
+        self._track(PARENT, msg)
+        ov.send_parent(m.encode(msg))
+
+    def _send_down(self, child: int, msg: Message) -> None:
+        ov = self.overlay
+        state = ov.child_state(child) if ov else "offline"
+        if state not in ("online", "torpid"):
+            self._fail(msg, errno.EHOSTUNREACH,
+                       f"rank {msg.nodeid} is unreachable: rank {child} is {state}")
+            return
+        self._track(child, msg)
+        if not ov.send_child(child, m.encode(msg)):
+            self._untrack(child, msg)
+            self._fail(msg, errno.EHOSTUNREACH,
+                       f"rank {msg.nodeid} is unreachable: rank {child} is lost")
+
+    def _fail(self, msg: Message, errnum: int, errstr: str) -> None:
+        if msg.flags & m.NORESPONSE:
+            return
+        self.respond(msg.response(None, errnum, errstr))
+
+    # ------------------------------------------------------------ responses
+    def respond(self, msg: Message) -> None:
+        """Send a response one hop back along its route."""
+        if not msg.route:
+            log.debug("response with empty route dropped", topic=msg.topic)
+            return
+        hop = msg.route.pop()
+        if hop == INTERNAL:
+            if not self.tracker.dispatch(msg):
+                log.debug("unmatched internal response", topic=msg.topic, tag=msg.matchtag)
+        elif isinstance(hop, bytes):
+            self._send_client(hop, msg)
+        elif hop == PARENT:
+            ov = self.overlay
+            if ov is not None and ov.parent_connected():
+                ov.send_parent(m.encode(msg))
+        else:
+            ov = self.overlay
+            if ov is not None:
+                ov.send_child(hop, m.encode(msg))
+
+    # ------------------------------------------------------ in-flight table
+    def _track(self, hop, msg: Message) -> None:
+        if msg.flags & m.NORESPONSE:
+            return
+        self.inflight.setdefault(hop, {})[(tuple(msg.route), msg.matchtag)] = (
+            msg.topic, bool(msg.flags & m.STREAMING))
+
+    def _untrack(self, hop, msg: Message) -> None:
+        table = self.inflight.get(hop)
+        if not table:
+            return
+        key = (tuple(msg.route), msg.matchtag)
+        entry = table.get(key)
+        if entry is not None and (not entry[1] or msg.errnum):
+            del table[key]
+
+    def fail_inflight(self, hop, errstr: str) -> None:
+        """Everything sent to `hop` and still unanswered fails with EHOSTUNREACH."""
+        table = self.inflight.pop(hop, None)
+        if not table:
+            return
+        for (route, tag), (topic, _) in table.items():
+            resp = Message(m.RESPONSE, topic, None, matchtag=tag, errnum=errno.EHOSTUNREACH,
+                           errstr=errstr, route=list(route))
+            self.respond(resp)
+
+    # -------------------------------------------------------- local clients
+    def _client(self, ident: bytes) -> ClientState:
+        st = self.clients.get(ident)
+        if st is None:
+            st = self.clients[ident] = ClientState()
+        return st
+
+    def _send_client(self, ident: bytes, msg: Message) -> None:
+        try:
+            self.local_send(ident, m.encode(msg))
+        except zmq.ZMQError:
+            self.client_gone(ident, "client disconnected")
+
+    def client_gone(self, ident: bytes, reason: str) -> None:
+        """A local client vanished: drop its services, subscriptions and streams."""
+        st = self.clients.pop(ident, None)
+        self.fail_inflight(ident, f"{reason}")
+        if st is None:
+            return
+        for name in st.services:
+            if self.services.get(name) == ident:
+                del self.services[name]
+                log.debug("service removed", service=name, reason=reason)
+        for service, nodeid in st.streams:
+            msg = Message.request(f"{service}.disconnect", None, nodeid=nodeid,
+                                  flags=m.NORESPONSE)
+            msg.route = [ident]
+            self.route_request(msg)
+
+    def client_gone_by_pid(self, pid: int) -> None:
+        for ident, st in list(self.clients.items()):
+            if st.pid == pid:
+                self.client_gone(ident, f"process {pid} exited")
+
+    def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None:
+        if not name or "." in name:
+            raise FluxliteError(f"invalid service name {name!r}", errno.EINVAL)
+        owner = self.services.get(name)
+        if owner is not None and owner != ident:
+            raise FluxliteError(f"service {name!r} is already registered", errno.EEXIST)
+        self.services[name] = ident
+        st = self._client(ident)
+        st.services.add(name)
+        if pid:
+            st.pid = pid
+
+    def remove_client_service(self, ident: bytes, name: str) -> None:
+        if self.services.get(name) != ident:
+            raise FluxliteError(f"service {name!r} is not registered by this client",
+                                errno.ENOENT)
+        del self.services[name]
+        self._client(ident).services.discard(name)
+
+    # --------------------------------------------------------------- events
+    def publish(self, topic: str, payload=None) -> None:
+        """Publish an event to the whole instance (through rank 0)."""
+        if self.rank == 0:
+            self.event_seq += 1
+            self.distribute_event(Message.event(topic, payload, self.event_seq))
+        else:
+            self.send_noresponse("broker.publish", {"topic": topic, "payload": payload},
+                                 nodeid=0)
+
+    def distribute_event(self, msg: Message) -> None:
+        if self.overlay is not None:
+            self.overlay.send_children_event(m.encode(msg))
+        topic = msg.topic
+        for prefix, cb in list(self.subscribers):
+            if topic.startswith(prefix):
+                try:
+                    cb(msg)
+                except Exception:
+                    log.error("event subscriber failed", topic=topic, exc_info=True)
+        frames = None
+        for ident, st in list(self.clients.items()):
+            if any(topic.startswith(p) for p in st.subscriptions):
+                frames = frames or m.encode(msg)
+                try:
+                    self.local_send(ident, frames)
+                except zmq.ZMQError:
+                    self.client_gone(ident, "client disconnected")
+
+    def _check_seq(self, seq: int) -> None:
+        expected = self.event_seq + 1
+        if self.event_seq and seq > expected:
+            log.warning("lost events", first=expected, last=seq - 1)
+        self.event_seq = max(self.event_seq, seq)
+
+    def subscribe(self, prefix: str, callback: Callable[[Message], None]) -> None:
+        self.subscribers.append((prefix, callback))
+
+    def unsubscribe(self, callback: Callable[[Message], None]) -> None:
+        self.subscribers = [(p, cb) for p, cb in self.subscribers if cb is not callback]
+
+    # ------------------------------------------------------- internal RPCs
+    def rpc(self, topic: str, payload=None, *, nodeid=None, streaming: bool = False,
+            flags: int = 0) -> PendingRPC:
+        pending = self.tracker.new(topic, streaming)
+        msg = Message.request(topic, payload,
+                              nodeid=m.NODEID_ANY if nodeid is None else nodeid,
+                              flags=flags | (m.STREAMING if streaming else 0),
+                              matchtag=pending.matchtag, userid=self.userid, role=m.ROLE_OWNER)
+        msg.route = [INTERNAL]
+        self.route_request(msg)
+        return pending
+
+    def send_noresponse(self, topic: str, payload=None, *, nodeid=None) -> None:
+        msg = Message.request(topic, payload,
+                              nodeid=m.NODEID_ANY if nodeid is None else nodeid,
+                              flags=m.NORESPONSE, userid=self.userid, role=m.ROLE_OWNER)
+        msg.route = [INTERNAL]
+        self.route_request(msg)
+
+    # ------------------------------------------------------ peer frames in
+    def on_client_frames(self, frames: list[bytes]) -> None:
+        """Frames from the local ROUTER: [identity, header, payload]."""
+        if len(frames) < 2:
+            log.warning("malformed frame from local client dropped", nframes=len(frames))
+            return
+        ident = frames[0]
+        try:
+            msg = m.decode(frames[1:])
+        except ProtocolError as exc:
+            log.warning("malformed message from local client dropped", error=exc.message,
+                        client=ident.hex())
+            return
+        if msg.type == m.CONTROL:
+            if msg.topic == "disconnect":
+                self.client_gone(ident, "client closed its connection")
+            return
+        if msg.type == m.EVENT:
+            log.warning("event from local client dropped (publish with broker.publish)")
+            return
+        self.deliver(msg, ident)
+
+
+def _hop(source) -> str:
+    if isinstance(source, bytes):
+        return "internal" if source == INTERNAL else f"client:{source.hex()}"
+    return "parent" if source == PARENT else f"child:{source}"

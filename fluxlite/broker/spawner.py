@@ -1,0 +1,383 @@
+"""The warm fork server: how a broker starts job shells and other local processes.
+
+Each broker forks its spawner first thing, before it opens any ZeroMQ socket,
+so the spawner holds no context that a child could inherit.  The spawner has
+the job shell's modules already imported: a shell is a plain fork of it (no
+interpreter start-up), and creates its own ZeroMQ context after the fork.
+
+Broker and spawner talk over a Unix stream socket carrying msgpack maps:
+
+    broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, stdio, info}
+                        {op: kill, tag, signum}      {op: killall}
+    spawner -> broker   {op: started, tag, pid}      {op: failed, tag, error}
+                        {op: exited, tag, status}
+
+Death follows the node model.  The spawner gets SIGTERM when the broker
+dies (PR_SET_PDEATHSIG); it is a child subreaper, so orphans stay below it; on
+SIGTERM, on a closed socket or on `killall` it SIGKILLs every descendant.  When
+a job shell exits, whatever is left in its session is killed too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import selectors
+import signal
+import socket
+import sys
+import traceback
+
+import msgpack
+
+from ..util import procs
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def _unpacker() -> msgpack.Unpacker:
+    return msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=256 << 20)
+
+
+# ---------------------------------------------------------------- spawner side
+class _Server:
+    def __init__(self, sock: socket.socket, name: str, shell_log: str | None):
+        self.sock = sock
+        self.name = name
+        self.shell_log = shell_log
+        self.children: dict[int, tuple[int, str]] = {}   # pid -> (tag, kind)
+        self.sel = selectors.DefaultSelector()
+        self.unpacker = _unpacker()
+        self.exiting = False
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def run(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self.sel.register(self.sock, selectors.EVENT_READ, "sock")
+        self.sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        while not self.exiting:
+            for key, _ in self.sel.select():
+                if key.data == "sock":
+                    self._read_requests()
+                else:
+                    try:
+                        os.read(self.wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                self._reap()
+        self._killall()
+
+    def _on_term(self, signum, frame) -> None:
+        self.exiting = True
+
+    def _send(self, obj: dict) -> None:
+        try:
+            self.sock.sendall(_packb(obj))
+        except OSError:
+            self.exiting = True
+
+    def _read_requests(self) -> None:
+        try:
+            data = self.sock.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.exiting = True
+            return
+        self.unpacker.feed(data)
+        for req in self.unpacker:
+            if not isinstance(req, dict):
+                continue
+            op = req.get("op")
+            try:
+                if op == "spawn":
+                    self._spawn(req)
+                elif op == "kill":
+                    self._kill(req)
+                elif op == "killall":
+                    self._killall()
+            except Exception as exc:  # a bad request must not kill the spawner
+                self._send({"op": "failed", "tag": req.get("tag"), "error": repr(exc)})
+
+    def _kill(self, req: dict) -> None:
+        tag, sig = req.get("tag"), int(req.get("signum", signal.SIGTERM))
+        for pid, (t, kind) in list(self.children.items()):
+            if t == tag:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+                if sig == signal.SIGKILL and kind == "shell":
+                    procs.kill_tree({pid}, {pid})
+
+    def _killall(self) -> None:
+        procs.kill_tree({os.getpid()})
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            entry = self.children.pop(pid, None)
+            if entry is None:
+                continue  # an adopted orphan
+            tag, kind = entry
+            if kind == "shell":
+                # anything the shell left behind in its session goes with it
+                procs.kill_tree({pid}, {pid})
+            self._send({"op": "exited", "tag": tag, "pid": pid, "status": status})
+
+    def _spawn(self, req: dict) -> None:
+        tag, kind = req["tag"], req.get("kind", "exec")
+        errpipe_r, errpipe_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            os.close(errpipe_r)
+            try:
+                self._child(req, kind, errpipe_w)
+            except BaseException as exc:
+                msg = _exec_error(req, exc)
+                try:
+                    os.write(errpipe_w, msg.encode()[:4000])
+                except OSError:
+                    pass
+                os._exit(127)
+            os._exit(0)
+        os.close(errpipe_w)
+        error = b""
+        if kind == "exec":
+            # the pipe closes on a successful exec; otherwise it carries the reason
+            while True:
+                chunk = os.read(errpipe_r, 4096)
+                if not chunk:
+                    break
+                error += chunk
+        os.close(errpipe_r)
+        if error:
+            os.waitpid(pid, 0)
+            self._send({"op": "failed", "tag": tag, "error": error.decode(errors="replace")})
+            return
+        self.children[pid] = (tag, kind)
+        self._send({"op": "started", "tag": tag, "pid": pid})
+
+    def _child(self, req: dict, kind: str, errpipe_w: int) -> None:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+                    signal.SIGPIPE, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        procs.set_pdeathsig(signal.SIGKILL)
+        if req.get("setsid"):
+            os.setsid()
+        elif req.get("pgid") is not None:
+            try:
+                os.setpgid(0, int(req["pgid"]))
+            except OSError:
+                os.setpgid(0, 0)
+        self._stdio(req)
+        if req.get("cwd"):
+            os.chdir(req["cwd"])
+        env = req.get("env")
+        if kind == "shell":
+            self.sock.close()
+            self.sel.close()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+            os.close(errpipe_w)
+            from ..shell.main import run_forked_shell
+            code = 1
+            try:
+                code = run_forked_shell(req["info"], env)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stderr.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+        argv = req["argv"]
+        os.execvpe(argv[0], argv, env if env is not None else os.environ)
+
+    def _stdio(self, req: dict) -> None:
+        mode = req.get("stdio", "inherit")
+        if mode == "inherit":
+            return
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        err = null
+        if mode == "log" and self.shell_log:
+            err = os.open(self.shell_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(err, 2)
+
+
+def _exec_error(req: dict, exc: BaseException) -> str:
+    argv = req.get("argv") or ["?"]
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{argv[0]}: {os.strerror(exc.errno)}"
+    return f"{argv[0]}: {exc!r}"
+
+
+def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
+    """Fork the spawner.  Call before this process creates any ZeroMQ context."""
+    parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        parent_sock.close()
+        code = 0
+        try:
+            procs.set_pdeathsig(signal.SIGTERM)
+            procs.set_child_subreaper()
+            try:
+                from setproctitle import setproctitle
+                setproctitle(name)
+            except ImportError:
+                pass
+            if os.getppid() == 1:
+                os._exit(1)
+            _Server(child_sock, name, shell_log).run()
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    child_sock.close()
+    return Spawner(parent_sock, pid)
+
+
+# ----------------------------------------------------------------- broker side
+class SpawnedProcess:
+    """A process the spawner started: await `started` (pid) and `exited` (wait status)."""
+
+    def __init__(self, tag: int, kind: str):
+        loop = asyncio.get_running_loop()
+        self.tag = tag
+        self.kind = kind
+        self.pid: int | None = None
+        self.started: asyncio.Future = loop.create_future()
+        self.exited: asyncio.Future = loop.create_future()
+
+
+class Spawner:
+    def __init__(self, sock: socket.socket, pid: int):
+        self.sock = sock
+        self.pid = pid
+        self.procs: dict[int, SpawnedProcess] = {}
+        self._next = 1
+        self._unpacker = _unpacker()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.on_exit = None  # callback(pid) when any process exits
+        self.closed = False
+
+    def attach(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.sock.setblocking(False)
+        self._loop.add_reader(self.sock.fileno(), self._on_readable)
+
+    def _on_readable(self) -> None:
+        try:
+            data = self.sock.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lost()
+            return
+        self._unpacker.feed(data)
+        for msg in self._unpacker:
+            self._handle(msg)
+
+    def _handle(self, msg: dict) -> None:
+        p = self.procs.get(msg.get("tag"))
+        if p is None:
+            return
+        op = msg.get("op")
+        if op == "started":
+            p.pid = msg["pid"]
+            if not p.started.done():
+                p.started.set_result(p.pid)
+        elif op == "failed":
+            self.procs.pop(p.tag, None)
+            err = OSError(errno.ENOENT, msg.get("error", "spawn failed"))
+            if not p.started.done():
+                p.started.set_exception(err)
+            if not p.exited.done():
+                p.exited.set_exception(err)
+                p.exited.exception()  # mark retrieved
+        elif op == "exited":
+            self.procs.pop(p.tag, None)
+            if not p.started.done():
+                p.started.set_result(msg.get("pid"))
+            if not p.exited.done():
+                p.exited.set_result(msg["status"])
+            if self.on_exit is not None:
+                self.on_exit(msg.get("pid"))
+
+    def _lost(self) -> None:
+        if self._loop is not None and not self.closed:
+            self._loop.remove_reader(self.sock.fileno())
+        self.closed = True
+        for p in list(self.procs.values()):
+            err = OSError(errno.ECHILD, "spawner exited")
+            for fut in (p.started, p.exited):
+                if not fut.done():
+                    fut.set_exception(err)
+                    fut.exception()
+        self.procs.clear()
+
+    def _send(self, obj: dict) -> None:
+        if self.closed:
+            raise OSError(errno.EPIPE, "spawner is gone")
+        data = _packb(obj)
+        # requests are small and the spawner reads promptly; a blocking send keeps order
+        self.sock.setblocking(True)
+        try:
+            self.sock.sendall(data)
+        finally:
+            self.sock.setblocking(False)
+
+    def spawn(self, kind: str = "exec", *, argv=None, env=None, cwd=None, pgid=None,
+              setsid: bool = False, stdio: str = "inherit", info=None) -> SpawnedProcess:
+        tag = self._next
+        self._next += 1
+        p = SpawnedProcess(tag, kind)
+        self.procs[tag] = p
+        self._send({"op": "spawn", "tag": tag, "kind": kind, "argv": argv, "env": env,
+                    "cwd": cwd, "pgid": pgid, "setsid": setsid, "stdio": stdio, "info": info})
+        return p
+
+    def kill(self, proc: SpawnedProcess, signum: int) -> None:
+        if proc.tag in self.procs:
+            self._send({"op": "kill", "tag": proc.tag, "signum": int(signum)})
+
+    def killall(self) -> None:
+        if not self.closed:
+            try:
+                self._send({"op": "killall"})
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop the spawner: it kills every process below it, then exits."""
+        if not self.closed:
+            try:
+                if self._loop is not None:
+                    self._loop.remove_reader(self.sock.fileno())
+            except Exception:
+                pass
+            self.closed = True
+            self.sock.close()
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass

@@ -1,0 +1,90 @@
+"""The `fluxlite` command: one click group, subcommands loaded on first use.
+
+Every error a command raises ends here and becomes one line on stderr,
+"fluxlite CMD: what was wrong", with a nonzero exit: usage errors exit 2,
+everything else 1 (or the code the command chose).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import FluxliteError
+
+# name -> (module, attribute, one-line help); modules are imported only when used
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "start": ("start", "start", "Start an instance of N brokers and run a command in it"),
+    "overlay": ("overlay", "overlay", "Show the tree of brokers"),
+    "ping": ("misc", "ping", "Send a ping to a rank or a service"),
+    "getattr": ("misc", "getattr", "Print a broker attribute"),
+    "setattr": ("misc", "setattr", "Set a broker attribute"),
+    "lsattr": ("misc", "lsattr", "List broker attributes"),
+    "dmesg": ("misc", "dmesg", "Print a broker's recent log"),
+    "shutdown": ("misc", "shutdown", "Shut the instance down"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        entry = COMMANDS.get(name)
+        if entry is None:
+            return None
+        import importlib
+        module = importlib.import_module(f"{__name__}.{entry[0]}")
+        return getattr(module, entry[1])
+
+    def format_commands(self, ctx, formatter):
+        rows = [(n, COMMANDS[n][2]) for n in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fluxlite", message="fluxlite %(version)s")
+def cli():
+    """fluxlite: a resource manager with Flux semantics, on your laptop.
+
+    Start an instance with `fluxlite start`, then run jobs in it.  Inside an
+    instance FLUXLITE_URI says where it is.
+    """
+
+
+def _command_name(argv: list[str]) -> str:
+    for a in argv:
+        if not a.startswith("-"):
+            return a
+    return ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    name = _command_name(argv)
+    prog = f"fluxlite {name}" if name in COMMANDS else "fluxlite"
+    try:
+        rv = cli.main(args=argv, prog_name="fluxlite", standalone_mode=False)
+    except click.exceptions.NoSuchOption as exc:
+        _die(prog, f"{exc.format_message()} (see '{prog} --help')", 2)
+    except click.UsageError as exc:
+        msg = exc.format_message().replace("\n", " ")
+        _die(prog, f"{msg} (see '{prog} --help')", 2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        sys.exit(130)
+    except FluxliteError as exc:
+        _die(prog, exc.message, getattr(exc, "exit_code", 1))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _die(prog: str, message: str, code: int) -> None:
+    print(f"{prog}: {message}", file=sys.stderr)
+    sys.exit(code)

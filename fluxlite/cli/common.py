@@ -1,0 +1,44 @@
+"""Helpers shared by CLI commands: opening a handle, parsing ids, printing errors."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+
+NO_INTERSPERSED = {"allow_interspersed_args": False, "help_option_names": ["-h", "--help"]}
+HELP = {"help_option_names": ["-h", "--help"]}
+
+
+def handle(uri: str | None = None):
+    """A blocking handle to the instance at FLUXLITE_URI (or `uri`)."""
+    from ..client.sync import Handle
+    return Handle(uri)
+
+
+def parse_rank(text: str) -> int:
+    if not text.isdigit():
+        raise UsageError(f"invalid rank {text!r}: expected a non-negative integer")
+    return int(text)
+
+
+def parse_jobid(text: str) -> int:
+    from ..util import fluid
+    try:
+        return fluid.parse(text)
+    except ValueError:
+        raise UsageError(f"error parsing jobid: {text!r}") from None
+
+
+class RankType(click.ParamType):
+    name = "RANK"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        if not str(value).isdigit():
+            self.fail(f"{value!r} is not a rank (a non-negative integer)", param, ctx)
+        return int(value)
+
+
+RANK = RankType()

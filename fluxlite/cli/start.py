@@ -1,0 +1,58 @@
+"""`fluxlite start`: an instance of N brokers on this machine."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .common import NO_INTERSPERSED
+
+
+def _build_attrs(conf: str | None, setattrs: tuple[str, ...], **direct) -> dict[str, str]:
+    from ..broker import attrs as battrs
+    values = battrs.defaults()
+    if conf:
+        values.update(battrs.load_config(conf))
+    for name, value in direct.items():
+        if value is not None:
+            values[name] = battrs.check(name, value)
+    for item in setattrs:
+        name, value = battrs.parse_setattr(item)
+        values[name] = value
+    return values
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@click.option("-s", "--size", "--test-size", "size", type=click.IntRange(1, 1024), default=1,
+              show_default=True, help="Number of brokers (ranks), 1 to 1024.")
+@click.option("--topo", metavar="kary:K", help="Tree shape (default kary:32; kary:0 is flat).")
+@click.option("--cores-per-rank", type=click.IntRange(1, 4096), default=None,
+              help="Cores each rank offers (default: all of this machine's cores).")
+@click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
+              help="Set a broker attribute (repeatable); see `fluxlite lsattr`.")
+@click.option("--conf", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Instance config in TOML (see etc/fluxlite.toml).")
+@click.option("--rundir", "--test-rundir", "rundir", type=click.Path(file_okay=False),
+              help="Run directory to use and keep (default: a private temporary one, removed).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
+    """Start an instance of SIZE brokers on this machine and run COMMAND in it.
+
+    COMMAND runs on rank 0 once every rank has joined, with FLUXLITE_URI set;
+    when it exits the instance shuts down and `start` exits with its status.
+    With no COMMAND on a terminal, your $SHELL runs inside the instance.
+    """
+    from ..broker.launcher import launch
+    attrs = _build_attrs(conf, setattrs, **{
+        "tbon.topo": topo,
+        "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
+    interactive = False
+    command = list(command)
+    if not command:
+        command = [os.environ.get("SHELL") or "/bin/sh"]
+        interactive = sys.stdin.isatty()
+    return launch(size, attrs, command, rundir=rundir, interactive=interactive)
+
+

@@ -1,0 +1,57 @@
+"""Where a client connects and who it says it is.
+
+FLUXLITE_URI selects the instance: `local://<rundir>/local-<rank>` (an ipc
+socket on this machine) or `ipc://` / `tcp://` endpoints as ZeroMQ spells
+them.  Inside a job it points at the enclosing instance.
+
+Credentials travel in every message.  The instance owner may assert another
+userid or role for testing, as Flux allows, with FLUXLITE_HANDLE_USERID and
+FLUXLITE_HANDLE_ROLEMASK.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import FluxliteError, UsageError
+from ..protocol.message import ROLE_OWNER
+
+ENV_URI = "FLUXLITE_URI"
+
+
+def resolve_uri(uri: str | None = None) -> str:
+    """The ZeroMQ endpoint for `uri` (default: $FLUXLITE_URI); a clear error if none."""
+    uri = uri or os.environ.get(ENV_URI)
+    if not uri:
+        raise FluxliteError(
+            "no instance: FLUXLITE_URI is not set (run inside `fluxlite start`, "
+            "or set FLUXLITE_URI to an instance's local-uri)", 2)
+    if uri.startswith("local://"):
+        path = uri[len("local://"):]
+        if not os.path.exists(path):
+            raise FluxliteError(f"no instance at {uri}: {path} does not exist", 2)
+        return "ipc://" + path
+    if uri.startswith(("ipc://", "tcp://")):
+        if uri.startswith("ipc://") and not os.path.exists(uri[6:]):
+            raise FluxliteError(f"no instance at {uri}: {uri[6:]} does not exist", 2)
+        return uri
+    raise UsageError(f"unsupported URI {uri!r}: expected local://PATH, ipc://PATH or tcp://HOST:PORT")
+
+
+def credentials() -> tuple[int, int]:
+    """(userid, role) to stamp on outgoing messages."""
+    userid = os.getuid()
+    role = ROLE_OWNER
+    if "FLUXLITE_HANDLE_USERID" in os.environ:
+        userid = _env_int("FLUXLITE_HANDLE_USERID")
+    if "FLUXLITE_HANDLE_ROLEMASK" in os.environ:
+        role = _env_int("FLUXLITE_HANDLE_ROLEMASK")
+    return userid, role
+
+
+def _env_int(name: str) -> int:
+    val = os.environ[name]
+    try:
+        return int(val, 0)
+    except ValueError:
+        raise UsageError(f"{name}={val!r} is not an integer") from None

@@ -1,0 +1,194 @@
+"""The blocking handle the CLI uses: one DEALER socket, one poll loop.
+
+    h = Handle()                         # $FLUXLITE_URI
+    h.call("broker.getattr", {"name": "size"})
+    for entry in h.stream("kvs.watch", {...}): ...
+    p1 = h.rpc(...); p2 = h.rpc(..., streaming=True); h.run_until(lambda: done)
+
+No asyncio here: the CLI's start-up time is part of every command's latency.
+Responses are routed by the shared RPCTracker; callers either wait on one
+PendingRPC or give it an `on_response` callback and drive `run_until()`.
+A socket monitor notices the broker going away, and every outstanding RPC
+then fails with EHOSTUNREACH instead of hanging.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+
+import zmq
+
+from ..errors import FluxliteError, RPCTimeout
+from ..protocol import message as m
+from ..protocol.message import Message
+from .connect import credentials, resolve_uri
+from .rpc import PendingRPC, RPCTracker
+
+
+class Handle:
+    def __init__(self, uri: str | None = None, *, connect_timeout: float = 5.0):
+        self.uri = uri
+        self.endpoint = resolve_uri(uri)
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 100)
+        self.sock.setsockopt(zmq.SNDHWM, 0)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        self.sock.setsockopt(zmq.SNDTIMEO, int(connect_timeout * 1000))
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.sock.connect(self.endpoint)
+        self.userid, self.role = credentials()
+        self.tracker = RPCTracker()
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+        self.poller.register(self.monitor, zmq.POLLIN)
+        self.fd_callbacks: dict[int, object] = {}
+        self.on_event = None  # callback(Message) for subscribed events
+        self.on_request = None  # callback(Message) for requests to a service we registered
+        self.connected = True
+        self._sent_any = False
+
+    # ------------------------------------------------------------- sending
+    def _send(self, msg: Message) -> None:
+        if not self.connected:
+            raise FluxliteError("connection to broker lost", errno.EHOSTUNREACH)
+        try:
+            self.sock.send_multipart(m.encode(msg))
+        except zmq.Again:
+            raise FluxliteError(f"no instance answering at {self.uri or self.endpoint}: "
+                                "is it running?", errno.ECONNREFUSED) from None
+        self._sent_any = True
+
+    def rpc(self, topic: str, payload=None, *, nodeid: int | None = None,
+            streaming: bool = False, flags: int = 0) -> PendingRPC:
+        pending = self.tracker.new(topic, streaming)
+        msg = Message.request(topic, payload,
+                              nodeid=m.NODEID_ANY if nodeid is None else nodeid,
+                              flags=flags | (m.STREAMING if streaming else 0),
+                              matchtag=pending.matchtag, userid=self.userid, role=self.role)
+        try:
+            self._send(msg)
+        except FluxliteError:
+            self.tracker.forget(pending.matchtag)
+            raise
+        return pending
+
+    def send(self, topic: str, payload=None, *, nodeid: int | None = None) -> None:
+        """A request that wants no response."""
+        self._send(Message.request(topic, payload,
+                                   nodeid=m.NODEID_ANY if nodeid is None else nodeid,
+                                   flags=m.NORESPONSE, userid=self.userid, role=self.role))
+
+    def respond(self, req: Message, payload=None, errnum: int = 0, errstr: str = "") -> None:
+        self._send(req.response(payload, errnum, errstr))
+
+    def call(self, topic: str, payload=None, *, nodeid: int | None = None,
+             timeout: float | None = None):
+        """Send a request and wait for its one response; raises FluxliteError on error."""
+        p = self.rpc(topic, payload, nodeid=nodeid)
+        self.wait(p, timeout)
+        return p.take()
+
+    def stream(self, topic: str, payload=None, *, nodeid: int | None = None,
+               timeout: float | None = None):
+        """Yield each response payload of a streaming RPC until it ends (ENODATA)."""
+        p = self.rpc(topic, payload, nodeid=nodeid, streaming=True)
+        try:
+            while True:
+                self.wait(p, timeout)
+                try:
+                    yield p.take()
+                except FluxliteError as exc:
+                    if exc.errnum == errno.ENODATA:
+                        return
+                    raise
+        finally:
+            if not p.done:
+                p.cancel()
+
+    # ----------------------------------------------------------- receiving
+    def wait(self, pending: PendingRPC, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not pending.ready():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise RPCTimeout(f"{pending.topic}: no response within {timeout:g}s")
+            self.poll(left)
+
+    def run_until(self, predicate, timeout: float | None = None) -> bool:
+        """Dispatch messages until predicate() is true; False if the timeout passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not predicate():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self.poll(left)
+        return True
+
+    def poll(self, timeout: float | None = None) -> int:
+        ms = None if timeout is None else max(0, int(timeout * 1000))
+        n = 0
+        for sock, _ in self.poller.poll(ms):
+            if sock is self.sock:
+                n += self._drain()
+            elif sock is self.monitor:
+                self.monitor.recv_multipart()
+                self._lost()
+            elif isinstance(sock, int) and sock in self.fd_callbacks:
+                self.fd_callbacks[sock]()
+        return n
+
+    def _drain(self) -> int:
+        n = 0
+        while True:
+            try:
+                frames = self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return n
+            n += 1
+            try:
+                msg = m.decode(frames)
+            except FluxliteError:
+                continue
+            if msg.type == m.RESPONSE:
+                self.tracker.dispatch(msg)
+            elif msg.type == m.EVENT and self.on_event is not None:
+                self.on_event(msg)
+            elif msg.type == m.REQUEST and self.on_request is not None:
+                self.on_request(msg)
+
+    def _lost(self) -> None:
+        if self.connected:
+            self.connected = False
+            self.tracker.fail_all(errno.EHOSTUNREACH, "connection to broker lost")
+
+    def add_fd(self, fd: int, callback) -> None:
+        """Also wake for `fd` (e.g. a signal wakeup pipe) and call `callback()`."""
+        self.fd_callbacks[fd] = callback
+        self.poller.register(fd, zmq.POLLIN)
+
+    # ------------------------------------------------------------ services
+    def subscribe(self, topic: str) -> None:
+        self.call("broker.subscribe", {"topic": topic})
+
+    def getattr(self, name: str, rank: int | None = None) -> str:
+        return self.call("broker.getattr", {"name": name}, nodeid=rank)["value"]
+
+    def close(self) -> None:
+        if self.sock.closed:
+            return
+        if self.connected and self._sent_any:
+            try:
+                self.sock.send_multipart(m.encode(Message.control("disconnect")), zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+        self.monitor.close(linger=0)
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

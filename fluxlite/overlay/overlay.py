@@ -1,0 +1,479 @@
+"""One broker's links in the tree: a DEALER to its parent, a ROUTER for its children.
+
+Handshake: a child sends CONTROL `hello` {version, rank, pid, hostname}; the
+parent checks the protocol version and that the rank is one of its children,
+then answers `hello-ok` (or `disconnect` with a reason, which the child logs
+and exits on).
+
+Liveness, both ways:
+- every link carries a keepalive each `tbon.keepalive-period` when nothing
+  else was sent;
+- a connection that closes (the peer process died) is noticed at once: a
+  socket-monitor event makes the parent probe its children, and the ROUTER
+  (ROUTER_MANDATORY) refuses sends to a vanished child with EHOSTUNREACH;
+  a child whose parent connection closes declares its parent lost;
+- silence longer than `tbon.torpid-timeout` marks a peer torpid (kept out of
+  scheduling, jobs continue); longer than `tbon.lost-timeout`, lost.
+
+A lost child takes its whole subtree with it; a broker that loses its parent
+shuts itself down.  Each broker reports its subtree's membership (online,
+torpid, lost, offline ranks) upstream whenever it changes, so rank 0 holds the
+whole instance's view for `overlay status`, quorum and the resource service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket as _socket
+import time
+
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+from ..broker.logging import get_logger
+from ..errors import ProtocolError
+from ..protocol import message as m
+from ..protocol.message import Message
+from ..protocol.transport import Channel
+from ..util import fsd, idset, tree
+
+log = get_logger("overlay")
+
+ONLINE, TORPID, LOST, OFFLINE = "online", "torpid", "lost", "offline"
+
+
+class ChildLink:
+    __slots__ = ("rank", "ident", "state", "lastseen", "lastsent", "since", "report", "pid",
+                 "hostname", "error")
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.ident: bytes | None = None
+        self.state = OFFLINE
+        self.lastseen = 0.0
+        self.lastsent = 0.0
+        self.since = time.time()
+        self.report: dict[str, set[int]] = {}
+        self.pid = 0
+        self.hostname = ""
+        self.error = ""
+
+
+class Overlay:
+    def __init__(self, broker, ctx: zmq.Context, bind_endpoint: str | None,
+                 parent_endpoint: str | None):
+        self.broker = broker
+        self.ctx = ctx
+        self.rank = broker.rank
+        self.size = broker.size
+        self.k = broker.fanout
+        self.bind_endpoint = bind_endpoint
+        self.parent_endpoint = parent_endpoint
+        self.child_ranks = tree.children(self.rank, self.size, self.k)
+        self.children = {r: ChildLink(r) for r in self.child_ranks}
+        for c in self.children.values():
+            c.report = {OFFLINE: {c.rank, *tree.descendants(c.rank, self.size, self.k)}}
+        self.by_ident: dict[bytes, ChildLink] = {}
+        self.down: Channel | None = None
+        self.up: Channel | None = None
+        self._monitors: list[Channel] = []
+        self.parent_state = OFFLINE if self.rank else ONLINE
+        self.parent_lastseen = 0.0
+        self.parent_lastsent = 0.0
+        self._hello_done: asyncio.Future | None = None
+        self._report_pending = False
+        self._last_report: dict | None = None
+        self._timer: asyncio.Task | None = None
+        self.shutting_down = False
+        self.started = time.time()
+        # whole-instance membership (meaningful on rank 0): rank -> state
+        self.membership: dict[int, str] = {}
+        self.membership_since: dict[int, float] = {}
+        self.hostname = _socket.gethostname()
+        self._read_timeouts()
+
+    def _read_timeouts(self) -> None:
+        a = self.broker.attrs
+        self.keepalive_period = fsd.parse(a["tbon.keepalive-period"])
+        self.torpid_timeout = fsd.parse(a["tbon.torpid-timeout"])
+        self.lost_timeout = fsd.parse_timeout(a["tbon.lost-timeout"])
+        self.connect_timeout = fsd.parse(a["tbon.connect-timeout"])
+
+    def timeouts_changed(self) -> None:
+        self._read_timeouts()
+
+    # ------------------------------------------------------------ sockets
+    def bind(self) -> None:
+        if not self.child_ranks:
+            return
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.LINGER, 200)
+        self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_child_disconnect_hint)
+        sock.bind(self.bind_endpoint)
+        self.down = Channel(sock, self._on_child_frames)
+
+    def _watch(self, sock: zmq.Socket, events: int, cb) -> None:
+        mon = sock.get_monitor_socket(events=events)
+        def on_frames(frames, cb=cb):
+            try:
+                ev = parse_monitor_message(frames)
+            except Exception:
+                return
+            cb(ev)
+        self._monitors.append(Channel(mon, on_frames))
+
+    async def join(self) -> None:
+        """Connect to the parent and complete the hello; raises ConnectionError on refusal."""
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, os.urandom(8))
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.LINGER, 500)
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
+        self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_parent_disconnect)
+        sock.connect(self.parent_endpoint)
+        self.up = Channel(sock, self._on_parent_frames)
+        self._hello_done = asyncio.get_running_loop().create_future()
+        self._send_parent_control("hello", {"version": m.PROTOCOL_VERSION, "rank": self.rank,
+                                            "pid": os.getpid(), "hostname": self.hostname})
+        try:
+            await asyncio.wait_for(self._hello_done, self.connect_timeout)
+        except asyncio.TimeoutError:
+            raise ConnectionError(
+                f"parent did not accept us within {fsd.format(self.connect_timeout)}") from None
+        self.parent_state = ONLINE
+        self.parent_lastseen = time.monotonic()
+        self.schedule_report()
+
+    def start_timer(self) -> None:
+        self.schedule_report()
+        self._timer = asyncio.get_running_loop().create_task(self._keepalive_loop())
+
+    def close(self) -> None:
+        if self._timer:
+            self._timer.cancel()
+        for ch in self._monitors:
+            ch.close()
+        for ch in (self.down, self.up):
+            if ch is not None:
+                ch.close()
+
+    # ------------------------------------------------------------- sends
+    def parent_connected(self) -> bool:
+        return self.up is not None and self.parent_state == ONLINE
+
+    def send_parent(self, frames: list[bytes]) -> None:
+        if self.up is None:
+            return
+        self.parent_lastsent = time.monotonic()
+        try:
+            self.up.send(frames)
+        except zmq.ZMQError as exc:
+            log.warning("send to parent failed", error=str(exc))
+
+    def _send_parent_control(self, topic: str, payload=None) -> None:
+        self.send_parent(m.encode(Message.control(topic, payload)))
+
+    def child_state(self, rank: int) -> str:
+        c = self.children.get(rank)
+        return c.state if c else OFFLINE
+
+    def send_child(self, rank: int, frames: list[bytes]) -> bool:
+        """Send to a direct child; False (and the child is lost) if it has vanished."""
+        c = self.children.get(rank)
+        if c is None or c.ident is None or c.state not in (ONLINE, TORPID):
+            return False
+        try:
+            self.down.send([c.ident] + frames)
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                self._child_lost(c, "lost connection")
+                return False
+            log.warning("send to child failed", child=rank, error=str(exc))
+            return False
+        c.lastsent = time.monotonic()
+        return True
+
+    def _send_child_control(self, c: ChildLink, topic: str, payload=None) -> bool:
+        return self.send_child(c.rank, m.encode(Message.control(topic, payload)))
+
+    def send_children_event(self, frames: list[bytes]) -> None:
+        for c in self.children.values():
+            if c.state in (ONLINE, TORPID):
+                self.send_child(c.rank, frames)
+
+    # ----------------------------------------------------------- receives
+    def _on_child_frames(self, frames: list[bytes]) -> None:
+        if len(frames) < 2:
+            return
+        ident = frames[0]
+        try:
+            msg = m.decode(frames[1:])
+        except ProtocolError as exc:
+            c = self.by_ident.get(ident)
+            log.warning("malformed message dropped", peer=f"rank {c.rank}" if c else "unknown",
+                        error=exc.message)
+            return
+        c = self.by_ident.get(ident)
+        if c is None:
+            if msg.type == m.CONTROL and msg.topic == "hello":
+                self._on_hello(ident, msg)
+            else:
+                self._refuse(ident, "message from a peer that has not said hello")
+            return
+        now = time.monotonic()
+        c.lastseen = now
+        if c.state == TORPID:
+            log.info("broker is responsive now", peer=c.rank)
+            c.state = ONLINE
+            self.schedule_report()
+        if msg.type == m.CONTROL:
+            self._on_child_control(c, msg)
+        else:
+            self.broker.router.deliver(msg, c.rank)
+
+    def _refuse(self, ident: bytes, reason: str) -> None:
+        try:
+            self.down.send([ident] + m.encode(Message.control("disconnect", {"reason": reason})))
+        except zmq.ZMQError:
+            pass
+
+    def _on_hello(self, ident: bytes, msg: Message) -> None:
+        p = msg.payload if isinstance(msg.payload, dict) else {}
+        version, rank = p.get("version"), p.get("rank")
+        if version != m.PROTOCOL_VERSION:
+            log.error("hello refused: protocol version mismatch", peer_version=version,
+                      version=m.PROTOCOL_VERSION, peer=rank)
+            self._refuse(ident, f"protocol version {version!r} does not match "
+                                f"this broker's version {m.PROTOCOL_VERSION}")
+            return
+        c = self.children.get(rank) if type(rank) is int else None
+        if c is None:
+            log.error("hello refused: not a child of this rank", peer_rank=rank)
+            self._refuse(ident, f"rank {rank!r} is not a child of rank {self.rank}: "
+                                "mismatched topology?")
+            return
+        if self.shutting_down:
+            self._refuse(ident, f"rank {self.rank} is shutting down")
+            return
+        if c.state in (ONLINE, TORPID) and c.ident != ident:
+            log.warning("broker reconnected after crash, dropping old connection state",
+                        peer=rank)
+            self._child_lost(c, "reconnected after crash")
+        if c.ident is not None:
+            self.by_ident.pop(c.ident, None)
+        c.ident = ident
+        c.pid = p.get("pid", 0)
+        c.hostname = str(p.get("hostname", ""))
+        c.state = ONLINE
+        c.since = time.time()
+        c.lastseen = time.monotonic()
+        c.error = ""
+        c.report = {ONLINE: {rank}, OFFLINE: set(tree.descendants(rank, self.size, self.k))}
+        self.by_ident[ident] = c
+        log.debug("accepting connection", peer=rank, hostname=c.hostname)
+        self._send_child_control(c, "hello-ok", {"rank": self.rank})
+        self.schedule_report()
+
+    def _on_child_control(self, c: ChildLink, msg: Message) -> None:
+        topic = msg.topic
+        if topic == "keepalive":
+            return
+        if topic == "status":
+            p = msg.payload
+            if isinstance(p, dict):
+                try:
+                    c.report = {k: idset.decode(v) for k, v in p.items()
+                                if k in (ONLINE, TORPID, LOST, OFFLINE)}
+                except ValueError:
+                    log.warning("malformed status report dropped", peer=c.rank)
+                    return
+                self.schedule_report()
+        elif topic == "goodbye":
+            self._child_offline(c, "administrative shutdown")
+        else:
+            log.debug("unknown control from child", peer=c.rank, topic=topic)
+
+    def _on_parent_frames(self, frames: list[bytes]) -> None:
+        try:
+            msg = m.decode(frames)
+        except ProtocolError as exc:
+            log.warning("malformed message from parent dropped", error=exc.message)
+            return
+        self.parent_lastseen = time.monotonic()
+        if msg.type == m.CONTROL:
+            self._on_parent_control(msg)
+            return
+        if self._hello_done is None or not self._hello_done.done():
+            log.debug("message received before hello handshake completed", topic=msg.topic)
+            return
+        self.broker.router.deliver(msg, -1)
+
+    def _on_parent_control(self, msg: Message) -> None:
+        topic = msg.topic
+        if topic == "keepalive":
+            return
+        if topic == "hello-ok":
+            if self._hello_done is not None and not self._hello_done.done():
+                self._hello_done.set_result(True)
+        elif topic == "disconnect":
+            reason = (msg.payload or {}).get("reason", "") if isinstance(msg.payload, dict) else ""
+            if self._hello_done is not None and not self._hello_done.done():
+                log.error("parent refused connection", reason=reason)
+                self._hello_done.set_exception(ConnectionError(f"parent refused us: {reason}"))
+            else:
+                log.critical("parent sent disconnect", reason=reason)
+                self._parent_lost(f"parent sent disconnect: {reason}")
+        elif topic == "shutdown":
+            self.broker.request_shutdown("parent is shutting down")
+
+    # ------------------------------------------------------ liveness
+    def _on_child_disconnect_hint(self, ev: dict) -> None:
+        # a connection closed: probe every child now; vanished ones fail the send
+        for c in list(self.children.values()):
+            if c.state in (ONLINE, TORPID):
+                self._send_child_control(c, "keepalive")
+
+    def _on_parent_disconnect(self, ev: dict) -> None:
+        if self.parent_state == ONLINE:
+            self._parent_lost("connection to parent closed")
+
+    def _parent_lost(self, reason: str) -> None:
+        if self.parent_state != ONLINE:
+            return
+        self.parent_state = LOST
+        self.broker.router.fail_inflight(-1, f"overlay disconnect: {reason}")
+        self.broker.parent_lost(reason)
+
+    def _child_lost(self, c: ChildLink, reason: str) -> None:
+        if c.state not in (ONLINE, TORPID):
+            return
+        below = tree.descendants(c.rank, self.size, self.k)
+        log.error("broker failed", peer=c.rank, hostname=c.hostname, reason=reason,
+                  severed=len(below))
+        self._drop_child(c, LOST, reason)
+
+    def _child_offline(self, c: ChildLink, reason: str) -> None:
+        if c.state not in (ONLINE, TORPID):
+            return
+        log.debug("broker left", peer=c.rank, reason=reason)
+        self._drop_child(c, OFFLINE, reason)
+
+    def _drop_child(self, c: ChildLink, state: str, reason: str) -> None:
+        c.state = state
+        c.since = time.time()
+        c.error = reason
+        if c.ident is not None:
+            self.by_ident.pop(c.ident, None)
+        below = set(tree.descendants(c.rank, self.size, self.k))
+        c.report = {state: {c.rank} | below}
+        self.broker.router.fail_inflight(c.rank, f"rank {c.rank} {state}: {reason}")
+        self.schedule_report()
+        self.broker.child_gone(c.rank)
+
+    async def _keepalive_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.keepalive_period)
+            try:
+                self._tick()
+            except Exception:
+                log.error("keepalive tick failed", exc_info=True)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        period = self.keepalive_period
+        if self.up is not None and self.parent_state == ONLINE:
+            if now - self.parent_lastsent >= period:
+                self._send_parent_control("keepalive")
+            silent = now - self.parent_lastseen
+            if self.lost_timeout is not None and silent > self.lost_timeout:
+                self._parent_lost(f"parent silent for {fsd.format(silent)}")
+        for c in list(self.children.values()):
+            if c.state not in (ONLINE, TORPID):
+                continue
+            if now - c.lastsent >= period:
+                if not self._send_child_control(c, "keepalive"):
+                    continue
+            silent = now - c.lastseen
+            if self.lost_timeout is not None and silent > self.lost_timeout:
+                self._child_lost(c, f"unresponsive for {fsd.format(silent)}")
+            elif c.state == ONLINE and silent > self.torpid_timeout:
+                log.warning("broker has been unresponsive", peer=c.rank,
+                            silent=fsd.format(silent))
+                c.state = TORPID
+                self.schedule_report()
+
+    # ------------------------------------------------------ membership
+    def schedule_report(self) -> None:
+        if not self._report_pending:
+            self._report_pending = True
+            asyncio.get_running_loop().call_soon(self._send_report)
+
+    def subtree_report(self) -> dict[str, set[int]]:
+        out = {ONLINE: {self.rank}, TORPID: set(), LOST: set(), OFFLINE: set()}
+        for c in self.children.values():
+            for state, ranks in c.report.items():
+                out[state] |= ranks
+            if c.state == TORPID:
+                out[ONLINE].discard(c.rank)
+                out[TORPID].add(c.rank)
+        return out
+
+    def _send_report(self) -> None:
+        self._report_pending = False
+        rep = self.subtree_report()
+        if rep == self._last_report:
+            return
+        if self.rank == 0:
+            self._update_membership(rep)
+        elif self.parent_connected():
+            self._send_parent_control("status", {k: idset.encode(v) for k, v in rep.items()})
+        else:
+            return  # not joined yet: join() reports once the parent accepts us
+        self._last_report = rep
+
+    def _update_membership(self, rep: dict[str, set[int]]) -> None:
+        changes: dict[str, set[int]] = {}
+        now = time.time()
+        for state, ranks in rep.items():
+            for r in ranks:
+                if self.membership.get(r) != state:
+                    self.membership[r] = state
+                    self.membership_since[r] = now
+                    changes.setdefault(state, set()).add(r)
+        if changes:
+            self.broker.membership_changed(changes)
+
+    def online_count(self) -> int:
+        return sum(1 for s in self.membership.values() if s in (ONLINE, TORPID))
+
+    def live_children(self) -> list[int]:
+        return [c.rank for c in self.children.values() if c.state in (ONLINE, TORPID)]
+
+    # ------------------------------------------------------ shutdown
+    def shutdown_children(self) -> None:
+        self.shutting_down = True
+        for c in self.children.values():
+            if c.state in (ONLINE, TORPID):
+                self._send_child_control(c, "shutdown")
+
+    def goodbye(self) -> None:
+        if self.parent_connected():
+            self._send_parent_control("goodbye")
+            self.parent_state = OFFLINE
+
+    def health(self) -> dict:
+        """This rank's view of its children, for `overlay status` and tests."""
+        return {
+            "rank": self.rank,
+            "hostname": self.hostname,
+            "parent": self.parent_state,
+            "children": [{"rank": c.rank, "state": c.state, "since": c.since,
+                          "hostname": c.hostname, "error": c.error}
+                         for c in self.children.values()],
+        }

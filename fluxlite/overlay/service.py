@@ -1,0 +1,79 @@
+"""The `overlay` service: what `fluxlite overlay status` asks.
+
+`overlay.health` answers on any rank with its own links; `overlay.status`
+(rank 0) answers with the whole instance: every rank's state and the tree
+shape, from the membership reports that flow upstream.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+
+from ..errors import FluxliteError
+from ..service.base import Service, request
+from ..util import idset, tree
+
+
+class OverlayService(Service):
+    name = "overlay"
+
+    @request("overlay.health")
+    def health(self, msg):
+        return self.broker.overlay.health()
+
+    def start_watch_hook(self) -> None:
+        if not getattr(self, "_watchers", None):
+            self._watchers = []
+            self.broker.on_membership(self._changed)
+
+    @request("overlay.watch", streaming=True)
+    def watch(self, msg):
+        """Rank 0: the membership now, then every change: {ranks: {state: idset}}."""
+        if self.broker.rank != 0:
+            raise FluxliteError("overlay.watch is answered by rank 0", errno.EINVAL)
+        self.start_watch_hook()
+        self._watchers.append(msg)
+        self.track_stream(msg, lambda: self._watchers.remove(msg))
+        self.respond(msg, self._snapshot())
+
+    def _snapshot(self) -> dict:
+        by_state: dict[str, list[int]] = {}
+        for r, state in sorted(self.broker.overlay.membership.items()):
+            by_state.setdefault(state, []).append(r)
+        return {"ranks": {k: idset.encode(v) for k, v in by_state.items()}}
+
+    def _changed(self, changes) -> None:
+        if not changes:
+            return
+        snap = self._snapshot()
+        for w in list(self._watchers):
+            self.respond(w, snap)
+
+    @request("overlay.status")
+    def status(self, msg):
+        if self.broker.rank != 0:
+            raise FluxliteError("overlay.status is answered by rank 0", errno.EINVAL)
+        ov = self.broker.overlay
+        size, k = self.broker.size, self.broker.fanout
+        ranks = []
+        for r in range(size):
+            state = ov.membership.get(r, "offline")
+            ranks.append({"rank": r, "state": state, "status": _subtree_status(ov, r, size, k),
+                          "parent": tree.parent(r, k),
+                          "since": ov.membership_since.get(r, ov.started)})
+        return {"size": size, "topo": self.broker.attrs["tbon.topo"],
+                "hostname": ov.hostname, "now": time.time(), "ranks": ranks}
+
+
+def _subtree_status(ov, rank: int, size: int, k: int) -> str:
+    """Flux's subtree status: lost/offline for the rank itself, else full/partial/degraded."""
+    own = ov.membership.get(rank, "offline")
+    if own in ("lost", "offline"):
+        return own
+    below = [ov.membership.get(r, "offline") for r in tree.descendants(rank, size, k)]
+    if any(s == "lost" for s in below):
+        return "degraded"
+    if any(s == "offline" for s in below):
+        return "partial"
+    return "full"

@@ -1,0 +1,163 @@
+"""The one message shape and the one codec, used on every socket.
+
+A message travels as two ZeroMQ frames (after any ROUTER identity frame):
+
+    frame 0  header  msgpack array
+             [type, flags, topic, nodeid, matchtag, seq, errnum, errstr, userid, role, route]
+    frame 1  payload msgpack bytes, or empty for no payload
+
+Routers decode only the header and forward the payload bytes untouched; the
+payload is decoded on first access at the receiving end.  `decode()` raises
+ProtocolError for anything malformed, so a peer's garbage never gets past the
+socket boundary.  PROTOCOL_VERSION travels in the overlay hello.
+"""
+
+from __future__ import annotations
+
+import msgpack
+
+from ..errors import FluxliteError, ProtocolError
+
+PROTOCOL_VERSION = 1
+
+# message types
+REQUEST = 1
+RESPONSE = 2
+EVENT = 4
+CONTROL = 8
+TYPE_NAMES = {REQUEST: "request", RESPONSE: "response", EVENT: "event", CONTROL: "control"}
+
+# flags
+STREAMING = 0x01   # request wants many responses, ended by ENODATA
+NORESPONSE = 0x02  # request wants no response at all
+UPSTREAM = 0x04    # request skips services on the sender's rank (nodeid = sender's rank)
+
+# special nodeids
+NODEID_ANY = 0xFFFFFFFF
+
+# roles
+ROLE_OWNER = 1
+ROLE_USER = 2
+
+_HEADER_LEN = 11
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def _unpackb(data: bytes):
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+class Message:
+    """A request, response, event or control message.
+
+    `route` is the stack of hops a request has taken (each broker pushes where
+    it came from); a response pops it to retrace the path.  Entries are ints
+    (a child rank), -1 (the parent), or bytes (a local client's identity).
+    """
+
+    __slots__ = ("type", "flags", "topic", "nodeid", "matchtag", "seq", "errnum",
+                 "errstr", "userid", "role", "route", "_payload", "_payload_raw")
+
+    def __init__(self, type: int, topic: str, payload=None, *, nodeid: int = NODEID_ANY,
+                 flags: int = 0, matchtag: int = 0, seq: int = 0, errnum: int = 0,
+                 errstr: str = "", userid: int = 0, role: int = 0, route=None):
+        self.type = type
+        self.topic = topic
+        self.nodeid = nodeid
+        self.flags = flags
+        self.matchtag = matchtag
+        self.seq = seq
+        self.errnum = errnum
+        self.errstr = errstr
+        self.userid = userid
+        self.role = role
+        self.route = [] if route is None else route
+        self._payload = payload
+        self._payload_raw = None
+
+    # -- payload -------------------------------------------------------
+    @property
+    def payload(self):
+        """Decoded payload (None if empty).  Raises ProtocolError if undecodable."""
+        if self._payload_raw is not None:
+            raw, self._payload_raw = self._payload_raw, None
+            try:
+                self._payload = _unpackb(raw) if raw else None
+            except Exception as exc:
+                raise ProtocolError(f"undecodable payload on {self.topic!r}: {exc}") from None
+        return self._payload
+
+    def payload_bytes(self) -> bytes:
+        if self._payload_raw is not None:
+            return self._payload_raw
+        return b"" if self._payload is None else _packb(self._payload)
+
+    # -- constructors --------------------------------------------------
+    @classmethod
+    def request(cls, topic: str, payload=None, *, nodeid: int = NODEID_ANY, flags: int = 0,
+                matchtag: int = 0, userid: int = 0, role: int = 0) -> "Message":
+        return cls(REQUEST, topic, payload, nodeid=nodeid, flags=flags, matchtag=matchtag,
+                   userid=userid, role=role)
+
+    def response(self, payload=None, errnum: int = 0, errstr: str = "") -> "Message":
+        """A response to this request, carrying its matchtag and route."""
+        return Message(RESPONSE, self.topic, payload, nodeid=self.nodeid,
+                       flags=self.flags & STREAMING, matchtag=self.matchtag, errnum=errnum,
+                       errstr=errstr, userid=self.userid, role=self.role, route=list(self.route))
+
+    def error_response(self, err: FluxliteError) -> "Message":
+        return self.response(None, err.errnum, err.message)
+
+    @classmethod
+    def event(cls, topic: str, payload=None, seq: int = 0) -> "Message":
+        return cls(EVENT, topic, payload, seq=seq)
+
+    @classmethod
+    def control(cls, topic: str, payload=None) -> "Message":
+        return cls(CONTROL, topic, payload)
+
+    # -- helpers -------------------------------------------------------
+    @property
+    def service(self) -> str:
+        """The service a topic belongs to: the part before the first '.'."""
+        return self.topic.partition(".")[0]
+
+    def __repr__(self) -> str:
+        kind = TYPE_NAMES.get(self.type, str(self.type))
+        extra = f" err={self.errnum}" if self.errnum else ""
+        return f"<Message {kind} {self.topic!r} node={self.nodeid} tag={self.matchtag}{extra}>"
+
+
+def encode(msg: Message) -> list[bytes]:
+    """Two frames: header and payload."""
+    header = _packb([msg.type, msg.flags, msg.topic, msg.nodeid, msg.matchtag, msg.seq,
+                     msg.errnum, msg.errstr, msg.userid, msg.role, msg.route])
+    return [header, msg.payload_bytes()]
+
+
+def decode(frames: list[bytes]) -> Message:
+    """Parse two frames into a Message, or raise ProtocolError saying what was wrong."""
+    if len(frames) != 2:
+        raise ProtocolError(f"expected 2 frames, got {len(frames)}")
+    try:
+        h = _unpackb(frames[0])
+    except Exception as exc:
+        raise ProtocolError(f"undecodable header: {exc}") from None
+    if not isinstance(h, list) or len(h) != _HEADER_LEN:
+        raise ProtocolError("header is not an array of 11 fields")
+    mtype, flags, topic, nodeid, matchtag, seq, errnum, errstr, userid, role, route = h
+    if mtype not in TYPE_NAMES:
+        raise ProtocolError(f"unknown message type {mtype!r}")
+    if not isinstance(topic, str) or not all(
+        type(v) is int for v in (flags, nodeid, matchtag, seq, errnum, userid, role)
+    ):
+        raise ProtocolError("header field of the wrong type")
+    if not isinstance(errstr, str) or not isinstance(route, list):
+        raise ProtocolError("header field of the wrong type")
+    for hop in route:
+        if type(hop) is not int and not isinstance(hop, bytes):
+            raise ProtocolError("route entry of the wrong type")
+    msg = Message(mtype, topic, None, nodeid=nodeid, flags=flags, matchtag=matchtag, seq=seq,
+                  errnum=errnum, errstr=errstr, userid=userid, role=role, route=route)
+    msg._payload_raw = bytes(frames[1])
+    return msg

@@ -1,0 +1,11 @@
+"""Services hosted in a broker: a base class with decorated request handlers
+(base.py) and one module per service.  `load_services()` says which run where."""
+
+from __future__ import annotations
+
+
+def service_classes(rank: int) -> list:
+    """The service classes a broker of this rank hosts, in start order."""
+    from . import broker_svc
+    classes = [broker_svc.BrokerService]
+    return classes

@@ -1,0 +1,235 @@
+"""Start real instances from tests (or scripts) and check that nothing leaks.
+
+    with Instance(size=4, topo="kary:2") as inst:
+        inst.cli("ping", "3", check=True)
+        inst.kill_broker(3)
+        inst.wait_membership(lambda m: 3 in m.get("lost", set()), timeout=10)
+
+The instance's initial program prints FLUXLITE_URI and then waits on stdin,
+so "up" is an event (a line on a pipe) and "stop" is closing that pipe: no
+sleeps, no polling.  Every process the instance starts inherits a unique
+FLUXLITE_TEST_TAG, and `assert_no_leaks()` fails if any process carrying it is
+still alive (after a bounded wait for processes that are already dying).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+TAG_VAR = "FLUXLITE_TEST_TAG"
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fluxlite_command() -> list[str]:
+    """How to run the fluxlite CLI: the venv's console script, else this interpreter."""
+    exe = os.path.join(os.path.dirname(sys.executable), "fluxlite")
+    if os.access(exe, os.X_OK):
+        return [exe]
+    return [sys.executable, "-m", "fluxlite"]
+
+
+def tagged_processes(tag: str) -> dict[int, str]:
+    """pid -> command line of every live (non-zombie) process whose environment has the tag."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()
+            if needle not in env.split(b"\0"):
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            if stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        found[int(name)] = cmd
+    return found
+
+
+def wait_pids_gone(pids, timeout: float) -> set[int]:
+    """Wait on pidfds until every pid has exited or `timeout` passes; returns survivors."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except (ProcessLookupError, OSError):
+            pass
+    deadline = time.monotonic() + timeout
+    try:
+        while fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(fds), [], [], left)
+            for fd in ready:
+                fds.pop(fd)
+                os.close(fd)
+        return set(fds.values())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def assert_no_leaks(tag: str, timeout: float = 10.0) -> None:
+    """Fail if processes carrying `tag` outlive `timeout` (zombies do not count)."""
+    procs = tagged_processes(tag)
+    if procs:
+        wait_pids_gone(procs, timeout)
+        procs = tagged_processes(tag)
+    if procs:
+        for pid in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        listing = "; ".join(f"{pid}: {cmd}" for pid, cmd in sorted(procs.items()))
+        raise AssertionError(f"{len(procs)} process(es) left behind: {listing}")
+
+
+class Instance:
+    """A real fluxlite instance started with `fluxlite start`, for tests and demos."""
+
+    READY_PROGRAM = ['sh', '-c', 'echo "$FLUXLITE_URI"; exec cat >/dev/null']
+
+    def __init__(self, size: int = 1, *, topo: str | None = None, setattrs=(),
+                 conf: str | None = None, cores_per_rank: int | None = None,
+                 start_args=(), env: dict | None = None, start_timeout: float = 60.0):
+        self.size = size
+        self.tag = uuid.uuid4().hex
+        self.env = dict(os.environ if env is None else env)
+        self.env[TAG_VAR] = self.tag
+        self.env.pop("FLUXLITE_URI", None)
+        self.args = ["start", "--size", str(size)]
+        if topo:
+            self.args += ["--topo", topo]
+        if cores_per_rank:
+            self.args += ["--cores-per-rank", str(cores_per_rank)]
+        if conf:
+            self.args += ["--conf", conf]
+        for s in setattrs:
+            self.args += ["--setattr", s]
+        self.args += list(start_args)
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen | None = None
+        self.uri: str | None = None
+        self.returncode: int | None = None
+        self._stderr = tempfile.TemporaryFile()
+        self._handles = []
+
+    # ---------------------------------------------------------------- life
+    def start(self) -> "Instance":
+        self.proc = subprocess.Popen(
+            fluxlite_command() + self.args + ["--"] + self.READY_PROGRAM,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            env=self.env)
+        line = _readline(self.proc.stdout, self.start_timeout)
+        if not line:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"instance did not come up: {self.stderr_tail()}")
+        self.uri = line.strip()
+        self.env["FLUXLITE_URI"] = self.uri
+        return self
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """Close the initial program's stdin (it exits 0) and wait for the launcher."""
+        for h in self._handles:
+            h.close()
+        self._handles.clear()
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.returncode = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.returncode = self.proc.wait()
+                raise AssertionError(f"instance did not shut down within {timeout}s: "
+                                     f"{self.stderr_tail()}")
+        else:
+            self.returncode = self.proc.returncode
+        self.proc.stdout.close()
+        return self.returncode
+
+    def __enter__(self) -> "Instance":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.stop()
+        finally:
+            assert_no_leaks(self.tag)
+            self._stderr.close()
+
+    def stderr_tail(self, n: int = 4000) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-n:]
+
+    # ------------------------------------------------------------ talking
+    def cli(self, *args, check: bool = False, timeout: float = 60.0, input: str | None = None,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+        """Run `fluxlite ARGS...` against this instance; stdout/stderr captured as text."""
+        e = dict(self.env)
+        if env:
+            e.update(env)
+        cp = subprocess.run(fluxlite_command() + [str(a) for a in args], env=e,
+                            capture_output=True, text=True, timeout=timeout, input=input)
+        if check and cp.returncode != 0:
+            raise AssertionError(f"fluxlite {' '.join(map(str, args))} exited {cp.returncode}: "
+                                 f"{cp.stderr.strip()}")
+        return cp
+
+    def handle(self, uri: str | None = None):
+        from .client.sync import Handle
+        h = Handle(uri or self.uri)
+        self._handles.append(h)
+        return h
+
+    def getattr(self, name: str, rank: int | None = None) -> str:
+        return self.handle().getattr(name, rank)
+
+    def broker_pid(self, rank: int) -> int:
+        return int(self.getattr("broker.pid", rank))
+
+    def kill_broker(self, rank: int, sig: int = signal.SIGKILL) -> int:
+        pid = self.broker_pid(rank)
+        os.kill(pid, sig)
+        return pid
+
+    def wait_membership(self, predicate, timeout: float = 10.0) -> dict[str, set[int]]:
+        """Follow rank 0's membership stream until predicate({state: set(ranks)}) holds."""
+        from .util import idset
+        h = self.handle()
+        deadline = time.monotonic() + timeout
+        last: dict[str, set[int]] = {}
+        for snap in h.stream("overlay.watch", nodeid=0, timeout=timeout):
+            last = {k: idset.decode(v) for k, v in snap["ranks"].items()}
+            if predicate(last):
+                return last
+            if time.monotonic() > deadline:
+                break
+        raise AssertionError(f"membership condition not met within {timeout}s: {last}")
+
+
+def _readline(stream, timeout: float) -> str:
+    ready, _, _ = select.select([stream], [], [], timeout)
+    if not ready:
+        return ""
+    return stream.readline().decode(errors="replace")

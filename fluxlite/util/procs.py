@@ -1,0 +1,118 @@
+"""Process-tree helpers for Linux: parent-death signals and killing whole trees.
+
+Killing a broker must take its job shells and their tasks with it, as a node
+failure would.  The pieces: every child gets PR_SET_PDEATHSIG right after
+fork; the spawner is a child subreaper, so orphans are re-parented to it and
+still counted as its descendants; and `kill_tree()` finds every descendant by
+walking /proc (parent links and session ids) and SIGKILLs them in one pass.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc = None
+
+
+def _prctl(option: int, arg: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send `sig` to this process when its parent thread exits."""
+    _prctl(PR_SET_PDEATHSIG, int(sig))
+
+
+def set_child_subreaper() -> None:
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, session id) for every visible process."""
+    table: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        # the command name may contain spaces and parens: split after the last ')'
+        rest = data[data.rfind(b")") + 2:].split()
+        try:
+            table[int(name)] = (int(rest[1]), int(rest[3]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def descendants(roots: set[int], sessions: set[int] = frozenset(),
+                table: dict[int, tuple[int, int]] | None = None) -> set[int]:
+    """Every process below `roots`, plus every member of `sessions` and its descendants."""
+    table = process_table() if table is None else table
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    found: set[int] = {pid for pid, (_, sid) in table.items() if sid in sessions}
+    frontier = list(roots | found)
+    while frontier:
+        pid = frontier.pop()
+        for child in kids.get(pid, ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found - roots - {os.getpid()}
+
+
+def kill_tree(roots: set[int], sessions: set[int] = frozenset(), *,
+              include_roots: bool = False, sig: int = signal.SIGKILL) -> int:
+    """SIGKILL everything below `roots` and in `sessions`; returns how many were signalled."""
+    victims = descendants(roots, sessions)
+    if include_roots:
+        victims |= roots
+    victims.discard(os.getpid())
+    n = 0
+    for pid in victims:
+        try:
+            os.kill(pid, sig)
+            n += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return n
+
+
+def wait_status_to_exit_code(status: int) -> int:
+    """Shell convention: the exit code, or 128+signal for a signalled process."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return 1
+
+
+def describe_status(status: int) -> str:
+    """'Exit 3', 'Killed', 'Segmentation fault' — how a process ended, as Flux says it."""
+    if os.WIFSIGNALED(status):
+        return signal_name(os.WTERMSIG(status))
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+    if code > 128 and code - 128 < signal.NSIG:
+        return signal_name(code - 128)
+    return f"Exit {code}"
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal.strsignal(sig) or f"Signal {sig}"
+    except ValueError:
+        return f"Signal {sig}"

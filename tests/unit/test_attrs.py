@@ -1,0 +1,69 @@
+"""Attribute and config parsing, and the broker state machine."""
+
+import pytest
+
+from fluxlite.broker import attrs, state
+from fluxlite.errors import UsageError
+
+
+def test_setattr_parsing():
+    assert attrs.parse_setattr("tbon.topo=kary:2") == ("tbon.topo", "kary:2")
+    assert attrs.parse_setattr("tbon.lost-timeout=none") == ("tbon.lost-timeout", "none")
+
+
+@pytest.mark.parametrize("bad,words", [
+    ("nosuch=1", "unknown attribute"),
+    ("tbon.topo=kary:x", "invalid value for tbon.topo"),
+    ("tbon.torpid-timeout=soon", "invalid value"),
+    ("rank=3", "set by the broker"),
+    ("novalue", "NAME=VALUE"),
+])
+def test_setattr_errors(bad, words):
+    with pytest.raises(UsageError, match=words):
+        attrs.parse_setattr(bad)
+
+
+def test_runtime_check():
+    assert attrs.check("tbon.torpid-timeout", "5s", at_runtime=True) == "5s"
+    with pytest.raises(UsageError, match="cannot be changed"):
+        attrs.check("tbon.topo", "kary:2", at_runtime=True)
+
+
+def test_config_file(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[tbon]\ntopo = "kary:2"\nlost-timeout = "5s"\n[batch]\npersist = false\n')
+    assert attrs.load_config(str(f)) == {"tbon.topo": "kary:2", "tbon.lost-timeout": "5s",
+                                         "batch.persist": "0"}
+    f.write_text('[tbon]\nbogus = 1\n')
+    with pytest.raises(UsageError, match="unknown key 'tbon.bogus'"):
+        attrs.load_config(str(f))
+    f.write_text('[tbon\n')
+    with pytest.raises(UsageError, match="not valid TOML"):
+        attrs.load_config(str(f))
+
+
+def test_shipped_config_is_valid():
+    import os
+    here = os.path.dirname(__file__)
+    values = attrs.load_config(os.path.join(here, "..", "..", "etc", "fluxlite.toml"))
+    assert values["tbon.topo"] == "kary:32"
+
+
+def test_state_machine_paths():
+    sm = state.StateMachine()
+    assert sm.post("parent-none") == ("join", "init")
+    sm.post("init-success")
+    sm.post("quorum-full")
+    assert sm.post("rc2-success") == ("run", "cleanup")
+    sm.post("cleanup-success")
+    assert sm.post("children-complete") == ("shutdown", "exit")
+    with pytest.raises(state.InvalidTransition):
+        sm.post("rc2-success")
+
+
+def test_state_machine_parent_fail():
+    sm = state.StateMachine()
+    sm.post("parent-ready")
+    sm.post("init-success")
+    sm.post("quorum-full")
+    assert sm.post("parent-fail") == ("run", "cleanup")

@@ -1,0 +1,102 @@
+"""Pure helpers: idsets, durations, tree math, job ids."""
+
+import pytest
+
+from fluxlite.util import fluid, fsd, idset, tree
+
+
+@pytest.mark.parametrize("text,ids", [
+    ("", set()), ("3", {3}), ("0-2,5", {0, 1, 2, 5}), ("[1-3]", {1, 2, 3}), ("7,7", {7}),
+])
+def test_idset_decode(text, ids):
+    assert idset.decode(text) == ids
+
+
+@pytest.mark.parametrize("bad", ["foo", "1-", "-1", "3-1", "1,,2", "1.5", "0x3", 5])
+def test_idset_rejects_garbage(bad):
+    with pytest.raises(ValueError):
+        idset.decode(bad)
+
+
+def test_idset_encode_collapses_ranges():
+    assert idset.encode([5, 0, 1, 2, 9, 10]) == "0-2,5,9-10"
+    assert idset.encode([]) == ""
+    assert idset.decode(idset.encode(range(100))) == set(range(100))
+
+
+@pytest.mark.parametrize("text,secs", [
+    ("30s", 30), ("2m", 120), ("0.5h", 1800), ("1d", 86400), ("100", 100), ("42.34", 42.34),
+    ("500ms", 0.5), (1.5, 1.5),
+])
+def test_fsd_parse(text, secs):
+    assert fsd.parse(text) == pytest.approx(secs)
+
+
+@pytest.mark.parametrize("bad", ["aaa", "false", "-1", "1x", "", "inf", "nan", "1_0", True])
+def test_fsd_rejects(bad):
+    with pytest.raises(fsd.FSDError):
+        fsd.parse(bad)
+
+
+def test_fsd_none_means_no_timeout():
+    assert fsd.parse_timeout("none") is None
+    assert fsd.parse_timeout("NONE") is None
+    assert fsd.parse_timeout("1s") == 1.0
+
+
+def test_fsd_format():
+    assert fsd.format(30) == "30s"
+    assert fsd.format(90) == "1.5m"
+    assert fsd.format(None) == "none"
+    assert fsd.format(0.05) == "50ms"
+
+
+def test_tree_kary2():
+    # 0 -> 1,2 ; 1 -> 3,4 ; 2 -> 5,6
+    assert tree.children(0, 7, 2) == [1, 2]
+    assert tree.children(1, 7, 2) == [3, 4]
+    assert tree.parent(6, 2) == 2
+    assert tree.descendants(1, 7, 2) == [3, 4]
+    assert tree.next_hop(0, 6, 2) == 2
+    assert tree.next_hop(1, 6, 2) is None
+    assert tree.level(6, 2) == 2
+    assert tree.interior_ranks(7, 2) == [0, 1, 2]
+    assert tree.critical_ranks(4, 2) == [0, 1]
+
+
+def test_tree_flat_and_default():
+    assert tree.children(0, 5, 0) == [1, 2, 3, 4]
+    assert tree.parent(4, 0) == 0
+    assert tree.critical_ranks(16, 32) == [0]
+    assert tree.parse_topo("kary:32") == 32
+
+
+@pytest.mark.parametrize("bad", ["kary", "kary:-1", "kary:x", "binomial", "", None])
+def test_tree_bad_topo(bad):
+    with pytest.raises(ValueError):
+        tree.parse_topo(bad)
+
+
+def test_fluid_roundtrip_and_order():
+    gen = fluid.FluidGenerator(0)
+    ids = [gen.generate() for _ in range(2000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for i in ids[:50]:
+        assert fluid.parse(fluid.f58(i)) == i
+        assert fluid.parse(fluid.f58(i, ascii_only=True)) == i
+        assert fluid.parse(str(i)) == i
+        assert fluid.parse(fluid.dothex(i)) == i
+        assert fluid.parse(hex(i)) == i
+
+
+def test_fluid_known_values():
+    # flux-core's own example: ƒ2fEnP1H is 63166218240 (outputs.md)
+    assert fluid.parse("ƒ2fEnP1H") == 63166218240
+    assert fluid.f58(63166218240, ascii_only=False) == "ƒ2fEnP1H"
+    assert fluid.f58_plain(63166218240) == "f2fEnP1H"
+
+
+@pytest.mark.parametrize("bad", ["nosuchjob", "ƒ0OIl", "", "1.2.3", "f"])
+def test_fluid_rejects(bad):
+    with pytest.raises(ValueError):
+        fluid.parse(bad)
