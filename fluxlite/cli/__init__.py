@@ -16,6 +16,8 @@ from ..errors import FluxliteError
 # name -> (module, attribute, one-line help); modules are imported only when used
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "start": ("start", "start", "Start an instance of N brokers and run a command in it"),
+    "run": ("submit", "run", "Run a job and wait for it, with its output"),
+    "submit": ("submit", "submit", "Submit a job and print its id"),
     "overlay": ("overlay", "overlay", "Show the tree of brokers"),
     "ping": ("misc", "ping", "Send a ping to a rank or a service"),
     "getattr": ("misc", "getattr", "Print a broker attribute"),

@@ -18,7 +18,7 @@ from ..protocol.message import Message
 
 class PendingRPC:
     __slots__ = ("matchtag", "topic", "streaming", "done", "_queue", "_waiter", "_tracker",
-                 "on_response")
+                 "_on_response")
 
     def __init__(self, tracker: "RPCTracker", matchtag: int, topic: str, streaming: bool):
         self._tracker = tracker
@@ -28,7 +28,21 @@ class PendingRPC:
         self.done = False
         self._queue: collections.deque = collections.deque()
         self._waiter: asyncio.Future | None = None
-        self.on_response = None  # optional callback(msg), for callers that dispatch
+        self._on_response = None
+
+    @property
+    def on_response(self):
+        """Optional callback(msg) for callers that dispatch instead of waiting.
+
+        Setting it delivers any responses that already arrived (in-process
+        services can answer before the caller gets the PendingRPC back)."""
+        return self._on_response
+
+    @on_response.setter
+    def on_response(self, cb) -> None:
+        self._on_response = cb
+        while cb is not None and self._queue:
+            cb(self._queue.popleft())
 
     # fed by the tracker
     def feed(self, msg: Message) -> None:
@@ -36,8 +50,8 @@ class PendingRPC:
             return
         if not self.streaming or msg.errnum:
             self.done = True
-        if self.on_response is not None:
-            self.on_response(msg)
+        if self._on_response is not None:
+            self._on_response(msg)
             return
         self._queue.append(msg)
         w = self._waiter

@@ -1,0 +1,160 @@
+"""Following a job from the terminal: its output as it comes, its exceptions, its end.
+
+Used by `run`, `submit --watch` and `job attach`.  Output and the main eventlog
+are followed at once; the job is over at `clean`, and since both streams come
+from one KVS over one connection, all output has arrived by then.  Ctrl-C
+sends SIGINT to the tasks; a second Ctrl-C within 2 s cancels the job.
+The exit code follows Flux: the largest task exit code (128+signal), or 1
+when a fatal exception ended a job whose tasks exited 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from ..job import eventlog as jel
+from ..job import states
+from ..util import fluid
+
+
+class Attach:
+    def __init__(self, h, jobid: int, *, label_io: bool = False, prog: str = "fluxlite run",
+                 quiet_exceptions: bool = False):
+        self.h = h
+        self.jobid = jobid
+        self.label_io = label_io
+        self.prog = prog
+        self.quiet_exceptions = quiet_exceptions
+        self.t0: float | None = None
+        self.status: int | None = None
+        self.fatal = False
+        self.clean = False
+        self.partial: dict[tuple[str, str], str] = {}
+        self.last_interrupt = 0.0
+        self.error: str | None = None
+
+    # ---------------------------------------------------------------- output
+    def _write(self, stream: str, rank: str, data: str) -> None:
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        if not self.label_io:
+            out.write(data)
+            out.flush()
+            return
+        key = (stream, rank)
+        buf = self.partial.pop(key, "") + data
+        *lines, rest = buf.split("\n")
+        for line in lines:
+            out.write(f"{rank}: {line}\n")
+        if rest:
+            self.partial[key] = rest
+        out.flush()
+
+    def _on_output(self, msg) -> None:
+        if msg.errnum:
+            return
+        for e in msg.payload.get("entries", ()):
+            ctx = e.get("context") or {}
+            name = e.get("name")
+            if name == "data":
+                if "data" in ctx:
+                    self._write(ctx["stream"], ctx.get("rank", "0"), ctx["data"])
+                if ctx.get("eof") and self.label_io:
+                    rest = self.partial.pop((ctx["stream"], ctx.get("rank", "0")), "")
+                    if rest:
+                        self._write(ctx["stream"], ctx.get("rank", "0"), rest + "\n")
+            elif name == "log":
+                sys.stderr.write(f"{self._stamp(e)}fluxlite-shell[{ctx.get('rank', 0)}]: "
+                                 f"{ctx.get('level', 'INFO')}: {ctx.get('message', '')}\n")
+                sys.stderr.flush()
+
+    def _stamp(self, e: dict) -> str:
+        if self.t0 is None:
+            return ""
+        return f"{e.get('timestamp', self.t0) - self.t0:.3f}s: "
+
+    def _on_main(self, msg) -> None:
+        if msg.errnum:
+            if not self.clean:
+                self.error = msg.errstr
+                self.clean = True
+            return
+        for e in msg.payload.get("entries", ()):
+            name = e.get("name")
+            ctx = e.get("context") or {}
+            if name == "submit":
+                self.t0 = e.get("timestamp")
+            elif name == "exception":
+                if ctx.get("severity", 0) == 0:
+                    self.fatal = True
+                if not self.quiet_exceptions:
+                    sys.stderr.write(f"{self._stamp(e)}job.exception {fluid.f58(self.jobid)} "
+                                     f"type={ctx.get('type')} severity={ctx.get('severity')} "
+                                     f"{ctx.get('note', '')}\n")
+                    sys.stderr.flush()
+            elif name == "finish":
+                self.status = ctx.get("status")
+            elif name == "clean":
+                self.clean = True
+
+    # --------------------------------------------------------------- signals
+    def _on_signal_pipe(self) -> None:
+        try:
+            data = os.read(self._sig_r, 64)
+        except BlockingIOError:
+            return
+        for b in data:
+            if b == signal.SIGINT:
+                now = time.monotonic()
+                if now - self.last_interrupt < 2.0:
+                    sys.stderr.write(f"{self.prog}: cancelling job\n")
+                    self._quietly("job-manager.cancel", {"id": self.jobid,
+                                                         "note": "interrupted"})
+                else:
+                    sys.stderr.write(f"{self.prog}: interrupt: sending SIGINT to the job "
+                                     "(Ctrl-C again within 2s to cancel)\n")
+                    self._quietly("job-manager.kill", {"id": self.jobid,
+                                                       "signum": signal.SIGINT})
+                self.last_interrupt = now
+            elif b == signal.SIGTERM:
+                self._quietly("job-manager.kill", {"id": self.jobid, "signum": signal.SIGTERM})
+
+    def _quietly(self, topic: str, payload: dict) -> None:
+        p = self.h.rpc(topic, payload)
+        p.on_response = lambda msg: None
+
+    def run(self) -> int:
+        main = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid), "append": True,
+                                        "waitcreate": True}, streaming=True)
+        main.on_response = self._on_main
+        out = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid, "output"),
+                                       "append": True, "waitcreate": True}, streaming=True)
+        out.on_response = self._on_output
+        self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old_fd = signal.set_wakeup_fd(sig_w)
+        old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.h.add_fd(self._sig_r, self._on_signal_pipe)
+        try:
+            self.h.run_until(lambda: self.clean or not self.h.connected)
+        finally:
+            signal.set_wakeup_fd(old_fd)
+            for s, handler in old.items():
+                signal.signal(s, handler)
+            os.close(self._sig_r)
+            os.close(sig_w)
+        for (stream, rank), rest in list(self.partial.items()):
+            self._write(stream, rank, rest + "\n")
+        if not self.h.connected and not self.clean:
+            sys.stderr.write(f"{self.prog}: lost connection to the instance\n")
+            return 1
+        if self.error:
+            sys.stderr.write(f"{self.prog}: {self.error}\n")
+            return 1
+        code = states.exit_code(self.status, self.fatal)
+        if self.status:
+            msg = states.status_message(self.status)
+            if msg:
+                sys.stderr.write(f"{self.prog}: {msg}\n")
+        return code

@@ -1,0 +1,166 @@
+"""The one table of job submission options, shared by run, submit, batch and alloc.
+
+Options are lists of click.Option applied with `apply()`; `jobspec_from()`
+is the single place that turns them into a jobspec.  batch/alloc swap the task
+options for slot ones (-n slots, -c cores per slot) and drop the I/O options,
+as Flux's do.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+
+import click
+
+from ..errors import UsageError
+
+
+def _setopt_list(ctx, param, values):
+    from ..shell.options import parse_setopt
+    out = {}
+    for v in values:
+        k, val = parse_setopt(v)
+        out[k] = val
+    return out
+
+
+def _setattr_list(ctx, param, values):
+    out = {}
+    for v in values:
+        key, sep, val = v.partition("=")
+        if not key:
+            raise click.BadParameter(f"expected KEY[=VALUE], got {v!r}")
+        if sep:
+            try:
+                val = json.loads(val)
+            except ValueError:
+                pass
+        else:
+            val = 1
+        out[key] = val
+    return out
+
+
+def _duration(ctx, param, value):
+    if value is None:
+        return None
+    from ..job.jobspec import parse_duration
+    try:
+        return parse_duration(value)
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.replace("invalid time limit: ", "")) from None
+
+
+COMMON = [
+    click.Option(["-N", "--nodes"], type=click.IntRange(1, None), default=None,
+                 help="Number of nodes (ranks), each wholly allocated to the job."),
+    click.Option(["-t", "--time-limit"], callback=_duration, default=None, metavar="FSD",
+                 help="Time limit, e.g. 30s, 10m, 1.5h (the job gets a timeout exception)."),
+    click.Option(["-o", "--setopt", "setopt"], multiple=True, callback=_setopt_list,
+                 metavar="KEY[=VAL]",
+                 help="Shell option, e.g. -o exit-timeout=none, -o exit-on-error "
+                      "(repeatable)."),
+    click.Option(["-S", "--setattr", "setattr"], multiple=True, callback=_setattr_list,
+                 metavar="KEY[=VAL]",
+                 help="Jobspec attribute; 'system.' is implied unless the key starts "
+                      "with 'user.' (repeatable)."),
+    click.Option(["--env", "env_rules"], multiple=True, metavar="RULE",
+                 help="Environment: VAR=VAL sets, -PATTERN removes (repeatable; default: "
+                      "the whole current environment)."),
+    click.Option(["--env-remove", "env_remove"], multiple=True, metavar="PATTERN",
+                 help="Remove variables matching PATTERN from the job's environment."),
+    click.Option(["--cwd"], default=None, metavar="DIR",
+                 help="Working directory of the tasks (default: the current one)."),
+    click.Option(["--job-name"], default=None, metavar="NAME", help="Name shown by `jobs`."),
+    click.Option(["--urgency"], type=click.IntRange(0, 31), default=16, show_default=True,
+                 help="Urgency 0-31."),
+    click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
+]
+
+TASKS = [
+    click.Option(["-n", "--ntasks"], type=click.IntRange(1, None), default=None,
+                 help="Number of tasks (default 1, or one per node with -N)."),
+    click.Option(["-c", "--cores-per-task"], type=click.IntRange(1, None), default=1,
+                 show_default=True, help="Cores for each task."),
+]
+
+SLOTS = [
+    click.Option(["-n", "--nslots", "ntasks"], type=click.IntRange(1, None), default=None,
+                 help="Number of slots (default: one per node)."),
+    click.Option(["-c", "--cores-per-slot", "cores_per_task"], type=click.IntRange(1, None),
+                 default=1, show_default=True, help="Cores in each slot."),
+]
+
+IO = [
+    click.Option(["--output"], default=None, metavar="FILE",
+                 help="Write stdout to FILE instead of the job's output log ({{id}} expands "
+                      "to the job id)."),
+    click.Option(["--error"], default=None, metavar="FILE",
+                 help="Write stderr to FILE (default: with stdout)."),
+    click.Option(["-l", "--label-io"], is_flag=True, help="Prefix output lines with the task rank."),
+]
+
+
+def apply(options: list[click.Option]):
+    """Decorator adding `options` to a click command."""
+    def deco(f):
+        if isinstance(f, click.Command):
+            f.params[:0] = options
+            return f
+        if not hasattr(f, "__click_params__"):
+            f.__click_params__ = []
+        # click reverses this list when it builds the command
+        f.__click_params__.extend(reversed(options))
+        return f
+    return deco
+
+
+def job_environment(rules: tuple[str, ...], removes: tuple[str, ...]) -> dict[str, str]:
+    env = dict(os.environ)
+    for pat in removes:
+        for k in [k for k in env if fnmatch.fnmatchcase(k, pat)]:
+            del env[k]
+    for rule in rules:
+        if rule.startswith("-"):
+            for k in [k for k in env if fnmatch.fnmatchcase(k, rule[1:])]:
+                del env[k]
+        elif "=" in rule:
+            k, _, v = rule.partition("=")
+            env[k] = os.path.expandvars(v)
+        elif rule in os.environ:
+            env[rule] = os.environ[rule]
+        else:
+            raise UsageError(f"--env {rule!r}: expected VAR=VAL, -PATTERN, or a variable "
+                             "that is set")
+    return env
+
+
+def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
+                 extra_options: dict | None = None, system: dict | None = None) -> dict:
+    """Build the jobspec for a submitting command from its parsed options."""
+    from ..job import jobspec as js
+    options = dict(extra_options or {})
+    options.update(params.get("setopt") or {})
+    sysattrs = dict(system or {})
+    user = {}
+    for key, val in (params.get("setattr") or {}).items():
+        if key.startswith("user."):
+            user[key[5:]] = val
+        else:
+            sysattrs[key[7:] if key.startswith("system.") else key] = val
+    if params.get("output"):
+        options["output.stdout.path"] = params["output"]
+    if params.get("error"):
+        options["output.stderr.path"] = params["error"]
+    if params.get("label_io") and (params.get("output") or params.get("error")):
+        options["output.label"] = 1
+    return js.build(
+        command, ntasks=params.get("ntasks"), nnodes=params.get("nodes"),
+        cores_per_task=params.get("cores_per_task") or 1,
+        exclusive=bool(params.get("exclusive")), per_node=per_node,
+        time_limit=params.get("time_limit"), cwd=params.get("cwd"),
+        environment=job_environment(params.get("env_rules") or (),
+                                    params.get("env_remove") or ()),
+        options=options, name=params.get("job_name"), system=sysattrs, user=user)

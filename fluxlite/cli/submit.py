@@ -1,0 +1,102 @@
+"""`fluxlite run` and `fluxlite submit`."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..util import fluid, idset
+from .common import NO_INTERSPERSED, handle
+from .options import COMMON, IO, TASKS, apply, jobspec_from
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@apply(TASKS + COMMON + IO)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(command, **params):
+    """Run COMMAND as a job, show its output as it comes, and exit with its exit code.
+
+    Ctrl-C sends SIGINT to the tasks; Ctrl-C twice within 2 s cancels the job.
+    """
+    from ..job import api
+    from .attach import Attach
+    spec = jobspec_from(list(command), params)
+    with handle() as h:
+        resp = api.submit_full(h, spec, params["urgency"])
+        code = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run").run()
+    sys.exit(code)
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@apply(TASKS + COMMON + IO)
+@click.option("--cc", default=None, metavar="IDSET",
+              help="Submit one copy per id in IDSET; {cc} in the command and "
+                   "FLUXLITE_JOB_CC in the environment are the copy's id.")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print job ids.")
+@click.option("--wait", is_flag=True,
+              help="Wait for the jobs to finish; exit with the largest exit code.")
+@click.option("--watch", is_flag=True, help="Wait for the jobs and show their output.")
+@click.option("--progress", is_flag=True, help="Show a progress bar while waiting (with --wait).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def submit(command, cc, quiet, wait, watch, progress, **params):
+    """Submit COMMAND as a job and print its id."""
+    from ..job import api
+    ccs = [None]
+    if cc is not None:
+        try:
+            ccs = sorted(idset.decode(cc))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--cc") from None
+        if not ccs:
+            raise click.BadParameter("empty idset", param_hint="--cc")
+    specs = []
+    for i in ccs:
+        if i is None:
+            specs.append(jobspec_from(list(command), params))
+            continue
+        argv = [a.replace("{cc}", str(i)) for a in command]
+        specs.append(jobspec_from(argv, dict(params, env_rules=tuple(params["env_rules"]) +
+                                             (f"FLUXLITE_JOB_CC={i}",))))
+    rc = 0
+    with handle() as h:
+        pending = [h.rpc("job-manager.submit", {"jobspec": s, "urgency": params["urgency"]})
+                   for s in specs]
+        ids = []
+        for p in pending:
+            h.wait(p)
+            resp = p.take()
+            ids.append(resp["id"])
+            if not quiet:
+                click.echo(fluid.f58(resp["id"]))
+            if "exception" in resp:
+                ex = resp["exception"]
+                print(f"fluxlite submit: job {fluid.f58(resp['id'])}: {ex['note']}",
+                      file=sys.stderr)
+                rc = 1
+        if watch:
+            from .attach import Attach
+            for jobid in ids:
+                rc = max(rc, Attach(h, jobid, label_io=params["label_io"],
+                                    prog="fluxlite submit").run())
+        elif wait:
+            rc = max(rc, _wait_all(h, ids, progress))
+    sys.exit(rc)
+
+
+def _wait_all(h, ids: list[int], progress: bool) -> int:
+    waits = [h.rpc("job-manager.wait", {"id": i}) for i in ids]
+    results = []
+    if progress:
+        from rich.progress import Progress
+        with Progress(transient=False) as bar:
+            task = bar.add_task("jobs", total=len(ids))
+            for p in waits:
+                h.wait(p)
+                results.append(p.take())
+                bar.update(task, advance=1)
+    else:
+        for p in waits:
+            h.wait(p)
+            results.append(p.take())
+    return max((r["returncode"] or 0 for r in results), default=0)

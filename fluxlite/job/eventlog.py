@@ -1,0 +1,52 @@
+"""Eventlog entries and where a job's data lives in the KVS.
+
+An entry is {timestamp, name, context}.  A job's records, under its dotted
+hex id (`job.0000.0004.b200.0000`):
+
+    jobspec              the submitted jobspec
+    R                    the resources it was given
+    eventlog             main eventlog: submit, validate, depend, priority, alloc,
+                         start, exception, finish, release, free, clean
+    guest.exec.eventlog  init, starting, shell.init, shell.start, shell.task-exit, ...
+    guest.output         output eventlog: header, data, eof (stdout/stderr per task)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ..util import fluid
+
+PATHS = {"eventlog": "eventlog", "exec": "guest.exec.eventlog", "output": "guest.output",
+         "main": "eventlog"}
+
+
+def job_key(jobid: int, *parts: str) -> str:
+    return ".".join(["job", fluid.dothex(jobid), *parts])
+
+
+def eventlog_key(jobid: int, path: str = "eventlog") -> str:
+    """KVS key of a job eventlog named by its short path: eventlog, exec, output."""
+    return job_key(jobid, PATHS.get(path, path))
+
+
+def entry(name: str, context: dict | None = None, timestamp: float | None = None) -> dict:
+    e = {"timestamp": time.time() if timestamp is None else timestamp, "name": name}
+    if context:
+        e["context"] = context
+    return e
+
+
+def format_entry(e: dict, *, human: bool = False, t0: float | None = None) -> str:
+    """'1796207331.961088 submit userid=0 urgency=16' (Flux's eventlog text format)."""
+    ts = e.get("timestamp", 0.0)
+    if human and t0 is not None:
+        stamp = f"[{ts - t0:+.6f}]"
+    else:
+        stamp = f"{ts:.6f}"
+    ctx = e.get("context") or {}
+    parts = [stamp, str(e.get("name", ""))]
+    for k, v in ctx.items():
+        parts.append(f"{k}={json.dumps(v, separators=(',', ':'), ensure_ascii=False)}")
+    return " ".join(parts)

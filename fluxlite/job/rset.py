@@ -1,0 +1,82 @@
+"""Resource sets: R as Flux writes it, and how tasks are laid out on it.
+
+    {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
+                                 "starttime": T, "expiration": T+limit or 0,
+                                 "nodelist": ["host", ...]}}
+
+Internally an allocation is {rank: [core ids]}.  `layout()` turns a jobspec's
+task count and an allocation into tasks per rank (block order: ranks in
+order, filled before moving on), which is what the job shells run.
+"""
+
+from __future__ import annotations
+
+from ..util import idset
+
+
+def build(alloc: dict[int, list[int]], *, starttime: float, expiration: float,
+          hostname: str) -> dict:
+    groups: dict[str, list[int]] = {}
+    for rank in sorted(alloc):
+        groups.setdefault(idset.encode(alloc[rank]), []).append(rank)
+    r_lite = [{"rank": idset.encode(ranks), "children": {"core": cores}}
+              for cores, ranks in sorted(groups.items(), key=lambda kv: kv[1][0])]
+    return {"version": 1, "execution": {
+        "R_lite": r_lite, "starttime": starttime, "expiration": expiration,
+        "nslots": sum(len(c) for c in alloc.values()),
+        "nodelist": [hostname] * len(alloc)}}
+
+
+def parse(R: dict) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for item in R["execution"]["R_lite"]:
+        cores = sorted(idset.decode(item["children"]["core"]))
+        for rank in idset.decode(item["rank"]):
+            out[rank] = list(cores)
+    return dict(sorted(out.items()))
+
+
+def ranks(R: dict) -> list[int]:
+    return list(parse(R))
+
+
+def summary(alloc: dict[int, list[int]]) -> str:
+    """'rank[0-1]/core[0-3]' as sched annotations show it."""
+    parts = []
+    for rank in sorted(alloc):
+        parts.append(f"rank{rank}/core[{idset.encode(alloc[rank])}]")
+    return ",".join(parts) if len(parts) < 4 else f"rank[{idset.encode(alloc)}]"
+
+
+def layout(req, alloc: dict[int, list[int]]) -> list[int]:
+    """Number of tasks on each allocated rank, in rank order."""
+    ranks_ = sorted(alloc)
+    if req.per_node is not None:
+        return [req.per_node] * len(ranks_)
+    slots = [len(alloc[r]) // req.cores_per_slot for r in ranks_]
+    if req.nnodes is not None and req.slots_per_node:
+        slots = [min(s, req.slots_per_node) for s in slots]
+    if req.total is None:
+        return [s * req.per_slot for s in slots]
+    counts, left = [], req.total
+    for s in slots:
+        take = min(s, left)
+        counts.append(take)
+        left -= take
+    i = 0
+    while left > 0 and counts:  # more tasks than slots (oversubscribed total): round robin
+        counts[i % len(counts)] += 1
+        left -= 1
+        i += 1
+    return counts
+
+
+def taskmap(counts: list[int]) -> dict:
+    """RFC 34 taskmap {"version": 1, "map": [[nodeid, nnodes, ppn, repeat], ...]}."""
+    blocks: list[list[int]] = []
+    for node, ppn in enumerate(counts):
+        if blocks and blocks[-1][2] == ppn and blocks[-1][0] + blocks[-1][1] == node:
+            blocks[-1][1] += 1
+        else:
+            blocks.append([node, 1, ppn, 1])
+    return {"version": 1, "map": blocks}

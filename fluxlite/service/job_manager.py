@@ -1,0 +1,352 @@
+"""The `job-manager` service (rank 0): accepts jobs and drives them to INACTIVE.
+
+Every state change is an entry appended to the job's main eventlog, in the
+order RFC 21 gives: submit, validate, depend, priority, alloc, start,
+exception, finish, release, free, clean.  The job-manager talks to the
+scheduler (`sched.alloc` / `sched.cancel` / `sched.free`) and to job-exec
+(`job-exec.start`, whose responses are start / exception / finish / release),
+and is where exceptions are raised: a fatal one (severity 0) moves the job to
+CLEANUP, cancels it if it is pending and has job-exec kill it if it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import time
+
+from ..errors import FluxliteError, UsageError
+from ..job import jobspec as js
+from ..job import rset, states
+from ..job.eventlog import entry, eventlog_key, job_key
+from ..protocol.message import ROLE_OWNER
+from ..util import fluid, idset
+from .base import Service, fields, request
+
+EXCEPTION_TYPES_FATAL_RESULT = {"cancel": "CANCELED", "timeout": "TIMEOUT"}
+
+
+class Job:
+    __slots__ = ("id", "userid", "urgency", "priority", "jobspec", "req", "name", "state",
+                 "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc", "R", "exceptions",
+                 "fatal", "status", "memo", "waiters", "ran", "key", "expiration",
+                 "exec_pending", "freed")
+
+    def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int):
+        self.id = jobid
+        self.userid = userid
+        self.jobspec = jobspec
+        self.req = req
+        self.urgency = urgency
+        self.priority = urgency
+        self.name = js.command_name(jobspec)
+        self.state = states.NEW
+        self.t_submit = time.time()
+        self.t_run = self.t_cleanup = self.t_inactive = 0.0
+        self.alloc: dict[int, list[int]] = {}
+        self.R = None
+        self.exceptions: list[dict] = []
+        self.fatal: dict | None = None
+        self.status: int | None = None
+        self.memo: dict = {}
+        self.waiters: list = []
+        self.ran = False
+        self.key = eventlog_key(jobid)
+        self.expiration = 0.0
+        self.exec_pending = None
+        self.freed = False
+
+    @property
+    def result(self) -> str | None:
+        if self.state != states.INACTIVE:
+            return None
+        return states.result(self.ran, self.status, self.fatal["type"] if self.fatal else None)
+
+    def info(self) -> dict:
+        ex = self.fatal or (self.exceptions[-1] if self.exceptions else None)
+        opts = self.jobspec["attributes"]["system"].get("shell", {}).get("options", {})
+        return {
+            "id": self.id, "userid": self.userid, "name": self.name, "state": self.state,
+            "result": self.result, "urgency": self.urgency, "priority": self.priority,
+            "t_submit": self.t_submit, "t_run": self.t_run, "t_cleanup": self.t_cleanup,
+            "t_inactive": self.t_inactive, "ntasks": self.req.ntasks,
+            "nnodes": self.req.nnodes if not self.alloc else len(self.alloc),
+            "ranks": idset.encode(self.alloc) if self.alloc else "",
+            "ncores": sum(len(c) for c in self.alloc.values()),
+            "waitstatus": self.status,
+            "returncode": (None if self.state != states.INACTIVE else
+                           states.exit_code(self.status, self.fatal is not None)),
+            "exception": ({"occurred": True, "type": ex["type"], "severity": ex["severity"],
+                           "note": ex["note"]} if ex else {"occurred": False}),
+            "duration": self.jobspec["attributes"]["system"].get("duration", 0),
+            "expiration": self.expiration, "memo": self.memo,
+            "instance": bool(opts.get("instance")),
+        }
+
+
+class JobManagerService(Service):
+    name = "job-manager"
+
+    def __init__(self, broker):
+        super().__init__(broker)
+        self.jobs: dict[int, Job] = {}
+        self.gen = fluid.FluidGenerator(0)
+        self.kvs = None
+        self.hostname = broker.attrs["hostname"]
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def start(self) -> None:
+        self.kvs = self.router.services["kvs"]
+
+    # ------------------------------------------------------------ helpers
+    def _job(self, jobid) -> Job:
+        job = self.jobs.get(jobid)
+        if job is None:
+            raise FluxliteError(f"unknown job id {fluid.f58(jobid)}", errno.ENOENT)
+        return job
+
+    def _authorize(self, msg, job: Job) -> None:
+        if msg.role & ROLE_OWNER and msg.userid == self.broker.userid:
+            return
+        if msg.userid != job.userid:
+            raise FluxliteError("permission denied: not the job's owner", errno.EPERM)
+
+    def _post(self, job: Job, name: str, context: dict | None = None, *, extra_ops=()) -> None:
+        """Append one entry to the main eventlog and move the job's state."""
+        e = entry(name, context)
+        self.kvs.commit(list(extra_ops) + [{"key": job.key, "append": [e]}])
+        self._advance(job, name, context)
+
+    def _advance(self, job: Job, name: str, context: dict | None) -> None:
+        new = states.next_state(job.state, name, context)
+        if new == job.state:
+            return
+        job.state = new
+        now = time.time()
+        if new == states.RUN:
+            job.t_run = now
+        elif new == states.CLEANUP:
+            job.t_cleanup = now
+        elif new == states.INACTIVE:
+            job.t_inactive = now
+            self._inactive(job)
+
+    def _inactive(self, job: Job) -> None:
+        for w in job.waiters:
+            self.respond(w, self._wait_result(job))
+        job.waiters.clear()
+        if not any(j.state != states.INACTIVE for j in self.jobs.values()):
+            self._idle.set()
+
+    def _wait_result(self, job: Job) -> dict:
+        info = job.info()
+        ok = info["result"] == "COMPLETED"
+        err = "" if ok else (job.fatal["note"] if job.fatal else
+                             states.status_message(job.status or 0) or info["result"])
+        return {"id": job.id, "success": ok, "errstr": err, "result": info["result"],
+                "returncode": info["returncode"]}
+
+    # ------------------------------------------------------------- submit
+    @request("job-manager.submit")
+    def submit(self, msg):
+        spec, urgency = fields(msg, jobspec=dict, urgency=(int, type(None)))
+        urgency = 16 if urgency is None else urgency
+        if not 0 <= urgency <= 31:
+            raise UsageError("urgency must be 0-31")
+        try:
+            req = js.validate(spec)
+        except UsageError as exc:
+            raise FluxliteError(exc.message, errno.EINVAL) from None
+        if self.broker.sm.at_least("cleanup"):
+            raise FluxliteError("the instance is shutting down: submissions are closed",
+                                errno.EAGAIN)
+        jobid = self.gen.generate()
+        job = Job(jobid, msg.userid, spec, req, urgency)
+        self.jobs[jobid] = job
+        self._idle.clear()
+        events = [entry("submit", {"userid": job.userid, "urgency": urgency, "flags": 0,
+                                   "version": 1}),
+                  entry("validate"), entry("depend"), entry("priority", {"priority": urgency})]
+        self.kvs.commit([{"key": job_key(jobid, "jobspec"), "value": spec},
+                         {"key": job.key, "append": events}])
+        for e in events:
+            self._advance(job, e["name"], e.get("context"))
+        p = self.rpc("sched.alloc", {"id": jobid, "jobspec": spec})
+        job.exec_pending = p
+        p.on_response = lambda resp, job=job: self._alloc_response(job, resp)
+        out = {"id": jobid}
+        if job.fatal is not None:  # denied during submit (e.g. unsatisfiable)
+            out["exception"] = {"type": job.fatal["type"], "note": job.fatal["note"]}
+        return out
+
+    def _alloc_response(self, job: Job, resp) -> None:
+        if resp.errnum:
+            if resp.errnum == errno.ECANCELED or job.fatal is not None:
+                return
+            etype = "alloc" if resp.errnum == errno.EOVERFLOW else "alloc"
+            self.raise_exception(job, etype, 0, resp.errstr)
+            return
+        if job.state != states.SCHED:
+            # canceled while the response was on its way: give the resources back
+            self.send("sched.free", {"id": job.id})
+            return
+        alloc = {int(r): c for r, c in resp.payload["alloc"].items()}
+        job.alloc = alloc
+        now = time.time()
+        dur = job.jobspec["attributes"]["system"].get("duration", 0) or 0
+        job.expiration = now + dur if dur else 0.0
+        job.R = rset.build(alloc, starttime=now, expiration=job.expiration,
+                           hostname=self.hostname)
+        self._post(job, "alloc", {"annotations": {"sched": {
+            "resource_summary": resp.payload.get("summary", "")}}},
+            extra_ops=[{"key": job_key(job.id, "R"), "value": job.R}])
+        p = self.rpc("job-exec.start", {"id": job.id, "userid": job.userid,
+                                        "jobspec": job.jobspec, "R": job.R}, streaming=True)
+        p.on_response = lambda r, job=job: self._exec_response(job, r)
+
+    def _exec_response(self, job: Job, resp) -> None:
+        if resp.errnum:
+            if resp.errnum != errno.ENODATA:
+                self.raise_exception(job, "exec", 0, resp.errstr or "job-exec failed")
+                self._release(job, final=True)
+            return
+        kind, data = resp.payload.get("type"), resp.payload.get("data") or {}
+        if kind == "start":
+            job.ran = True
+            self._post(job, "start")
+        elif kind == "exception":
+            self.raise_exception(job, data["type"], data["severity"], data.get("note", ""),
+                                 data.get("context"), notify_exec=False)
+        elif kind == "finish":
+            job.status = data["status"]
+            self._post(job, "finish", {"status": job.status})
+        elif kind == "release":
+            self._release(job, final=bool(data.get("final")), ranks=data.get("ranks", "all"))
+
+    def _release(self, job: Job, final: bool, ranks: str = "all") -> None:
+        if job.freed:
+            return
+        if job.state == states.RUN:
+            # job-exec ended without a finish (it failed): the job still has to end
+            self._advance(job, "finish", {"status": job.status or 256})
+        self._post(job, "release", {"ranks": ranks, "final": final})
+        if final:
+            job.freed = True
+            self.send("sched.free", {"id": job.id})
+            self._post(job, "free")
+            self._post(job, "clean")
+
+    # --------------------------------------------------------- exceptions
+    def raise_exception(self, job: Job, etype: str, severity: int, note: str,
+                        context: dict | None = None, userid: int | None = None,
+                        notify_exec: bool = True) -> None:
+        if job.state == states.INACTIVE:
+            raise FluxliteError(f"job {fluid.f58(job.id)} is inactive", errno.EINVAL)
+        ex = {"type": etype, "severity": severity, "note": note}
+        if userid is not None:
+            ex["userid"] = userid
+        if context:
+            ex["context"] = context
+        job.exceptions.append(ex)
+        prior = job.state
+        self._post(job, "exception", ex)
+        if severity != 0 or job.fatal is not None:
+            return
+        job.fatal = ex
+        if prior in states.PENDING:
+            self.send("sched.cancel", {"id": job.id})
+            self._post(job, "clean")
+        elif prior == states.RUN and notify_exec:
+            self.send("job-exec.exception", {"id": job.id, "type": etype,
+                                             "severity": severity, "note": note})
+
+    @request("job-manager.raise")
+    def raise_rpc(self, msg):
+        jobid, etype, severity = fields(msg, id=int, type=str, severity=int)
+        note = msg.payload.get("note", "") or ""
+        context = msg.payload.get("context")
+        if not 0 <= severity <= 7:
+            raise FluxliteError("severity must be 0-7", errno.EINVAL)
+        if not etype or " " in etype or "=" in etype:
+            raise FluxliteError(f"invalid exception type {etype!r}", errno.EINVAL)
+        job = self._job(jobid)
+        self._authorize(msg, job)
+        if job.state == states.INACTIVE:
+            raise FluxliteError(f"job {fluid.f58(jobid)} is inactive", errno.EINVAL)
+        self.raise_exception(job, etype, severity, str(note),
+                             context if isinstance(context, dict) else None, userid=msg.userid)
+        return {}
+
+    @request("job-manager.cancel")
+    def cancel(self, msg):
+        jobid = fields(msg, id=int)
+        note = (msg.payload.get("note") or "") if isinstance(msg.payload, dict) else ""
+        job = self._job(jobid)
+        self._authorize(msg, job)
+        if job.state in (states.INACTIVE, states.CLEANUP) or job.fatal is not None:
+            raise FluxliteError(f"job {fluid.f58(jobid)} is already finishing or inactive",
+                                errno.EINVAL)
+        self.raise_exception(job, "cancel", 0, note, userid=msg.userid)
+        return {}
+
+    @request("job-manager.kill")
+    def kill(self, msg):
+        jobid, signum = fields(msg, id=int, signum=int)
+        job = self._job(jobid)
+        self._authorize(msg, job)
+        if job.state != states.RUN:
+            raise FluxliteError(f"job {fluid.f58(jobid)} is not running", errno.EINVAL)
+        if not 0 < signum < 65:
+            raise FluxliteError(f"invalid signal number {signum}", errno.EINVAL)
+        self.send("job-exec.kill", {"id": jobid, "signum": signum})
+        return {}
+
+    @request("job-manager.memo")
+    def memo(self, msg):
+        jobid, memo = fields(msg, id=int, memo=dict)
+        job = self._job(jobid)
+        self._authorize(msg, job)
+        job.memo.update(memo)
+        self._post(job, "memo", memo)
+        return {}
+
+    # ------------------------------------------------------------ queries
+    @request("job-manager.wait")
+    async def wait(self, msg):
+        jobid = fields(msg, id=int)
+        job = self._job(jobid)
+        if job.state == states.INACTIVE:
+            return self._wait_result(job)
+        job.waiters.append(msg)
+        self.track_stream(msg, lambda: job.waiters.remove(msg) if msg in job.waiters else None)
+        return self.no_reply
+
+    @request("job-manager.list")
+    def list(self, msg):
+        payload = msg.payload if isinstance(msg.payload, dict) else {}
+        which = payload.get("states", "active")
+        ids = payload.get("ids")
+        out = []
+        for job in self.jobs.values():
+            if ids is not None and job.id not in ids:
+                continue
+            if which == "active" and job.state == states.INACTIVE:
+                continue
+            if which == "inactive" and job.state != states.INACTIVE:
+                continue
+            out.append(job.info())
+        out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
+        return {"jobs": out}
+
+    @request("job-manager.info")
+    def info(self, msg):
+        return self._job(fields(msg, id=int)).info()
+
+    # ------------------------------------------------------------ cleanup
+    async def cleanup(self) -> None:
+        """Instance shutdown: cancel every job and wait for them to end."""
+        for job in list(self.jobs.values()):
+            if job.state not in (states.INACTIVE, states.CLEANUP) and job.fatal is None:
+                self.raise_exception(job, "cancel", 0, "instance shutting down")
+        await self._idle.wait()

@@ -1,0 +1,222 @@
+"""The `kvs` service (rank 0): hierarchical keys, atomic commits, appends, watches.
+
+Keys are dotted paths ("job.0000.0004.b200.0000.eventlog"); directories are
+implied by them.  A commit is a list of operations applied all at once:
+
+    {key, value}           set a value
+    {key, append: [...]}   extend a list (an eventlog) with entries
+    {key, unlink: true}    remove a key or directory
+
+`kvs.watch` streams a key: the value now (or, with `append`, the entries so
+far) and then every change (with `append`, only the new entries); with
+`waitcreate` it waits for a missing key instead of failing with ENOENT.
+Services on rank 0 call `commit()` and `lookup()` directly; everyone else
+uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from ..errors import FluxliteError, ProtocolError
+from .base import Service, fields, request
+
+
+class _Watcher:
+    __slots__ = ("msg", "append", "sent")
+
+    def __init__(self, msg, append: bool):
+        self.msg = msg
+        self.append = append
+        self.sent = 0  # entries already sent (append mode)
+
+
+def _split(key: str) -> list[str]:
+    if not isinstance(key, str) or not key:
+        raise FluxliteError("invalid key: must be a non-empty dotted path", errno.EINVAL)
+    parts = key.strip(".").split(".")
+    if not all(parts):
+        raise FluxliteError(f"invalid key {key!r}: empty path component", errno.EINVAL)
+    return parts
+
+
+class KVSService(Service):
+    name = "kvs"
+
+    def __init__(self, broker):
+        super().__init__(broker)
+        self.root: dict = {}
+        self.version = 0
+        self.watchers: dict[str, list[_Watcher]] = {}
+
+    # ------------------------------------------------------------ local API
+    def lookup(self, key: str):
+        """Value at `key`; raises ENOENT (missing) or EISDIR (a directory)."""
+        node = self.root
+        for part in _split(key):
+            if not isinstance(node, dict) or part not in node:
+                raise FluxliteError(f"key {key!r} not found", errno.ENOENT)
+            node = node[part]
+        if isinstance(node, dict):
+            raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
+        return node
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.lookup(key)
+            return True
+        except FluxliteError:
+            return False
+
+    def commit(self, ops: list[dict]) -> int:
+        """Apply operations atomically (validated first); returns the new version."""
+        plan = [self._check_op(op) for op in ops]
+        touched = []
+        for parts, op in plan:
+            key = ".".join(parts)
+            if op.get("unlink"):
+                self._unlink(parts)
+            elif "append" in op:
+                parent, leaf = self._parent(parts, create=True)
+                cur = parent.get(leaf)
+                if cur is None:
+                    cur = parent[leaf] = []
+                elif not isinstance(cur, list):
+                    raise FluxliteError(f"cannot append to {key!r}: not a list", errno.EINVAL)
+                cur.extend(op["append"])
+            else:
+                parent, leaf = self._parent(parts, create=True)
+                parent[leaf] = op["value"]
+            touched.append(key)
+        self.version += 1
+        for key in touched:
+            self._notify(key)
+        return self.version
+
+    def append(self, key: str, *entries) -> None:
+        self.commit([{"key": key, "append": list(entries)}])
+
+    def _check_op(self, op) -> tuple[list[str], dict]:
+        if not isinstance(op, dict) or "key" not in op:
+            raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
+        parts = _split(op["key"])
+        if not (op.get("unlink") or "value" in op or "append" in op):
+            raise ProtocolError(f"kvs.commit: operation on {op['key']!r} has no value, "
+                                "append or unlink")
+        if "append" in op and not isinstance(op["append"], list):
+            raise ProtocolError("kvs.commit: 'append' must be a list")
+        # a commit must not turn a directory into a value or a value into a directory
+        node = self.root
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict):
+                raise FluxliteError(f"{'.'.join(parts[:i])!r} is not a directory",
+                                    errno.ENOTDIR)
+            if part not in node:
+                break
+            node = node[part]
+        else:
+            if isinstance(node, dict) and not op.get("unlink"):
+                raise FluxliteError(f"key {op['key']!r} is a directory", errno.EISDIR)
+        return parts, op
+
+    def _parent(self, parts: list[str], create: bool):
+        node = self.root
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if nxt is None:
+                if not create:
+                    raise FluxliteError(f"key {'.'.join(parts)!r} not found", errno.ENOENT)
+                nxt = node[part] = {}
+            node = nxt
+        return node, parts[-1]
+
+    def _unlink(self, parts: list[str]) -> None:
+        try:
+            parent, leaf = self._parent(parts, create=False)
+        except FluxliteError:
+            return
+        parent.pop(leaf, None)
+
+    # ------------------------------------------------------------- watches
+    def _notify(self, key: str) -> None:
+        for w in list(self.watchers.get(key, ())):
+            self._send_watch(key, w)
+
+    def _send_watch(self, key: str, w: _Watcher) -> None:
+        try:
+            value = self.lookup(key)
+        except FluxliteError as exc:
+            if w.sent or not w.append:
+                self._end_watch(key, w, exc.errnum == errno.ENOENT)
+            return
+        if w.append:
+            if not isinstance(value, list):
+                self._drop_watch(key, w)
+                self.respond_error(w.msg, errno.EINVAL, f"{key!r} is not an eventlog")
+                return
+            new = value[w.sent:]
+            if not new and w.sent:
+                return
+            w.sent = len(value)
+            self.respond(w.msg, {"entries": new})
+        else:
+            self.respond(w.msg, {"value": value})
+
+    def _end_watch(self, key: str, w: _Watcher, removed: bool) -> None:
+        self._drop_watch(key, w)
+        if removed:
+            self.end_stream(w.msg)
+
+    def _drop_watch(self, key: str, w: _Watcher) -> None:
+        lst = self.watchers.get(key)
+        if lst and w in lst:
+            lst.remove(w)
+            if not lst:
+                del self.watchers[key]
+        self.untrack_stream(w.msg)
+
+    # ---------------------------------------------------------------- RPCs
+    @request("kvs.get")
+    def get(self, msg):
+        return {"value": self.lookup(fields(msg, key=str))}
+
+    @request("kvs.commit")
+    def commit_rpc(self, msg):
+        ops = fields(msg, ops=list)
+        return {"version": self.commit(ops)}
+
+    @request("kvs.ls")
+    def ls(self, msg):
+        key = fields(msg, key=str)
+        node = self.root
+        if key not in ("", "."):
+            for part in _split(key):
+                if not isinstance(node, dict) or part not in node:
+                    raise FluxliteError(f"directory {key!r} not found", errno.ENOENT)
+                node = node[part]
+        if not isinstance(node, dict):
+            raise FluxliteError(f"{key!r} is not a directory", errno.ENOTDIR)
+        return {"entries": [k + ("." if isinstance(v, dict) else "") for k, v in
+                            sorted(node.items())]}
+
+    @request("kvs.watch", streaming=True)
+    def watch(self, msg):
+        key, waitcreate, append = fields(msg, key=str, waitcreate=(bool, type(None)),
+                                         append=(bool, type(None)))
+        key = ".".join(_split(key))
+        w = _Watcher(msg, bool(append))
+        if not waitcreate:
+            self.lookup(key)  # ENOENT or EISDIR now, rather than a silent wait
+        self.watchers.setdefault(key, []).append(w)
+        self.track_stream(msg, lambda: self._drop_watch(key, w))
+        if self.exists(key):
+            self._send_watch(key, w)
+
+    @request("kvs.unwatch")
+    def unwatch(self, msg):
+        key, matchtag = fields(msg, key=str, matchtag=int)
+        for w in list(self.watchers.get(key, ())):
+            if w.msg.matchtag == matchtag and w.msg.route[:1] == msg.route[:1]:
+                self._drop_watch(key, w)
+                self.end_stream(w.msg)
+        return {}

@@ -1,0 +1,176 @@
+"""The `resource` service (rank 0): the inventory and each rank's state.
+
+Every rank offers cores (default: all of this machine's, as Flux's test
+instances do; `resource.cores-per-rank` or a nested instance's allocation
+says otherwise).  A rank is up while its broker is online and not drained;
+torpid or offline ranks are down; a lost rank is removed for good (shrink),
+so work that can no longer fit fails at once instead of waiting.
+
+The scheduler follows `resource.acquire` (RFC 28 style): first the whole
+inventory and the up set, then {up, down, shrink} updates.  Changes are also
+recorded in the `resource.eventlog` KVS key.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+
+from ..broker.attrs import machine_cores
+from ..errors import FluxliteError
+from ..util import idset
+from .base import Service, fields, request
+
+
+class ResourceService(Service):
+    name = "resource"
+
+    def __init__(self, broker):
+        super().__init__(broker)
+        self.cores: dict[int, list[int]] = broker_inventory(broker)
+        self.online: set[int] = set()
+        self.torpid: set[int] = set()
+        self.lost: set[int] = set()
+        self.drained: dict[int, tuple[float, str]] = {}
+        self.acquirers: list = []
+        self._last_up: set[int] = set()
+
+    async def start(self) -> None:
+        self.broker.on_membership(self._membership)
+        now: dict[str, set[int]] = {}
+        for r, state in self.broker.overlay.membership.items():
+            now.setdefault(state, set()).add(r)
+        self._membership(now)
+        self._eventlog("resource-define", {"method": self.broker.attrs.get(
+            "resource.method", "dynamic"), "ranks": idset.encode(self.cores)})
+
+    def _eventlog(self, name: str, context: dict) -> None:
+        kvs = self.router.services.get("kvs")
+        if kvs is not None:
+            from ..job.eventlog import entry
+            kvs.append("resource.eventlog", entry(name, context))
+
+    # ----------------------------------------------------------- states
+    def up(self) -> set[int]:
+        return {r for r in self.cores if r in self.online and r not in self.torpid
+                and r not in self.drained and r not in self.lost}
+
+    def _membership(self, changes: dict) -> None:
+        for state, ranks in changes.items():
+            ranks = set(ranks) & set(self.cores)
+            if not ranks:
+                continue
+            if state == "online":
+                newly = ranks - self.online - self.lost
+                lively = ranks & self.torpid
+                self.online |= ranks - self.lost
+                self.torpid -= ranks
+                if newly:
+                    self._eventlog("online", {"idset": idset.encode(newly)})
+                if lively:
+                    self._eventlog("lively", {"idset": idset.encode(lively)})
+            elif state == "torpid":
+                self.torpid |= ranks
+                self._eventlog("torpid", {"idset": idset.encode(ranks)})
+            elif state == "lost":
+                newly = ranks - self.lost
+                self.lost |= ranks
+                self.online -= ranks
+                self.torpid -= ranks
+                if newly:
+                    self.log.warning("ranks lost: removing them from the resource set",
+                                     ranks=idset.encode(newly))
+                    self._eventlog("offline", {"idset": idset.encode(newly)})
+                    self._eventlog("shrink", {"idset": idset.encode(newly)})
+                    self._notify(shrink=newly)
+            elif state == "offline":
+                gone = ranks & self.online
+                self.online -= ranks
+                if gone:
+                    self._eventlog("offline", {"idset": idset.encode(gone)})
+        self._notify()
+
+    def _notify(self, shrink: set[int] | None = None) -> None:
+        up = self.up()
+        update = {}
+        if shrink:
+            update["shrink"] = idset.encode(shrink)
+        if up - self._last_up:
+            update["up"] = idset.encode(up - self._last_up)
+        if self._last_up - up:
+            update["down"] = idset.encode(self._last_up - up)
+        self._last_up = up
+        if update:
+            for msg in list(self.acquirers):
+                self.respond(msg, update)
+
+    # ------------------------------------------------------------- RPCs
+    @request("resource.acquire", streaming=True)
+    def acquire(self, msg):
+        self.acquirers.append(msg)
+        self.track_stream(msg, lambda: self.acquirers.remove(msg))
+        self._last_up = self.up()
+        self.respond(msg, {"resources": {str(r): c for r, c in self.cores.items()},
+                           "up": idset.encode(self._last_up),
+                           "shrink": idset.encode(self.lost)})
+
+    def _targets(self, msg) -> set[int]:
+        text = fields(msg, targets=str)
+        try:
+            ranks = idset.decode(text)
+        except ValueError as exc:
+            raise FluxliteError(str(exc), errno.EINVAL) from None
+        bad = ranks - set(self.cores)
+        if bad or not ranks:
+            raise FluxliteError(f"invalid ranks {text!r}: this instance has ranks "
+                                f"{idset.encode(self.cores)}", errno.EINVAL)
+        return ranks
+
+    @request("resource.drain")
+    def drain(self, msg):
+        ranks = self._targets(msg)
+        reason = msg.payload.get("reason", "") or ""
+        now = time.time()
+        for r in ranks:
+            self.drained[r] = (now, str(reason))
+        self._eventlog("drain", {"idset": idset.encode(ranks), "reason": reason})
+        self._notify()
+        return {}
+
+    @request("resource.undrain")
+    def undrain(self, msg):
+        ranks = self._targets(msg)
+        not_drained = [r for r in ranks if r not in self.drained]
+        if not_drained:
+            raise FluxliteError(f"rank {idset.encode(not_drained)} is not drained",
+                                errno.EINVAL)
+        for r in ranks:
+            del self.drained[r]
+        self._eventlog("undrain", {"idset": idset.encode(ranks)})
+        self._notify()
+        return {}
+
+    @request("resource.status")
+    def status(self, msg):
+        hostname = self.broker.attrs["hostname"]
+        return {"hostname": hostname,
+                "ranks": {str(r): {"cores": idset.encode(c),
+                                   "online": r in self.online, "torpid": r in self.torpid,
+                                   "lost": r in self.lost,
+                                   "drained": self.drained.get(r, (None, None))[1],
+                                   "drain_time": self.drained.get(r, (None, None))[0]}
+                          for r, c in self.cores.items()}}
+
+
+def broker_inventory(broker) -> dict[int, list[int]]:
+    """Cores per rank: a nested instance's allocation, or N cores on every rank."""
+    given = getattr(broker.cfg, "resources", None)
+    if given:
+        return {int(r): list(c) for r, c in given.items()}
+    cores_attr = broker.attrs.get("resource.cores") or ""
+    if cores_attr:
+        cores = sorted(idset.decode(cores_attr))
+    else:
+        n = int(broker.attrs.get("resource.cores-per-rank") or 0) or machine_cores()
+        cores = list(range(n))
+    return {r: list(cores) for r in range(broker.size)}

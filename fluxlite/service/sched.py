@@ -1,0 +1,197 @@
+"""The `sched` service (rank 0): FIFO first-fit over cores per rank.
+
+Requests are served strictly in submit order (a job that does not fit yet
+blocks the ones behind it, so nothing starves).  `-N` asks for whole nodes;
+otherwise slots of c cores are packed onto ranks in rank order.
+
+A request that can never fit is denied at once with Flux's wording,
+"unsatisfiable request: need 4 exclusive node(s), only 3 eligible", at submit
+and again, for every pending job, whenever ranks are lost and the resource
+set shrinks.  Down (drained, torpid, offline) ranks still count toward what
+could fit; lost ranks do not.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+
+from ..errors import FluxliteError
+from ..job import jobspec as js
+from ..job import rset
+from ..util import idset
+from .base import Service, fields, request
+
+EOVERFLOW = errno.EOVERFLOW
+
+
+class _Pending:
+    __slots__ = ("id", "msg", "req", "t")
+
+    def __init__(self, jobid, msg, req):
+        self.id, self.msg, self.req, self.t = jobid, msg, req, time.time()
+
+
+class SchedService(Service):
+    name = "sched"
+
+    def __init__(self, broker):
+        super().__init__(broker)
+        self.total: dict[int, set[int]] = {}
+        self.free: dict[int, set[int]] = {}
+        self.up: set[int] = set()
+        self.removed: set[int] = set()
+        self.allocs: dict[int, dict[int, list[int]]] = {}
+        self.queue: list[_Pending] = []
+        self.ready = False
+
+    async def start(self) -> None:
+        p = self.rpc("resource.acquire", streaming=True)
+        p.on_response = self._resource_update
+
+    def _resource_update(self, msg) -> None:
+        if msg.errnum:
+            self.log.error("resource.acquire failed", error=msg.errstr)
+            return
+        u = msg.payload
+        if "resources" in u:
+            self.total = {int(r): set(c) for r, c in u["resources"].items()}
+            self.free = {r: set(c) for r, c in self.total.items()}
+            self.up = idset.decode(u.get("up", ""))
+            self.ready = True
+        else:
+            self.up |= idset.decode(u.get("up", ""))
+        self.up -= idset.decode(u.get("down", ""))
+        shrink = idset.decode(u.get("shrink", ""))
+        if shrink:
+            self.removed |= shrink
+            self.up -= shrink
+            self._deny_infeasible()
+        self.schedule()
+
+    # -------------------------------------------------------- decisions
+    def unsatisfiable(self, req: js.Request) -> str | None:
+        """Why `req` can never fit in what remains, or None if it could."""
+        eligible = [r for r in self.total if r not in self.removed]
+        if req.nnodes is not None:
+            need = req.slots_per_node * req.cores_per_slot
+            n = sum(1 for r in eligible if len(self.total[r]) >= need)
+            if n < req.nnodes:
+                return (f"unsatisfiable request: need {req.nnodes} exclusive node(s), "
+                        f"only {n} eligible")
+            return None
+        c = req.cores_per_slot
+        slots = sum(len(self.total[r]) // c for r in eligible)
+        if slots < req.nslots:
+            total = sum(len(self.total[r]) for r in eligible)
+            return (f"unsatisfiable request: need {req.nslots} slot(s) of {c} core(s), "
+                    f"only {slots} such slot(s) available (total cores: {total})")
+        return None
+
+    def _try_alloc(self, req: js.Request) -> dict[int, list[int]] | None:
+        ranks = [r for r in sorted(self.total) if r in self.up and r not in self.removed]
+        if req.nnodes is not None:
+            need = req.slots_per_node * req.cores_per_slot
+            chosen = [r for r in ranks if len(self.free[r]) == len(self.total[r]) >= need]
+            if len(chosen) < req.nnodes:
+                return None
+            return {r: sorted(self.total[r]) for r in chosen[:req.nnodes]}
+        c, left, out = req.cores_per_slot, req.nslots, {}
+        for r in ranks:
+            take = min(len(self.free[r]) // c, left)
+            if take:
+                out[r] = sorted(self.free[r])[:take * c]
+                left -= take
+                if left == 0:
+                    return out
+        return None
+
+    def schedule(self) -> None:
+        if not self.ready:
+            return
+        while self.queue:
+            p = self.queue[0]
+            alloc = self._try_alloc(p.req)
+            if alloc is None:
+                return
+            self.queue.pop(0)
+            for r, cores in alloc.items():
+                self.free[r] -= set(cores)
+            self.allocs[p.id] = alloc
+            self.respond(p.msg, {"id": p.id, "alloc": {str(r): c for r, c in alloc.items()},
+                                 "summary": rset.summary(alloc)})
+
+    def _deny_infeasible(self) -> None:
+        keep = []
+        for p in self.queue:
+            why = self.unsatisfiable(p.req)
+            if why:
+                self.log.info("pending job no longer fits", id=p.id, reason=why)
+                self.respond_error(p.msg, EOVERFLOW, why)
+            else:
+                keep.append(p)
+        self.queue = keep
+
+    # --------------------------------------------------------------- RPCs
+    @request("sched.alloc", streaming=False)
+    def alloc(self, msg):
+        jobid, spec = fields(msg, id=int, jobspec=dict)
+        req = js.request(spec)
+        if self.ready:
+            why = self.unsatisfiable(req)
+            if why:
+                raise FluxliteError(why, EOVERFLOW)
+        self.queue.append(_Pending(jobid, msg, req))
+        self.schedule()
+        return self.no_reply
+
+    @request("sched.feasibility")
+    def feasibility(self, msg):
+        req = js.request(fields(msg, jobspec=dict))
+        why = self.unsatisfiable(req) if self.ready else None
+        if why:
+            raise FluxliteError(why, EOVERFLOW)
+        return {}
+
+    @request("sched.cancel")
+    def cancel(self, msg):
+        jobid = fields(msg, id=int)
+        for p in list(self.queue):
+            if p.id == jobid:
+                self.queue.remove(p)
+                self.respond_error(p.msg, errno.ECANCELED, "canceled")
+                return {"canceled": True}
+        return {"canceled": False}
+
+    @request("sched.free")
+    def free_rpc(self, msg):
+        jobid = fields(msg, id=int)
+        alloc = self.allocs.pop(jobid, None)
+        if alloc is None:
+            raise FluxliteError(f"job {jobid} has no allocation", errno.ENOENT)
+        for r, cores in alloc.items():
+            if r in self.free and r not in self.removed:
+                self.free[r] |= set(cores)
+        self.schedule()
+        return {}
+
+    @request("sched.resource-status")
+    def resource_status(self, msg):
+        """Scheduler view for `resource list`: all / free / allocated / down, per rank."""
+        out = {"all": {}, "free": {}, "allocated": {}, "down": {}}
+        for r in sorted(self.total):
+            if r in self.removed:
+                continue
+            total = self.total[r]
+            out["all"][str(r)] = sorted(total)
+            if r not in self.up:
+                out["down"][str(r)] = sorted(total)
+                continue
+            used = total - self.free[r]
+            if self.free[r]:
+                out["free"][str(r)] = sorted(self.free[r])
+            if used:
+                out["allocated"][str(r)] = sorted(used)
+        out["removed"] = idset.encode(self.removed)
+        out["pending"] = len(self.queue)
+        return out

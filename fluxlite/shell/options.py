@@ -1,0 +1,97 @@
+"""Job shell options (`-o NAME[=VALUE]`): the one table, checked at submit.
+
+Each option names the plugin that reads it and how its value is checked.  An
+unknown option is an error, unless the job loads user plugins (`-o plugins=`),
+whose own options the shell checks when it loads them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import UsageError
+from ..util import fsd
+
+
+def _exit_timeout(v) -> None:
+    if isinstance(v, bool):
+        raise ValueError
+    if isinstance(v, str) and v.strip().lower() == "none":
+        return
+    fsd.parse(v)
+
+
+def _flag(v) -> None:
+    if not isinstance(v, (bool, int)) and str(v).lower() not in ("true", "false", "1", "0"):
+        raise ValueError
+
+
+def _plugins(v) -> None:
+    if isinstance(v, str):
+        return
+    if isinstance(v, list) and all(isinstance(p, str) for p in v):
+        return
+    raise ValueError
+
+
+def _idset_or_all(v) -> None:
+    from ..util import idset
+    if v != "all":
+        idset.decode(str(v))
+
+
+def _any(v) -> None:
+    return None
+
+
+OPTIONS = {
+    "exit-timeout": (_exit_timeout, "doom",
+                     "after the first task exits, how long others may run: FSD or none"),
+    "exit-on-error": (_flag, "doom", "fail the job as soon as any task fails"),
+    "plugins": (_plugins, "shell", "path(s) of user plugins to load (comma separated)"),
+    "instance": (_any, "bootstrap", "tasks are brokers of a nested instance (set by batch/alloc)"),
+    "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
+    "verbose": (_flag, "shell", "log more from the shell"),
+    "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
+                               "output.label: prefix lines with the task rank"),
+}
+
+_MESSAGES = {
+    "exit-timeout": "exit-timeout is not a valid Flux Standard Duration (e.g. 30s, 1.5m, none)",
+    "exit-on-error": "exit-on-error takes no value, or true/false",
+    "plugins": "plugins must be a path or a list of paths",
+}
+
+
+def parse_setopt(text: str) -> tuple[str, object]:
+    """'-o NAME[=VALUE]': VALUE is JSON when it parses as JSON, else a string; bare NAME is 1."""
+    name, sep, value = text.partition("=")
+    if not name:
+        raise UsageError(f"invalid shell option {text!r}: expected NAME[=VALUE]")
+    if not sep:
+        return name, 1
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
+
+
+def validate(options: dict) -> None:
+    """Raise UsageError for an unknown or malformed shell option."""
+    if not isinstance(options, dict):
+        raise UsageError("shell options must be a map")
+    user_plugins = "plugins" in options
+    for name, value in options.items():
+        spec = OPTIONS.get(name.split(".", 1)[0] if name.startswith(("pty.", "output."))
+                           else name)
+        if spec is None:
+            if user_plugins:
+                continue  # a user plugin may claim it; the shell checks at load time
+            known = ", ".join(sorted(n for n in OPTIONS if n not in ("instance", "pty")))
+            raise UsageError(f"unknown shell option {name!r} (known: {known}; "
+                             "user plugins loaded with -o plugins=PATH may add more)")
+        try:
+            spec[0](value)
+        except (ValueError, TypeError):
+            raise UsageError(f"invalid shell option {name}={value!r}: "
+                             f"{_MESSAGES.get(name, 'malformed value')}") from None

@@ -1,0 +1,15 @@
+"""Built-in shell plugins, in the order they run.  They use the same API as user
+plugins (shell/plugin.py)."""
+
+from __future__ import annotations
+
+
+def builtin_plugins(shell) -> list:
+    from .doom import Doom
+    from .output import Output
+    from .signals import SignalForwarder
+    plugins = [Output, SignalForwarder, Doom]
+    if shell.options.get("instance"):
+        from .bootstrap import Bootstrap
+        plugins.insert(0, Bootstrap)
+    return plugins

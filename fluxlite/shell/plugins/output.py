@@ -1,0 +1,102 @@
+"""output: task stdout/stderr into the job's output eventlog, or into files.
+
+Each shell appends its own tasks' output straight to `guest.output` in the
+KVS (no leader in the path, so no shell ever waits for another's output).
+Data read in the same turn of the event loop goes out in one commit; a task's
+streams end with an `eof` mark, which `run` and `job attach` wait for.
+
+Options: output.stdout.path / output.stderr.path write to files instead
+("{{id}}" or "{id}" in the name is the job id; stderr follows stdout when only
+stdout is named), output.label prefixes every line with "RANK: ".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from ...job.eventlog import entry
+from ...util import fluid
+from ..plugin import ShellPlugin
+
+
+def expand_path(template: str, jobid: int) -> str:
+    f58 = fluid.f58(jobid)
+    return template.replace("{{id}}", f58).replace("{{jobid}}", f58).replace("{id}", f58)
+
+
+class Output(ShellPlugin):
+    name = "output"
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.batch: list[dict] = []
+        self._scheduled = False
+        self.files: dict[str, int] = {}
+        self.label = False
+        self.partial: dict[tuple[int, str], bytes] = {}
+
+    def shell_init(self) -> None:
+        opts = self.shell.options
+        out = opts.get("output.stdout.path")
+        err = opts.get("output.stderr.path") or out
+        self.label = bool(opts.get("output.label"))
+        cwd = self.shell.jobspec["attributes"]["system"].get("cwd") or "/"
+        opened: dict[str, int] = {}
+        for stream, template in (("stdout", out), ("stderr", err)):
+            if not template:
+                continue
+            path = os.path.join(cwd, expand_path(str(template), self.shell.jobid))
+            if path not in opened:
+                opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.files[stream] = opened[path]
+        if self.files and self.shell.is_leader:
+            self.shell.output_append([entry("redirect", {"stream": s, "rank": "all",
+                                                         "path": expand_path(str(t),
+                                                                             self.shell.jobid)})
+                                      for s, t in (("stdout", out), ("stderr", err)) if t])
+
+    def add(self, task, stream: str, data: bytes, eof: bool = False) -> None:
+        fd = self.files.get(stream)
+        if fd is not None and data:
+            self._write_file(fd, task, stream, data)
+            data = b""
+        if fd is not None and eof:
+            rest = self.partial.pop((task.rank, stream), b"")
+            if rest:
+                os.write(fd, (f"{task.rank}: ".encode() if self.label else b"") + rest)
+        if not data and not eof:
+            return
+        ctx = {"stream": stream, "rank": str(task.rank)}
+        if data:
+            ctx["data"] = data.decode("utf-8", errors="replace")
+        if eof:
+            ctx["eof"] = True
+        self.batch.append(entry("data", ctx))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def _write_file(self, fd: int, task, stream: str, data: bytes) -> None:
+        if not self.label:
+            os.write(fd, data)
+            return
+        key = (task.rank, stream)
+        buf = self.partial.pop(key, b"") + data
+        *lines, rest = buf.split(b"\n")
+        if lines:
+            prefix = f"{task.rank}: ".encode()
+            os.write(fd, b"".join(prefix + line + b"\n" for line in lines))
+        if rest:
+            self.partial[key] = rest
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self.batch:
+            batch, self.batch = self.batch, []
+            self.shell.output_append(batch)
+
+    def shell_exit(self) -> None:
+        for fd in set(self.files.values()):
+            os.close(fd)
+        self.files.clear()

@@ -1,0 +1,324 @@
+"""The job shell: one process per job per rank, forked from the broker's spawner.
+
+Life of a shell:
+    connect to the local broker; the leader (shell rank 0) registers the job's
+    shell service "<uid>-shell-<id>"
+    load plugins, run shell.init                       -> init barrier (job-exec)
+    start the local tasks (task.init, task.exec)       -> start barrier, shell.start
+    serve: output, task exits (task.exit), service requests
+    when the local tasks are done: followers tell the leader (tasks-done);
+    the leader waits until every critical shell is done or lost
+    shell.exit, then exit with the largest task exit code (128+signal if signalled)
+
+The leader tracks which shells are done or lost, so it never waits for one
+that is gone; it keeps the job's critical ranks (pushed by job-exec) and
+hands each new set to `shell.critical-ranks` callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from ..client.aio import AsyncHandle
+from ..errors import FluxliteError
+from ..job import eventlog as jel
+from ..util import fluid, idset
+from .plugin import PluginError, PluginStack
+from .task import Task
+
+
+class JobShell:
+    def __init__(self, info: dict):
+        self.info = info
+        self.jobid: int = info["jobid"]
+        self.rank: int = info["shell_rank"]          # shell rank
+        self.nshells: int = info["nshells"]
+        self.is_leader = self.rank == 0
+        self.jobspec: dict = info["jobspec"]
+        sysattrs = self.jobspec["attributes"]["system"]
+        self.options: dict = dict(sysattrs.get("shell", {}).get("options", {}))
+        self.command: list[str] = self.jobspec["tasks"][0]["command"]
+        self.arg0 = os.path.basename(self.command[0])
+        self.hostname: str = info["hostname"]
+        self.service: str = info["service"]
+        self.leader_rank: int = info["leader_rank"]
+        self.broker_rank: int = info["broker_rank"]
+        self.local_uri: str = info["local_uri"]
+        self.ntasks: int = info["ntasks"]
+        self.nlocal: int = info["counts"][self.rank]
+        self.first_task: int = info["first_task"]
+        self.tasks: list[Task] = []
+        self.plugins = PluginStack(self)
+        self.methods: dict = {}
+        crit = info.get("critical") or {}
+        self.critical_ranks: set[int] = idset.decode(crit.get("ranks", "")) if crit else \
+            set(range(self.nshells))
+        self.critical_seq: int = crit.get("seq", 0)
+        self.done_shells: set[int] = set()
+        self.lost_shells: set[int] = set()
+        self._progress = asyncio.Event()
+        self._tasks_complete_called = False
+        self.exit_code = 0
+        self.h: AsyncHandle | None = None
+        self._outstanding = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    # ------------------------------------------------------------- for plugins
+    @property
+    def f58(self) -> str:
+        return fluid.f58_plain(self.jobid)
+
+    def log_error(self, message: str) -> None:
+        self.log(message, "ERROR")
+
+    def log(self, message: str, level: str = "INFO") -> None:
+        """A line in the job's output log, shown by `run`/`attach` as flux-shell[R]: LEVEL: msg."""
+        print(f"fluxlite-shell[{self.rank}]: {level}: {message}", file=sys.stderr, flush=True)
+        self.output_append([jel.entry("log", {"rank": self.rank, "level": level,
+                                              "message": message})])
+
+    def exec_event(self, name: str, context: dict | None = None) -> None:
+        """Append an entry to the job's exec eventlog."""
+        self.commit([{"key": self.info["exec_key"], "append": [jel.entry(name, context)]}])
+
+    def output_append(self, entries: list[dict]) -> None:
+        self.commit([{"key": self.info["output_key"], "append": entries}])
+
+    def commit(self, ops: list[dict]) -> None:
+        """A KVS commit; the shell waits for every outstanding commit before exiting."""
+        if self.h is None or not self.h.connected:
+            return
+        p = self.h.rpc("kvs.commit", {"ops": ops})
+        self._outstanding += 1
+        self._drained.clear()
+        p.on_response = self._committed
+
+    def _committed(self, msg) -> None:
+        if msg.errnum:
+            print(f"fluxlite-shell[{self.rank}]: kvs commit failed: {msg.errstr}",
+                  file=sys.stderr, flush=True)
+        self._outstanding -= 1
+        if self._outstanding == 0:
+            self._drained.set()
+
+    async def raise_exception(self, etype: str, severity: int, note: str,
+                              context: dict | None = None) -> None:
+        payload = {"id": self.jobid, "type": etype, "severity": severity, "note": note}
+        if context:
+            payload["context"] = context
+        try:
+            await self.h.call("job-manager.raise", payload)
+        except FluxliteError as exc:
+            print(f"fluxlite-shell[{self.rank}]: raise failed: {exc}", file=sys.stderr)
+
+    def send_leader(self, method: str, payload: dict) -> None:
+        """A request to the leader's shell service that wants no response."""
+        self.h.send(f"{self.service}.{method}", payload, nodeid=self.leader_rank)
+
+    def set_critical(self, ranks: set[int], seq: int) -> bool:
+        """Adopt a critical-ranks update unless it is stale; True if it was adopted."""
+        if seq < self.critical_seq or (seq == self.critical_seq and ranks == self.critical_ranks
+                                       and seq != 0):
+            return False
+        self.critical_ranks, self.critical_seq = set(ranks), seq
+        return True
+
+    # -------------------------------------------------------------------- run
+    async def run(self) -> int:
+        self.h = await AsyncHandle(self.local_uri).connect()
+        self.h.on_request = self._on_request
+        try:
+            await self._run()
+        except PluginError as exc:
+            self.log(str(exc), "FATAL")
+            await self._init_failed(str(exc))
+            self.exit_code = max(self.exit_code, 1)
+        finally:
+            await self._flush()
+            self.h.close()
+        return self.exit_code
+
+    async def _run(self) -> None:
+        if self.is_leader:
+            await self.h.register_service(self.service)
+            self.methods.update({"tasks-done": self._m_tasks_done,
+                                 "exception": self._m_exception,
+                                 "critical-ranks": self._m_critical_ranks})
+            self.output_append([jel.entry("header", {
+                "version": 1, "encoding": {"stdout": "UTF-8", "stderr": "UTF-8"},
+                "count": {"stdout": self.ntasks, "stderr": self.ntasks}, "options": {}})])
+        from .plugins import builtin_plugins
+        for cls in builtin_plugins(self):
+            self.plugins.add(cls(self))
+        self._load_user_plugins()
+        for p in self.plugins.plugins:
+            self.methods.update(p.methods())
+        await self.plugins.call("shell.init", strict=True)
+        resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
+                                                         "shell_rank": self.rank})
+        if self.is_leader:
+            crit = resp.get("critical") or {}
+            self.set_critical(idset.decode(crit.get("ranks", "")), crit.get("seq", 0))
+            await self.plugins.call("shell.critical-ranks", set(self.critical_ranks),
+                                    self.critical_seq)
+        await self._start_tasks()
+        try:
+            await self.h.call("job-exec.shell-start", {"id": self.jobid,
+                                                       "shell_rank": self.rank})
+        except FluxliteError as exc:
+            # the job is being terminated (e.g. a task could not start): let tasks end
+            print(f"fluxlite-shell[{self.rank}]: start barrier: {exc}", file=sys.stderr)
+        else:
+            await self.plugins.call("shell.start")
+        await asyncio.gather(*(t.done for t in self.tasks))
+        # local tasks are complete
+        if self.is_leader:
+            self._shell_done(self.rank)
+            await self._wait_for_critical_shells()
+        else:
+            self.send_leader("tasks-done", {"shell_rank": self.rank})
+        await self.plugins.call("shell.exit")
+
+    def _load_user_plugins(self) -> None:
+        paths = self.options.get("plugins")
+        if not paths:
+            return
+        if isinstance(paths, str):
+            paths = [p for p in paths.split(",") if p]
+        claimed = set()
+        for path in paths:
+            for p in self.plugins.load_file(path):
+                claimed |= set(getattr(p, "options", {}) or {})
+        from . import options as shell_options
+        for name in self.options:
+            if name not in shell_options.OPTIONS and name not in claimed:
+                raise PluginError(f"unknown shell option {name!r}: no plugin claims it")
+
+    async def _init_failed(self, why: str) -> None:
+        try:
+            await self.h.call("job-exec.shell-init", {"id": self.jobid, "shell_rank": self.rank,
+                                                      "error": why}, timeout=5)
+        except Exception:
+            pass
+
+    async def _start_tasks(self) -> None:
+        env = dict(self.jobspec["attributes"]["system"].get("environment", {}))
+        env.update({
+            "FLUXLITE_JOB_ID": fluid.f58(self.jobid),
+            "FLUXLITE_JOB_SIZE": str(self.ntasks),
+            "FLUXLITE_JOB_NNODES": str(self.nshells),
+            "FLUXLITE_URI": self.local_uri,
+            "FLUXLITE_SHELL_RANK": str(self.rank),
+        })
+        cwd = self.jobspec["attributes"]["system"].get("cwd") or "/"
+        on_output = self._on_output
+        for localid in range(self.nlocal):
+            rank = self.first_task + localid
+            tenv = dict(env, FLUXLITE_TASK_RANK=str(rank), FLUXLITE_TASK_LOCAL_ID=str(localid))
+            task = Task(self, localid, rank, self.command, tenv, cwd)
+            self.tasks.append(task)
+            await self.plugins.call("task.init", task)
+            await self.plugins.call("task.exec", task)
+            task.start(on_output)
+            if task.start_error:
+                note = f"task {rank} (host {self.hostname}): start failed: {task.start_error}"
+                self.log(note, "FATAL")
+                await self.raise_exception("exec", 0, note)
+            task.done.add_done_callback(lambda f, task=task: self._task_exited(task))
+
+    def _on_output(self, task: Task, stream: str, data: bytes, eof: bool = False) -> None:
+        out = self._output_plugin
+        if out is not None:
+            out.add(task, stream, data, eof)
+
+    @property
+    def _output_plugin(self):
+        for p in self.plugins.plugins:
+            if p.name == "output":
+                return p
+        return None
+
+    def _task_exited(self, task: Task) -> None:
+        self.exit_code = max(self.exit_code, task.exitcode or 0)
+        asyncio.ensure_future(self.plugins.call("task.exit", task))
+
+    # ----------------------------------------------------------- leader side
+    def _shell_done(self, shell_rank: int) -> None:
+        self.done_shells.add(shell_rank)
+        self._progress.set()
+        self._maybe_tasks_complete()
+
+    def _maybe_tasks_complete(self) -> None:
+        if self._tasks_complete_called:
+            return
+        if len(self.done_shells | self.lost_shells) >= self.nshells:
+            self._tasks_complete_called = True
+            asyncio.ensure_future(self.plugins.call("shell.tasks-complete"))
+
+    async def _wait_for_critical_shells(self) -> None:
+        """Leader: wait until every critical shell is done or lost (never for a lost one)."""
+        while True:
+            waiting = self.critical_ranks - self.done_shells - self.lost_shells
+            if not waiting:
+                return
+            self._progress.clear()
+            await self._progress.wait()
+
+    def _on_request(self, msg) -> None:
+        method = msg.topic.partition(".")[2]
+        handler = self.methods.get(method)
+        if handler is None:
+            self.h.respond(msg, None, 38, f"unknown method {msg.topic}")
+            return
+        try:
+            rv = handler(msg.payload if isinstance(msg.payload, dict) else {}, msg)
+        except Exception as exc:
+            self.h.respond(msg, None, 22, f"{msg.topic}: {exc}")
+            return
+        if asyncio.iscoroutine(rv):
+            async def finish():
+                try:
+                    self.h.respond(msg, await rv)
+                except Exception as exc:
+                    self.h.respond(msg, None, 22, f"{msg.topic}: {exc}")
+            asyncio.ensure_future(finish())
+        else:
+            self.h.respond(msg, rv if rv is not None else {})
+
+    def _m_tasks_done(self, p: dict, msg) -> dict:
+        self._shell_done(int(p["shell_rank"]))
+        return {}
+
+    def _m_exception(self, p: dict, msg) -> dict:
+        if p.get("type") == "lost-shell":
+            sr = int(p["shell_rank"])
+            severity = int(p.get("severity", 0))
+            message = str(p.get("message", ""))
+            if message:
+                print(f"fluxlite-shell[0]: WARNING: {message}", file=sys.stderr, flush=True)
+            self.lost_shells.add(sr)
+            self._progress.set()
+            self._maybe_tasks_complete()
+            asyncio.ensure_future(self.plugins.call("shell.lost", sr, severity, message))
+        return {}
+
+    def _m_critical_ranks(self, p: dict, msg) -> dict:
+        ranks = idset.decode(p["ranks"])
+        seq = int(p["seq"])
+        if self.set_critical(ranks, seq):
+            self._progress.set()
+            asyncio.ensure_future(self.plugins.call("shell.critical-ranks", set(ranks), seq))
+        return {}
+
+    async def _flush(self) -> None:
+        out = self._output_plugin
+        if out is not None:
+            out.flush()
+        try:
+            await asyncio.wait_for(self._drained.wait(), 10)
+        except asyncio.TimeoutError:
+            print(f"fluxlite-shell[{self.rank}]: output commits still pending at exit",
+                  file=sys.stderr, flush=True)
