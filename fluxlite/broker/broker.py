@@ -26,6 +26,7 @@ import time
 
 import zmq
 
+from ..errors import FluxliteError
 from ..protocol.transport import Channel
 from ..util import fsd, procs, tree
 from . import logging as blog
@@ -56,6 +57,8 @@ class BrokerConfig:
         self.owns_rundir = owns_rundir
         self.bootstrap = bootstrap
         self.spawner = spawner
+        self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
+        self.nested = False
 
 
 class Broker:
@@ -211,7 +214,35 @@ class Broker:
                     missing=",".join(map(str, missing)))
         return "quorum-timeout"
 
+    async def _tell_parent(self) -> None:
+        """Nested rank 0: record our URI in the parent job and declare our critical ranks."""
+        from ..client.aio import AsyncHandle
+        from ..util import fluid, idset
+        from .nested import critical_ranks
+        jobid = fluid.parse(self.attrs["jobid"])
+        crit = critical_ranks(self.attrs, self.size)
+        h = AsyncHandle(self.attrs["parent-uri"], ctx=self.ctx)
+        await h.connect()
+        try:
+            await h.call("job-manager.memo", {"id": jobid, "memo": {"uri": self.local_uri}},
+                         timeout=30)
+            if crit != set(range(self.size)):
+                try:
+                    await h.call("job-exec.critical-ranks",
+                                 {"id": jobid, "ranks": idset.encode(crit)}, timeout=30)
+                    log.info("critical ranks declared to the parent", ranks=idset.encode(crit))
+                except FluxliteError as exc:
+                    log.error("could not declare critical ranks; all ranks stay critical",
+                              error=exc.message)
+        finally:
+            h.close()
+
     async def _run_phase(self) -> None:
+        if self.rank == 0 and self.cfg.nested:
+            try:
+                await self._tell_parent()
+            except Exception as exc:
+                log.error("cannot reach the parent instance", error=repr(exc))
         if self.rank == 0 and self.cfg.initial_program and \
                 self.attrs.get("broker.rc2-none") != "1":
             await self._run_initial_program()
@@ -224,9 +255,18 @@ class Broker:
     async def _run_initial_program(self) -> None:
         env = dict(os.environ)
         env["FLUXLITE_URI"] = self.local_uri
+        from .launcher import fluxlite_bindir
+        bindir = fluxlite_bindir()
+        if bindir and bindir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         argv = self.cfg.initial_program
         try:
-            proc = self.spawner.spawn("exec", argv=argv, env=env, pgid=self.cfg.initial_pgid)
+            if self.cfg.nested and os.isatty(0):
+                # alloc's terminal: the program leads its own session on it
+                proc = self.spawner.spawn("exec", argv=argv, env=env, setsid=True, ctty=True)
+            else:
+                proc = self.spawner.spawn("exec", argv=argv, env=env,
+                                          pgid=self.cfg.initial_pgid)
             pid = await proc.started
         except OSError as exc:
             log.error("initial program failed to start", error=exc.strerror)

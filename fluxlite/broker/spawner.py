@@ -178,6 +178,10 @@ class _Server:
         procs.set_pdeathsig(signal.SIGKILL)
         if req.get("setsid"):
             os.setsid()
+            if req.get("ctty"):
+                import fcntl
+                import termios
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # stdin becomes our terminal
         elif req.get("pgid") is not None:
             try:
                 os.setpgid(0, int(req["pgid"]))
@@ -347,13 +351,15 @@ class Spawner:
             self.sock.setblocking(False)
 
     def spawn(self, kind: str = "exec", *, argv=None, env=None, cwd=None, pgid=None,
-              setsid: bool = False, stdio: str = "inherit", info=None) -> SpawnedProcess:
+              setsid: bool = False, ctty: bool = False, stdio: str = "inherit",
+              info=None) -> SpawnedProcess:
         tag = self._next
         self._next += 1
         p = SpawnedProcess(tag, kind)
         self.procs[tag] = p
         self._send({"op": "spawn", "tag": tag, "kind": kind, "argv": argv, "env": env,
-                    "cwd": cwd, "pgid": pgid, "setsid": setsid, "stdio": stdio, "info": info})
+                    "cwd": cwd, "pgid": pgid, "setsid": setsid, "ctty": ctty, "stdio": stdio,
+                    "info": info})
         return p
 
     def kill(self, proc: SpawnedProcess, signum: int) -> None:

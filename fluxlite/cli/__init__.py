@@ -18,6 +18,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "start": ("start", "start", "Start an instance of N brokers and run a command in it"),
     "run": ("submit", "run", "Run a job and wait for it, with its output"),
     "submit": ("submit", "submit", "Submit a job and print its id"),
+    "jobs": ("jobs", "jobs", "List jobs"),
+    "resource": ("resource", "resource", "Show and change resources: list, status, drain"),
+    "cancel": ("job", "cancel", "Cancel jobs"),
+    "job": ("job", "job", "Job utilities: eventlog, attach, wait, info, raise, kill"),
+    "kvs": ("kvs", "kvs", "Read and write the key-value store"),
+    "batch": ("batch", "batch", "Submit a batch script that runs in its own instance"),
+    "alloc": ("batch", "alloc", "Run an instance as a job, with your terminal attached"),
+    "uri": ("batch", "uri", "Print the URI of an instance running as a job"),
+    "proxy": ("batch", "proxy", "Run a command inside an instance running as a job"),
+    "broker": ("start", "broker", "Run one broker of an instance that runs as a job"),
     "overlay": ("overlay", "overlay", "Show the tree of brokers"),
     "ping": ("misc", "ping", "Send a ping to a rank or a service"),
     "getattr": ("misc", "getattr", "Print a broker attribute"),
@@ -26,11 +36,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dmesg": ("misc", "dmesg", "Print a broker's recent log"),
     "shutdown": ("misc", "shutdown", "Shut the instance down"),
 }
+HIDDEN = {"broker"}  # started by batch/alloc, not by people
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
-        return list(COMMANDS)
+        return [n for n in COMMANDS if n not in HIDDEN]
 
     def get_command(self, ctx, name):
         entry = COMMANDS.get(name)

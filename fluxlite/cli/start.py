@@ -1,4 +1,5 @@
-"""`fluxlite start`: an instance of N brokers on this machine."""
+"""`fluxlite start` (an instance of N brokers on this machine) and `fluxlite broker`
+(one broker of an instance that runs as a job, started by batch/alloc)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,15 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
     return launch(size, attrs, command, rundir=rundir, interactive=interactive)
 
 
+
+
+@click.command(context_settings=NO_INTERSPERSED, hidden=True)
+@click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
+              help="Set a broker attribute (repeatable).")
+@click.option("--conf", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Instance config in TOML.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def broker(setattrs, conf, command):
+    """Run one broker of an instance that runs as a job (batch/alloc start these)."""
+    from ..broker.nested import run_nested_broker
+    return run_nested_broker(_build_attrs(conf, setattrs), list(command))

@@ -9,7 +9,6 @@ awaits `next()`, the blocking handle polls its socket until `ready()`.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 
 from ..errors import EndOfStream, FluxliteError
@@ -27,7 +26,7 @@ class PendingRPC:
         self.streaming = streaming
         self.done = False
         self._queue: collections.deque = collections.deque()
-        self._waiter: asyncio.Future | None = None
+        self._waiter = None  # an asyncio future while an async caller awaits
         self._on_response = None
 
     @property
@@ -73,6 +72,7 @@ class PendingRPC:
 
     # async driver
     async def next(self):
+        import asyncio  # only async callers pay for it; the CLI never does
         while not self._queue:
             if self.done:
                 raise EndOfStream("stream already ended")

@@ -169,6 +169,10 @@ class Handle:
         self.fd_callbacks[fd] = callback
         self.poller.register(fd, zmq.POLLIN)
 
+    def remove_fd(self, fd: int) -> None:
+        if self.fd_callbacks.pop(fd, None) is not None:
+            self.poller.unregister(fd)
+
     # ------------------------------------------------------------ services
     def subscribe(self, topic: str) -> None:
         self.call("broker.subscribe", {"topic": topic})

@@ -30,7 +30,7 @@ class Job:
     __slots__ = ("id", "userid", "urgency", "priority", "jobspec", "req", "name", "state",
                  "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc", "R", "exceptions",
                  "fatal", "status", "memo", "waiters", "ran", "key", "expiration",
-                 "exec_pending", "freed")
+                 "exec_pending", "freed", "waited")
 
     def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int):
         self.id = jobid
@@ -55,6 +55,7 @@ class Job:
         self.expiration = 0.0
         self.exec_pending = None
         self.freed = False
+        self.waited = False
 
     @property
     def result(self) -> str | None:
@@ -80,7 +81,7 @@ class Job:
                            "note": ex["note"]} if ex else {"occurred": False}),
             "duration": self.jobspec["attributes"]["system"].get("duration", 0),
             "expiration": self.expiration, "memo": self.memo,
-            "instance": bool(opts.get("instance")),
+            "instance": bool(opts.get("instance")), "waited": self.waited,
         }
 
 
@@ -140,6 +141,7 @@ class JobManagerService(Service):
             self._idle.set()
 
     def _wait_result(self, job: Job) -> dict:
+        job.waited = True
         info = job.info()
         ok = info["result"] == "COMPLETED"
         err = "" if ok else (job.fatal["note"] if job.fatal else
@@ -313,7 +315,7 @@ class JobManagerService(Service):
 
     # ------------------------------------------------------------ queries
     @request("job-manager.wait")
-    async def wait(self, msg):
+    def wait(self, msg):
         jobid = fields(msg, id=int)
         job = self._job(jobid)
         if job.state == states.INACTIVE:

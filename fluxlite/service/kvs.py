@@ -22,6 +22,10 @@ from ..errors import FluxliteError, ProtocolError
 from .base import Service, fields, request
 
 
+class _Dir(dict):
+    """A directory node (a plain dict is a value, e.g. a jobspec or R)."""
+
+
 class _Watcher:
     __slots__ = ("msg", "append", "sent")
 
@@ -45,7 +49,7 @@ class KVSService(Service):
 
     def __init__(self, broker):
         super().__init__(broker)
-        self.root: dict = {}
+        self.root: _Dir = _Dir()
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
 
@@ -54,10 +58,10 @@ class KVSService(Service):
         """Value at `key`; raises ENOENT (missing) or EISDIR (a directory)."""
         node = self.root
         for part in _split(key):
-            if not isinstance(node, dict) or part not in node:
+            if not isinstance(node, _Dir) or part not in node:
                 raise FluxliteError(f"key {key!r} not found", errno.ENOENT)
             node = node[part]
-        if isinstance(node, dict):
+        if isinstance(node, _Dir):
             raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
         return node
 
@@ -108,14 +112,14 @@ class KVSService(Service):
         # a commit must not turn a directory into a value or a value into a directory
         node = self.root
         for i, part in enumerate(parts):
-            if not isinstance(node, dict):
+            if not isinstance(node, _Dir):
                 raise FluxliteError(f"{'.'.join(parts[:i])!r} is not a directory",
                                     errno.ENOTDIR)
             if part not in node:
                 break
             node = node[part]
         else:
-            if isinstance(node, dict) and not op.get("unlink"):
+            if isinstance(node, _Dir) and not op.get("unlink"):
                 raise FluxliteError(f"key {op['key']!r} is a directory", errno.EISDIR)
         return parts, op
 
@@ -126,7 +130,7 @@ class KVSService(Service):
             if nxt is None:
                 if not create:
                     raise FluxliteError(f"key {'.'.join(parts)!r} not found", errno.ENOENT)
-                nxt = node[part] = {}
+                nxt = node[part] = _Dir()
             node = nxt
         return node, parts[-1]
 
@@ -191,12 +195,12 @@ class KVSService(Service):
         node = self.root
         if key not in ("", "."):
             for part in _split(key):
-                if not isinstance(node, dict) or part not in node:
+                if not isinstance(node, _Dir) or part not in node:
                     raise FluxliteError(f"directory {key!r} not found", errno.ENOENT)
                 node = node[part]
-        if not isinstance(node, dict):
+        if not isinstance(node, _Dir):
             raise FluxliteError(f"{key!r} is not a directory", errno.ENOTDIR)
-        return {"entries": [k + ("." if isinstance(v, dict) else "") for k, v in
+        return {"entries": [k + ("." if isinstance(v, _Dir) else "") for k, v in
                             sorted(node.items())]}
 
     @request("kvs.watch", streaming=True)

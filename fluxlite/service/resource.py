@@ -164,7 +164,7 @@ class ResourceService(Service):
 
 def broker_inventory(broker) -> dict[int, list[int]]:
     """Cores per rank: a nested instance's allocation, or N cores on every rank."""
-    given = getattr(broker.cfg, "resources", None)
+    given = broker.cfg.resources
     if given:
         return {int(r): list(c) for r, c in given.items()}
     cores_attr = broker.attrs.get("resource.cores") or ""

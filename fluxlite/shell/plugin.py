@@ -18,7 +18,8 @@ Callbacks may be plain functions or coroutines.  Built-ins (doom, output,
 signal, bootstrap) use exactly this API; `-o plugins=PATH[,PATH]` loads a
 user's file and instantiates every ShellPlugin subclass defined in it.
 A plugin may also answer requests sent to the job's shell service by
-returning a {method: handler} map from `methods()` (the leader registers them).
+returning a {method: handler(payload, msg)} map from `methods()`; a handler
+returns the response payload, or NO_REPLY to answer later itself.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ TOPICS = ("shell.init", "shell.start", "task.init", "task.exec", "task.exit",
 
 def method_name(topic: str) -> str:
     return topic.replace(".", "_").replace("-", "_")
+
+
+NO_REPLY = object()  # a service method returns this to answer later with shell.h.respond()
 
 
 class ShellPlugin:

@@ -25,7 +25,7 @@ from ..client.aio import AsyncHandle
 from ..errors import FluxliteError
 from ..job import eventlog as jel
 from ..util import fluid, idset
-from .plugin import PluginError, PluginStack
+from .plugin import NO_REPLY, PluginError, PluginStack
 from .task import Task
 
 
@@ -59,7 +59,9 @@ class JobShell:
         self.done_shells: set[int] = set()
         self.lost_shells: set[int] = set()
         self._progress = asyncio.Event()
-        self._tasks_complete_called = False
+        self._tasks_complete: asyncio.Future | None = None
+        self._started = asyncio.Event()  # task.exit callbacks wait for shell.start
+        self._exit_callbacks: list = []
         self.exit_code = 0
         self.h: AsyncHandle | None = None
         self._outstanding = 0
@@ -142,8 +144,11 @@ class JobShell:
         return self.exit_code
 
     async def _run(self) -> None:
+        registered = None
         if self.is_leader:
-            await self.h.register_service(self.service)
+            # pipelined: the broker handles it before the init barrier request that follows
+            registered = self.h.rpc("broker.service-add", {"name": self.service,
+                                                           "pid": os.getpid()})
             self.methods.update({"tasks-done": self._m_tasks_done,
                                  "exception": self._m_exception,
                                  "critical-ranks": self._m_critical_ranks})
@@ -159,6 +164,8 @@ class JobShell:
         await self.plugins.call("shell.init", strict=True)
         resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
                                                          "shell_rank": self.rank})
+        if registered is not None:
+            await registered.get()
         if self.is_leader:
             crit = resp.get("critical") or {}
             self.set_critical(idset.decode(crit.get("ranks", "")), crit.get("seq", 0))
@@ -173,11 +180,15 @@ class JobShell:
             print(f"fluxlite-shell[{self.rank}]: start barrier: {exc}", file=sys.stderr)
         else:
             await self.plugins.call("shell.start")
+        self._started.set()
         await asyncio.gather(*(t.done for t in self.tasks))
+        await asyncio.gather(*self._exit_callbacks)
         # local tasks are complete
         if self.is_leader:
             self._shell_done(self.rank)
             await self._wait_for_critical_shells()
+            if self._tasks_complete is not None:
+                await self._tasks_complete
         else:
             self.send_leader("tasks-done", {"shell_rank": self.rank})
         await self.plugins.call("shell.exit")
@@ -243,7 +254,11 @@ class JobShell:
 
     def _task_exited(self, task: Task) -> None:
         self.exit_code = max(self.exit_code, task.exitcode or 0)
-        asyncio.ensure_future(self.plugins.call("task.exit", task))
+
+        async def deliver():
+            await self._started.wait()
+            await self.plugins.call("task.exit", task)
+        self._exit_callbacks.append(asyncio.ensure_future(deliver()))
 
     # ----------------------------------------------------------- leader side
     def _shell_done(self, shell_rank: int) -> None:
@@ -252,11 +267,10 @@ class JobShell:
         self._maybe_tasks_complete()
 
     def _maybe_tasks_complete(self) -> None:
-        if self._tasks_complete_called:
-            return
-        if len(self.done_shells | self.lost_shells) >= self.nshells:
-            self._tasks_complete_called = True
-            asyncio.ensure_future(self.plugins.call("shell.tasks-complete"))
+        if self._tasks_complete is None and \
+                len(self.done_shells | self.lost_shells) >= self.nshells:
+            self._tasks_complete = asyncio.ensure_future(
+                self.plugins.call("shell.tasks-complete"))
 
     async def _wait_for_critical_shells(self) -> None:
         """Leader: wait until every critical shell is done or lost (never for a lost one)."""
@@ -277,6 +291,8 @@ class JobShell:
             rv = handler(msg.payload if isinstance(msg.payload, dict) else {}, msg)
         except Exception as exc:
             self.h.respond(msg, None, 22, f"{msg.topic}: {exc}")
+            return
+        if rv is NO_REPLY:
             return
         if asyncio.iscoroutine(rv):
             async def finish():

@@ -12,4 +12,7 @@ def builtin_plugins(shell) -> list:
     if shell.options.get("instance"):
         from .bootstrap import Bootstrap
         plugins.insert(0, Bootstrap)
+    if shell.options.get("pty") and shell.is_leader:
+        from .pty import Pty
+        plugins.insert(0, Pty)
     return plugins

@@ -1,0 +1,518 @@
+"""fluxlite's benchmark: the figures behind the project's performance targets.
+
+    .venv/bin/python bench/run.py                 # everything (what `make bench` runs)
+    .venv/bin/python bench/run.py --only ping,rpc # a subset (names: --list)
+    .venv/bin/python bench/run.py --quick         # fewer repetitions, a fast check
+
+Each figure is one function that starts real instances (through
+fluxlite.testing.Instance, which stops them and checks that no process is
+left behind), measures, and appends rows to the result list.  At the end a
+table (figure, value, target, flux-core, pass/miss) is printed and the rows are
+written as JSON to bench/results/latest.json.  bench/README.md says what each
+figure means.  Nothing here changes fluxlite; a figure whose measurement fails
+is reported as "error" with the failing command and its message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from fluxlite.testing import (TAG_VAR, Instance, assert_no_leaks,  # noqa: E402
+                              fluxlite_command, tagged_processes)
+from fluxlite.util import idset  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results", "latest.json")
+
+
+# ------------------------------------------------------------------ results
+class Row:
+    """One line of the table: a measured value and the target it is held to."""
+
+    def __init__(self, figure: str, label: str, value, unit: str, *, op: str | None = None,
+                 bound=None, flux_core: str = "", samples=None, note: str = "",
+                 error: str = ""):
+        self.figure, self.label, self.value, self.unit = figure, label, value, unit
+        self.op, self.bound, self.flux_core = op, bound, flux_core
+        self.samples = samples or []
+        self.note, self.error = note, error
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "error"
+        if self.op is None or self.value is None:
+            return "info"
+        ok = {"<=": self.value <= self.bound, "<": self.value < self.bound,
+              ">=": self.value >= self.bound}[self.op]
+        return "pass" if ok else "miss"
+
+    def target_text(self) -> str:
+        return "-" if self.op is None else f"{self.op} {fmt(self.bound, self.unit)}"
+
+    def as_dict(self) -> dict:
+        return {"figure": self.figure, "label": self.label, "value": self.value,
+                "unit": self.unit, "target": None if self.op is None else
+                {"op": self.op, "bound": self.bound}, "flux_core": self.flux_core or None,
+                "status": self.status, "samples": self.samples, "note": self.note or None,
+                "error": self.error or None}
+
+
+def fmt(value, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "s":
+        return f"{value:.3f} s" if value < 10 else f"{value:.1f} s"
+    if unit == "ms":
+        return f"{value:.3f} ms"
+    if unit == "MB":
+        return f"{value:.1f} MB"
+    if unit in ("rpc/s", "jobs/s"):
+        return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
+    return f"{value} {unit}"
+
+
+def progress(fig: str, text: str) -> None:
+    print(f"[{fig}] {text}", flush=True)
+
+
+def median(xs) -> float:
+    return statistics.median(xs)
+
+
+# ------------------------------------------------------------- /proc helpers
+def proc_status(pid: int, field: str) -> float:
+    """A kB field of /proc/PID/status (VmRSS, VmHWM) in MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"/proc/{pid}/status has no {field}")
+
+
+def ppid_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rfind(b")") + 2:].split()[1])
+
+
+def cmdline_of(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def children_of(pid: int) -> list[int]:
+    kids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if ppid_of(int(name)) == pid:
+                    kids.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+
+
+def cli(inst: Instance, *args, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """inst.cli that raises with the command and its stderr when it fails."""
+    cp = inst.cli(*args, timeout=timeout)
+    if cp.returncode != 0:
+        raise RuntimeError(f"`fluxlite {' '.join(map(str, args))}` exited {cp.returncode}: "
+                           f"{cp.stderr.strip()[-800:]}")
+    return cp
+
+
+def run_timed(argv: list[str], env: dict, timeout: float) -> float:
+    """Run argv to completion; wall seconds.  The child never outlives this call."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        _, err = p.communicate(timeout=timeout)
+        elapsed = time.perf_counter() - t0
+    except BaseException:
+        # timeout or Ctrl-C: ask politely (the launcher shuts its brokers down), then kill
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if p.poll() is None:
+                p.send_signal(sig)
+                try:
+                    p.wait(wait)
+                except subprocess.TimeoutExpired:
+                    pass
+        raise
+    if p.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv)}` exited {p.returncode}: "
+                           f"{err.decode(errors='replace').strip()[-800:]}")
+    return elapsed
+
+
+# ------------------------------------------------------------------ figures
+def fig_start(rows: list, quick: bool, ctx: dict) -> None:
+    """1. `fluxlite start --size N true`, end to end, median of >= 5 runs."""
+    targets = {1: (0.5, "1.8 s"), 16: (1.5, "5.4 s"), 64: (5.0, "17.5 s")}
+    reps = 2 if quick else 5
+    for n, (bound, fc) in targets.items():
+        samples = []
+        try:
+            for i in range(reps):
+                tag = uuid.uuid4().hex
+                env = dict(os.environ)
+                env.pop("FLUXLITE_URI", None)
+                env[TAG_VAR] = tag
+                try:
+                    dt = run_timed(fluxlite_command() + ["start", "--size", str(n), "true"],
+                                   env, timeout=120)
+                finally:
+                    assert_no_leaks(tag)
+                samples.append(dt)
+                progress("start", f"size {n} run {i + 1}/{reps}: {dt:.3f} s")
+            rows.append(Row("1", f"start --size {n} true", median(samples), "s", op="<=",
+                            bound=bound, flux_core=fc, samples=samples,
+                            note=f"median of {len(samples)}"))
+        except Exception as exc:
+            rows.append(Row("1", f"start --size {n} true", None, "s", op="<=", bound=bound,
+                            flux_core=fc, samples=samples, error=str(exc)))
+
+
+def fig_lost(rows: list, quick: bool, ctx: dict) -> None:
+    """2. SIGKILL of leaf rank 3 of a fresh size-4 instance -> rank 0 reports it lost."""
+    reps = 2 if quick else 5
+    samples = []
+    try:
+        for i in range(reps):
+            with Instance(4) as inst:
+                h = inst.handle()
+                pid = inst.broker_pid(3)
+                stream = h.stream("overlay.watch", nodeid=0, timeout=10)
+                first = {k: idset.decode(v) for k, v in next(stream)["ranks"].items()}
+                if 3 in first.get("lost", set()):
+                    raise RuntimeError(f"rank 3 already lost before the kill: {first}")
+                t0 = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+                for snap in stream:
+                    if 3 in idset.decode(snap["ranks"].get("lost", "")):
+                        dt = time.monotonic() - t0
+                        break
+                    if time.monotonic() - t0 > 10:
+                        raise RuntimeError(f"rank 3 not lost 10 s after SIGKILL: {snap}")
+                else:
+                    raise RuntimeError("overlay.watch ended before rank 3 was lost")
+                stream.close()
+            samples.append(dt)
+            progress("lost", f"sample {i + 1}/{reps}: {dt * 1000:.1f} ms")
+        rows.append(Row("2", "kill -9 leaf -> lost", median(samples), "s", op="<", bound=0.5,
+                        flux_core="0.9-1.3 s", samples=samples,
+                        note=f"median of {len(samples)}, size 4"))
+    except Exception as exc:
+        rows.append(Row("2", "kill -9 leaf -> lost", None, "s", op="<", bound=0.5,
+                        flux_core="0.9-1.3 s", samples=samples, error=str(exc)))
+
+
+def _ping_samples(h, nodeid: int, count: int) -> list[float]:
+    for _ in range(5):  # warm-up: connections and routes
+        h.call("broker.ping", {"seq": 0}, nodeid=nodeid, timeout=10)
+    out = []
+    for seq in range(count):
+        t0 = time.perf_counter()
+        h.call("broker.ping", {"seq": seq}, nodeid=nodeid, timeout=10)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def fig_ping(rows: list, quick: bool, ctx: dict) -> None:
+    """3. broker.ping round trip from a client of rank 0: to rank 15 (4 hops down) and rank 0."""
+    count = 50 if quick else 200
+    try:
+        with Instance(16, topo="kary:2") as inst:
+            h = inst.handle()
+            level = inst.getattr("tbon.level", 15)
+            for nodeid, label in ((15, f"ping rank 0 -> 15 (kary:2, level {level})"),
+                                  (0, "ping rank 0 -> 0")):
+                s = _ping_samples(h, nodeid, count)
+                route = h.call("broker.ping", nodeid=nodeid, timeout=10).get("route", [])
+                progress("ping", f"rank {nodeid}: median {median(s):.3f} ms over {count} "
+                                 f"(route {route})")
+                rows.append(Row("3", label, median(s), "ms", samples=[round(x, 4) for x in s],
+                                note=f"median of {count}; p90 "
+                                     f"{statistics.quantiles(s, n=10)[-1]:.3f} ms; "
+                                     f"route {route}"))
+    except Exception as exc:
+        rows.append(Row("3", "ping", None, "ms", error=str(exc)))
+
+
+def fig_rpc(rows: list, quick: bool, ctx: dict) -> None:
+    """4. broker.ping RPCs per second from one client to rank 0: sequential and pipelined."""
+    duration = 0.5 if quick else 2.0
+    depth = 64
+    try:
+        with Instance(1) as inst:
+            h = inst.handle()
+            for _ in range(50):
+                h.call("broker.ping", nodeid=0, timeout=10)
+            # (a) sequential
+            n, t0 = 0, time.perf_counter()
+            end = t0 + duration
+            while time.perf_counter() < end:
+                h.call("broker.ping", nodeid=0, timeout=10)
+                n += 1
+            rate = n / (time.perf_counter() - t0)
+            progress("rpc", f"sequential: {n} calls, {rate:,.0f}/s")
+            rows.append(Row("4a", "RPC/s sequential", rate, "rpc/s", op=">=", bound=5000,
+                            note=f"{n} calls in {duration:g} s"))
+            # (b) pipelined: keep `depth` in flight, wait for the oldest
+            inflight = collections.deque()
+            n, t0 = 0, time.perf_counter()
+            end = t0 + duration
+            while True:
+                now = time.perf_counter()
+                while len(inflight) < depth and now < end:
+                    inflight.append(h.rpc("broker.ping", nodeid=0))
+                if not inflight:
+                    break
+                p = inflight.popleft()
+                h.wait(p, timeout=10)
+                p.take()
+                n += 1
+            rate = n / (time.perf_counter() - t0)
+            progress("rpc", f"pipelined ({depth} in flight): {n} calls, {rate:,.0f}/s")
+            rows.append(Row("4b", f"RPC/s pipelined ({depth} in flight)", rate, "rpc/s",
+                            op=">=", bound=5000, note=f"{n} calls in {duration:g} s"))
+    except Exception as exc:
+        rows.append(Row("4", "RPC/s", None, "rpc/s", op=">=", bound=5000, error=str(exc)))
+
+
+def fig_rss(rows: list, quick: bool, ctx: dict) -> None:
+    """5. VmRSS of each idle broker of a size-4 instance, and of each broker's spawner."""
+    brokers, spawners = {}, {}
+    try:
+        with Instance(4) as inst:
+            for rank in range(4):
+                pid = inst.broker_pid(rank)
+                brokers[rank] = proc_status(pid, "VmRSS")
+                kids = [k for k in children_of(pid) if cmdline_of(k).startswith("fluxlite-spawner")]
+                if len(kids) != 1:
+                    raise RuntimeError(f"rank {rank} (pid {pid}) has {len(kids)} "
+                                       "fluxlite-spawner children, expected 1")
+                spawners[rank] = proc_status(kids[0], "VmRSS")
+            progress("rss", "brokers " + ", ".join(f"{r}: {v:.1f} MB" for r, v in brokers.items())
+                     + "; spawners " + ", ".join(f"{r}: {v:.1f} MB" for r, v in spawners.items()))
+            rows.append(Row("5", "RSS idle broker (max of 4 ranks)", max(brokers.values()), "MB",
+                            op="<=", bound=40, samples=brokers,
+                            note="per rank: " + ", ".join(f"{v:.1f}" for v in brokers.values())))
+            rows.append(Row("5", "RSS spawner (max of 4 ranks)", max(spawners.values()), "MB",
+                            samples=spawners,
+                            note="per rank: " + ", ".join(f"{v:.1f}" for v in spawners.values())))
+    except Exception as exc:
+        rows.append(Row("5", "RSS idle broker", None, "MB", op="<=", bound=40, error=str(exc)))
+
+
+def fig_run(rows: list, quick: bool, ctx: dict) -> None:
+    """6. `fluxlite run true` end to end as a subprocess, in a size-4 instance, median of 20."""
+    reps = 5 if quick else 20
+    samples = []
+    try:
+        with Instance(4) as inst:
+            for i in range(reps):
+                samples.append(run_timed(fluxlite_command() + ["run", "true"], inst.env, 60))
+            progress("run", "samples " + " ".join(f"{s:.3f}" for s in samples))
+            rows.append(Row("6", "run true (size 4)", median(samples), "s", op="<=", bound=0.12,
+                            flux_core="0.19 s", samples=samples, note=f"median of {reps}"))
+    except Exception as exc:
+        rows.append(Row("6", "run true (size 4)", None, "s", op="<=", bound=0.12,
+                        flux_core="0.19 s", samples=samples, error=str(exc)))
+
+
+def _submit_many(inst: Instance, njobs: int) -> float:
+    """`submit --cc=1-N --quiet --wait true`, end to end; returns seconds."""
+    t0 = time.perf_counter()
+    cli(inst, "submit", f"--cc=1-{njobs}", "--quiet", "--wait", "true",
+        timeout=max(60, njobs * 0.5))
+    return time.perf_counter() - t0
+
+
+def fig_throughput(rows: list, quick: bool, ctx: dict) -> None:
+    """7. 500 `true` jobs with one submit --cc --wait, jobs/s, in size 1 and size 4."""
+    njobs = 100 if quick else 500
+    for size in (1, 4):
+        try:
+            with Instance(size) as inst:
+                dt = _submit_many(inst, njobs)
+                rate = njobs / dt
+                progress("throughput", f"size {size}: {njobs} jobs in {dt:.2f} s, {rate:.1f}/s")
+                if size == 4:
+                    # 8b: rank 0's footprint after the jobs (read while the instance is up)
+                    ctx["rss_after"] = (proc_status(inst.broker_pid(0), "VmRSS"), njobs)
+                rows.append(Row("7", f"throughput size {size}", rate, "jobs/s", op=">=",
+                                bound=70, flux_core="33 jobs/s", samples=[dt],
+                                note=f"{njobs} jobs in {dt:.2f} s"))
+        except Exception as exc:
+            rows.append(Row("7", f"throughput size {size}", None, "jobs/s", op=">=", bound=70,
+                            flux_core="33 jobs/s", error=str(exc)))
+
+
+def _find_shell(tag: str) -> int:
+    """pid of the job shell among the instance's processes (child of a fluxlite-spawner)."""
+    found = []
+    for pid, cmd in tagged_processes(tag).items():
+        if cmd.startswith("fluxlite-shell"):
+            try:
+                if cmdline_of(ppid_of(pid)).startswith("fluxlite-spawner"):
+                    found.append(pid)
+            except OSError:
+                pass
+    if len(found) != 1:
+        raise RuntimeError(f"expected one fluxlite-shell child of a spawner, found {found}: "
+                           f"{tagged_processes(tag)}")
+    return found[0]
+
+
+def fig_jobmem(rows: list, quick: bool, ctx: dict) -> None:
+    """8. VmHWM of a job shell (job: sleep 1), and rank 0's VmRSS after the jobs of figure 7."""
+    try:
+        with Instance(4) as inst:
+            jobid = cli(inst, "submit", "sleep", "1").stdout.strip()
+            cli(inst, "job", "wait-event", "--path", "exec", "--quiet", "--timeout", "30",
+                jobid, "shell.start")
+            pid = _find_shell(inst.tag)
+            hwm = 0.0
+            # VmHWM only grows; keep the last reading taken before the shell exits
+            while True:
+                try:
+                    hwm = max(hwm, proc_status(pid, "VmHWM"))
+                except (OSError, RuntimeError):  # gone (or a zombie without mm)
+                    break
+                time.sleep(0.05)
+            cli(inst, "job", "wait", jobid)
+            progress("jobmem", f"job shell pid {pid}: VmHWM {hwm:.1f} MB")
+            rows.append(Row("8a", "peak RSS job shell (VmHWM)", hwm, "MB",
+                            note="1-task job `sleep 1`, size 4"))
+            if "rss_after" not in ctx:
+                njobs = 100 if quick else 500
+                progress("jobmem", f"figure 7 not run: submitting {njobs} jobs here")
+                _submit_many(inst, njobs)
+                ctx["rss_after"] = (proc_status(inst.broker_pid(0), "VmRSS"), njobs)
+    except Exception as exc:
+        rows.append(Row("8a", "peak RSS job shell (VmHWM)", None, "MB", error=str(exc)))
+    if "rss_after" in ctx:
+        rss, njobs = ctx["rss_after"]
+        progress("jobmem", f"rank 0 broker after {njobs} jobs: VmRSS {rss:.1f} MB")
+        rows.append(Row("8b", f"RSS rank 0 broker after {njobs} jobs", rss, "MB",
+                        flux_core="~270 MB", note="size 4"))
+
+
+FIGURES = {
+    "start": fig_start,
+    "lost": fig_lost,
+    "ping": fig_ping,
+    "rpc": fig_rpc,
+    "rss": fig_rss,
+    "run": fig_run,
+    "throughput": fig_throughput,
+    "jobmem": fig_jobmem,
+}
+
+
+# --------------------------------------------------------------------- main
+def print_table(rows: list) -> None:
+    head = ("figure", "value", "target", "flux-core", "status")
+    table = [(f"{r.figure:<3} {r.label}", fmt(r.value, r.unit), r.target_text(),
+              r.flux_core or "-", r.status) for r in rows]
+    widths = [max(len(x[i]) for x in table + [head]) for i in range(5)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    print()
+    print(line.format(*head))
+    print("  ".join("-" * w for w in widths))
+    for t in table:
+        print(line.format(*t))
+    for r in rows:
+        if r.error:
+            print(f"\nerror in {r.figure} {r.label}:\n  {r.error}")
+
+
+def git_commit() -> str | None:
+    try:
+        cp = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
+                            text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return cp.stdout.strip() + ("+dirty" if dirty else "") if cp.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def write_json(path: str, rows: list, args, started: float, interrupted: bool) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    doc = {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version()},
+        "quick": args.quick, "only": args.only, "interrupted": interrupted,
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "results": [r.as_dict() for r in rows],
+    }
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+        f.write("\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Measure fluxlite against its performance targets.")
+    ap.add_argument("--only", metavar="NAME[,NAME]",
+                    help="run only these figures: " + ", ".join(FIGURES))
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a fast check)")
+    ap.add_argument("--list", action="store_true", help="list the figure names and exit")
+    ap.add_argument("--json", default=RESULTS, metavar="PATH",
+                    help="where to write the results (default: bench/results/latest.json)")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, fn in FIGURES.items():
+            print(f"{name:<11} {fn.__doc__.strip().splitlines()[0]}")
+        return 0
+    names = list(FIGURES)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in FIGURES]
+        if unknown:
+            ap.error(f"unknown figure(s) {', '.join(unknown)}; choose from {', '.join(FIGURES)}")
+    rows: list[Row] = []
+    ctx: dict = {}
+    started = time.monotonic()
+    interrupted = False
+    try:
+        for name in names:
+            t0 = time.monotonic()
+            progress(name, FIGURES[name].__doc__.strip().splitlines()[0])
+            try:
+                FIGURES[name](rows, args.quick, ctx)
+            except Exception as exc:  # a bug in the bench itself: report, go on
+                traceback.print_exc()
+                rows.append(Row("?", name, None, "", error=f"{type(exc).__name__}: {exc}"))
+            progress(name, f"done in {time.monotonic() - t0:.1f} s")
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted: instances stopped; partial results follow", file=sys.stderr)
+    print_table(rows)
+    write_json(args.json, rows, args, started, interrupted)
+    print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; written to "
+          f"{os.path.relpath(args.json)}")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

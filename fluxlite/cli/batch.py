@@ -1,0 +1,248 @@
+"""`fluxlite batch`, `fluxlite alloc`, `fluxlite uri`, `fluxlite proxy`: instances as jobs.
+
+A batch or alloc job runs one `fluxlite broker` per node it gets; the brokers
+find each other through their job shells' bootstrap exchange and form a whole
+instance.  Its rank 0 runs the batch script (stored in the jobspec), the
+alloc command, or nothing (`alloc --bg`) until it is shut down.
+
+Defaults for instance jobs: `exit-timeout=none` (set `-o exit-timeout=` to
+change it), and persistence: losing a leaf rank is survivable, because only
+rank 0 and the interior ranks of the child's tree are declared critical.
+`--no-persist` makes every rank critical, so any lost node ends the job at
+once with a `node-failure` exception.  The site default is the instance
+config's `batch.persist`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+import click
+
+from ..errors import FluxliteError, UsageError
+from .common import HELP, NO_INTERSPERSED, handle, parse_jobid
+from .options import COMMON, SLOTS, apply, jobspec_from
+
+INSTANCE = [
+    click.Option(["--broker-opts", "broker_opts"], multiple=True, metavar="OPT",
+                 help="Option for every broker of the new instance, e.g. "
+                      "--broker-opts=-Stbon.topo=kary:2 (repeatable)."),
+    click.Option(["--persist/--no-persist", "persist"], default=None,
+                 help="--persist (the default): the instance survives the loss of leaf "
+                      "ranks; it shrinks and jobs that no longer fit fail at once.  "
+                      "--no-persist: every rank is critical, so losing any node ends the "
+                      "job promptly with a node-failure exception.  The site default is "
+                      "the instance config's batch.persist."),
+]
+
+
+def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None = None,
+                   system: dict | None = None, extra_broker_opts=()) -> dict:
+    persist = params.get("persist")
+    if persist is None:
+        try:
+            persist = h.getattr("batch.persist") != "0"
+        except FluxliteError:
+            persist = True
+    opts = list(params.get("broker_opts") or ()) + list(extra_broker_opts)
+    if not persist:
+        opts.append("-Sbroker.critical-ranks=all")
+    for o in opts:
+        if not o.startswith("-"):
+            raise UsageError(f"--broker-opts {o!r}: broker options start with '-', e.g. "
+                             "-Stbon.topo=kary:2")
+    command = [fluxlite_executable(), "broker", *opts, "--", *command_tail]
+    extra = {"instance": 1}
+    if "exit-timeout" not in (params.get("setopt") or {}):
+        extra["exit-timeout"] = "none"
+    if params.get("nodes") is None and params.get("ntasks") is None:
+        params = dict(params, nodes=1)
+    p = dict(params, job_name=params.get("job_name") or name)
+    return jobspec_from(command, p, per_node=1, extra_options=extra, system=system)
+
+
+def fluxlite_executable() -> str:
+    """The absolute path of this `fluxlite`, so brokers start whatever PATH says."""
+    from ..broker.launcher import fluxlite_bindir
+    d = fluxlite_bindir()
+    return os.path.join(d, "fluxlite") if d else "fluxlite"
+
+
+def read_directives(script: str) -> list[str]:
+    """Options from '# fluxlite:' lines at the top of a script (after the #! line)."""
+    args: list[str] = []
+    for line in script.splitlines()[1:]:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        body = stripped[1:].strip()
+        if body.startswith("fluxlite:"):
+            try:
+                args += shlex.split(body[len("fluxlite:"):])
+            except ValueError as exc:
+                raise UsageError(f"bad '# fluxlite:' directive {line.strip()!r}: {exc}") \
+                    from None
+    return args
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@apply(SLOTS + COMMON + INSTANCE)
+@click.option("--wrap", is_flag=True, help="Wrap the arguments in a /bin/sh script.")
+@click.option("--output", default=None, metavar="FILE",
+              help="Where the instance's output goes (default fluxlite-{{id}}.out).")
+@click.option("--error", default=None, metavar="FILE", help="Where stderr goes (default: "
+                                                             "with --output).")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the job id.")
+@click.argument("args", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def batch(ctx, wrap, output, error, quiet, args, **params):
+    """Submit SCRIPT (with ARGS) to run in a new instance of its own; print the job id.
+
+    The script is stored with the job, so editing the file afterwards changes
+    nothing.  '# fluxlite: OPTIONS' lines at its top add options (the command
+    line wins).  Instance jobs default to exit-timeout=none and --persist.
+    """
+    if wrap:
+        script = "#!/bin/sh\n" + " ".join(shlex.quote(a) for a in args) + "\n"
+        name, script_args = args[0], []
+    else:
+        path, script_args = args[0], list(args[1:])
+        try:
+            with open(path) as f:
+                script = f.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read batch script {path}: {exc.strerror}") from None
+        if not script.startswith("#!"):
+            raise UsageError(f"{path}: a batch script must start with '#!' (e.g. #!/bin/sh)")
+        name = os.path.basename(path)
+    directives = read_directives(script)
+    if directives:
+        sub = batch.make_context("batch", directives + ["--", "script"], parent=ctx.parent)
+        for key, value in sub.params.items():
+            if key in params and ctx.get_parameter_source(key).name == "DEFAULT":
+                params[key] = value
+        if output is None:
+            output = sub.params.get("output")
+    params["output"] = output or "fluxlite-{{id}}.out"
+    params["error"] = error
+    with handle() as h:
+        spec = _instance_spec(h, ["{{script}}", *script_args], params, name=name,
+                              system={"batch": {"script": script}})
+        from ..job import api
+        from ..util import fluid
+        resp = api.submit_full(h, spec, params["urgency"])
+    if not quiet:
+        click.echo(fluid.f58(resp["id"]))
+    if "exception" in resp:
+        print(f"fluxlite batch: job {fluid.f58(resp['id'])}: {resp['exception']['note']}",
+              file=sys.stderr)
+        sys.exit(1)
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@apply(SLOTS + COMMON + INSTANCE)
+@click.option("--bg", is_flag=True,
+              help="Start the instance and return once it is up; print its job id.  "
+                   "Enter it with `fluxlite proxy ID`, end it with `fluxlite cancel ID` or "
+                   "`fluxlite proxy ID fluxlite shutdown`.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def alloc(bg, command, **params):
+    """Run a new instance as a job with your terminal attached.
+
+    With COMMAND, it runs as the instance's initial program and alloc exits
+    with its status; without, an interactive $SHELL runs inside the instance.
+    """
+    from ..job import api
+    from ..util import fluid
+    from .attach import Attach
+    command = list(command)
+    if bg and command:
+        raise UsageError("--bg takes no COMMAND (use `fluxlite proxy ID COMMAND` once it is up)")
+    interactive = not command and not bg
+    with handle() as h:
+        if bg:
+            spec = _instance_spec(h, [], dict(params, setattr=params.get("setattr")),
+                                  name="fluxlite", extra_broker_opts=["-Sbroker.rc2-none=1"])
+        elif interactive:
+            shell = os.environ.get("SHELL") or "/bin/sh"
+            spec = _instance_spec(h, [shell, "-i"] if sys.stdin.isatty() else [shell],
+                                  dict(params, setopt=dict(params.get("setopt") or {},
+                                                           pty=1) if sys.stdin.isatty()
+                                       else params.get("setopt")), name="fluxlite")
+        else:
+            spec = _instance_spec(h, command, params, name=os.path.basename(command[0]))
+        resp = api.submit_full(h, spec, params["urgency"])
+        jobid = resp["id"]
+        if bg:
+            uri = wait_for_instance(h, jobid)
+            click.echo(fluid.f58(jobid))
+            return 0
+        if interactive and sys.stdin.isatty():
+            from .pty import attach_pty
+            sys.exit(attach_pty(h, jobid))
+        sys.exit(Attach(h, jobid, prog="fluxlite alloc").run())
+
+
+def wait_for_instance(h, jobid: int, timeout: float = 120.0) -> str:
+    """Follow the job until its instance recorded its URI and is running; return the URI."""
+    from ..client.sync import Handle
+    from ..job import api
+    from ..util import fluid
+    uri = None
+    for e in api.event_watch(h, jobid, timeout=timeout):
+        name, ctx = e.get("name"), e.get("context") or {}
+        if name == "memo" and "uri" in ctx:
+            uri = ctx["uri"]
+            break
+        if name == "exception" and ctx.get("severity") == 0:
+            raise FluxliteError(f"job {fluid.f58(jobid)} failed before its instance came up: "
+                                f"{ctx.get('note')}")
+        if name == "clean":
+            break
+    if uri is None:
+        raise FluxliteError(f"job {fluid.f58(jobid)} ended before its instance came up")
+    with Handle(uri) as child:
+        state = child.call("broker.state", nodeid=0, timeout=timeout)["state"]
+        if state not in ("run", "quorum"):
+            raise FluxliteError(f"instance of job {fluid.f58(jobid)} is {state}")
+    return uri
+
+
+def instance_uri(h, jobid: int) -> str:
+    from ..job import api
+    from ..util import fluid
+    info = api.info(h, jobid)
+    uri = (info.get("memo") or {}).get("uri")
+    if not uri:
+        what = "is not an instance" if not info.get("instance") else "has not started yet"
+        raise FluxliteError(f"job {fluid.f58(jobid)} {what}: no URI")
+    if info["state"] == "INACTIVE":
+        raise FluxliteError(f"job {fluid.f58(jobid)} is no longer running")
+    return uri
+
+
+@click.command(context_settings=HELP)
+@click.argument("jobid")
+def uri(jobid):
+    """Print the URI of an instance that runs as job JOBID."""
+    with handle() as h:
+        click.echo(instance_uri(h, parse_jobid(jobid)))
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@click.argument("jobid")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def proxy(jobid, command):
+    """Run COMMAND (default: $SHELL) inside the instance that runs as job JOBID."""
+    with handle() as h:
+        target = instance_uri(h, parse_jobid(jobid))
+    argv = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
+    env = dict(os.environ, FLUXLITE_URI=target)
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        raise FluxliteError(f"{argv[0]}: {exc.strerror}") from None

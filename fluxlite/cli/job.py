@@ -1,0 +1,242 @@
+"""`fluxlite job ...` (eventlog, wait-event, attach, wait, info, raise, kill, id)
+and `fluxlite cancel`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+import click
+
+from ..errors import FluxliteError, UsageError
+from .common import HELP, handle, parse_jobid
+
+PATHS = ("eventlog", "exec", "output", "guest.exec.eventlog", "guest.output")
+
+
+def _path(p: str) -> str:
+    return {"guest.exec.eventlog": "exec", "guest.output": "output"}.get(p, p)
+
+
+class JobID(click.ParamType):
+    name = "JOBID"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_jobid(value)
+        except UsageError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+JOBID = JobID()
+
+
+def _signum(text: str) -> int:
+    t = text.upper()
+    if t.isdigit():
+        return int(t)
+    name = t if t.startswith("SIG") else "SIG" + t
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        raise UsageError(f"invalid signal {text!r}: expected a number or a name like "
+                         "SIGTERM, TERM, USR1") from None
+
+
+@click.group(context_settings=HELP)
+def job():
+    """Job utilities: eventlog, wait-event, attach, wait, info, raise, kill, id."""
+
+
+@job.command(context_settings=HELP)
+@click.option("-p", "--path", type=click.Choice(PATHS), default="eventlog",
+              show_default=True, help="Which eventlog: the main one, exec or output.")
+@click.option("-f", "--follow", "-w", "--watch", "follow", is_flag=True,
+              help="Keep printing entries as they are appended until the log is complete.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.argument("jobid", type=JOBID)
+def eventlog(path, follow, fmt, human, jobid):
+    """Print a job's eventlog."""
+    from ..job import api
+    from ..job.eventlog import format_entry
+    with handle() as h:
+        api.info(h, jobid)  # a clear error for an unknown job
+        t0 = None
+        for e in api.event_watch(h, jobid, _path(path), follow=follow):
+            t0 = e.get("timestamp") if t0 is None else t0
+            click.echo(json.dumps(e) if fmt == "json" else
+                       format_entry(e, human=human, t0=t0))
+
+
+@job.command("wait-event", context_settings=HELP)
+@click.option("-p", "--path", type=click.Choice(PATHS), default="eventlog", show_default=True)
+@click.option("-t", "--timeout", type=float, default=None, help="Give up after SECONDS.")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print the event.")
+@click.option("-m", "--match-context", "matches", multiple=True, metavar="KEY=VAL",
+              help="Only an event whose context has KEY equal to VAL (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.argument("jobid", type=JOBID)
+@click.argument("name")
+def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
+    """Wait until event NAME appears in a job's eventlog (it may be there already)."""
+    from ..errors import RPCTimeout
+    from ..job import api
+    from ..job.eventlog import format_entry
+    want = {}
+    for m in matches:
+        k, sep, v = m.partition("=")
+        if not sep:
+            raise UsageError(f"--match-context expects KEY=VAL, got {m!r}")
+        try:
+            want[k] = json.loads(v)
+        except ValueError:
+            want[k] = v
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with handle() as h:
+        api.info(h, jobid)
+        try:
+            for e in api.event_watch(h, jobid, _path(path), timeout=timeout):
+                ctx = e.get("context") or {}
+                if e.get("name") == name and all(ctx.get(k) == v for k, v in want.items()):
+                    if not quiet:
+                        click.echo(json.dumps(e) if fmt == "json" else format_entry(e))
+                    return 0
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+        except RPCTimeout:
+            pass
+    raise FluxliteError(f"wait-event timeout on event '{name}'" if timeout is not None else
+                        f"event '{name}' never appeared: the eventlog is complete", 62)
+
+
+@job.command(context_settings=HELP)
+@click.option("-l", "--label-io", is_flag=True, help="Prefix output lines with the task rank.")
+@click.argument("jobid", type=JOBID)
+def attach(label_io, jobid):
+    """Show a job's output (replayed if it already ran) and exit with its exit code."""
+    from ..job import api
+    from .attach import Attach
+    with handle() as h:
+        api.info(h, jobid)
+        code = Attach(h, jobid, label_io=label_io, prog="fluxlite job attach").run()
+    sys.exit(code)
+
+
+@job.command(context_settings=HELP)
+@click.option("-a", "--all", "all_", is_flag=True, help="Wait for every active job.")
+@click.option("-v", "--verbose", is_flag=True, help="Print a line for each job.")
+@click.argument("jobid", type=JOBID, required=False)
+def wait(all_, verbose, jobid):
+    """Wait for a job (or, with --all, every job not waited for yet); exit 1 if any failed."""
+    from ..job import api
+    from ..util import fluid
+    if (jobid is None) == (not all_):
+        raise UsageError("give one JOBID, or --all")
+    with handle() as h:
+        # --all: every job not waited for yet, finished or not (as Flux reaps them)
+        ids = [j["id"] for j in api.list_jobs(h, "all") if not j["waited"]] if all_ \
+            else [jobid]
+        pending = [h.rpc("job-manager.wait", {"id": i}) for i in ids]
+        failed = 0
+        for p in pending:
+            h.wait(p)
+            r = p.take()
+            if not r["success"]:
+                failed += 1
+                print(f"fluxlite job wait: {fluid.f58(r['id'])}: {r['errstr']}",
+                      file=sys.stderr)
+            elif verbose:
+                click.echo(f"{fluid.f58(r['id'])}: {r['result']}")
+    sys.exit(1 if failed else 0)
+
+
+@job.command(context_settings=HELP)
+@click.argument("jobid", type=JOBID)
+@click.argument("key", type=click.Choice(["jobspec", "R", "eventlog", "guest.exec.eventlog",
+                                          "guest.output"]))
+def info(jobid, key):
+    """Print a job's jobspec, R or an eventlog as JSON."""
+    from ..job.eventlog import job_key
+    from ..job import api
+    with handle() as h:
+        api.info(h, jobid)
+        try:
+            value = h.call("kvs.get", {"key": job_key(jobid, key)})["value"]
+        except FluxliteError as exc:
+            if exc.errnum == 2:
+                raise FluxliteError(f"job has no {key} (yet)", 2) from None
+            raise
+    click.echo(json.dumps(value))
+
+
+@job.command("raise", context_settings=HELP)
+@click.option("-s", "--severity", type=click.IntRange(0, 7), default=0, show_default=True,
+              help="0 is fatal; larger values are recorded only.")
+@click.option("-t", "--type", "etype", default="cancel", show_default=True)
+@click.argument("jobid", type=JOBID)
+@click.argument("note", nargs=-1)
+def raise_(severity, etype, jobid, note):
+    """Raise an exception on a job."""
+    from ..job import api
+    with handle() as h:
+        api.raise_exception(h, jobid, etype, severity, " ".join(note))
+
+
+@job.command(context_settings=HELP)
+@click.option("-s", "--signal", "sig", default="SIGTERM", show_default=True,
+              help="Signal name or number.")
+@click.argument("jobid", type=JOBID)
+def kill(sig, jobid):
+    """Send a signal to a running job's tasks."""
+    from ..job import api
+    signum = _signum(sig)
+    with handle() as h:
+        api.kill(h, jobid, signum)
+
+
+@job.command("id", context_settings=HELP)
+@click.option("--to", type=click.Choice(["dec", "f58", "f58plain", "hex", "dothex", "kvs"]),
+              default="dec", show_default=True)
+@click.argument("jobids", nargs=-1, required=True)
+def id_(to, jobids):
+    """Convert job ids between forms (decimal, F58, hex, dotted hex, KVS path)."""
+    from ..util import fluid
+    for text in jobids:
+        i = parse_jobid(text)
+        click.echo({"dec": str(i), "f58": fluid.f58(i), "f58plain": fluid.f58_plain(i),
+                    "hex": hex(i), "dothex": fluid.dothex(i),
+                    "kvs": f"job.{fluid.dothex(i)}"}[to])
+
+
+@click.command(context_settings=HELP)
+@click.option("--all", "all_", is_flag=True, help="Cancel every active job of yours.")
+@click.option("-m", "--message", default="", help="Note recorded with the cancel exception.")
+@click.option("-q", "--quiet", is_flag=True, help="Do not report how many were cancelled.")
+@click.argument("jobids", type=JOBID, nargs=-1)
+def cancel(all_, message, quiet, jobids):
+    """Cancel jobs: pending ones never run, running ones get SIGTERM then SIGKILL."""
+    from ..job import api
+    if not jobids and not all_:
+        raise UsageError("give one or more JOBIDs, or --all")
+    with handle() as h:
+        ids = list(jobids)
+        if all_:
+            ids += [j["id"] for j in api.list_jobs(h, "active")
+                    if j["state"] not in ("CLEANUP",)]
+        errors = 0
+        for i in ids:
+            try:
+                api.cancel(h, i, message)
+            except FluxliteError as exc:
+                if not all_:
+                    print(f"fluxlite cancel: {exc.message}", file=sys.stderr)
+                    errors += 1
+        if all_ and not quiet:
+            print(f"fluxlite cancel: cancelled {len(ids) - errors} job(s)", file=sys.stderr)
+    sys.exit(1 if errors else 0)

@@ -1,0 +1,178 @@
+"""`fluxlite jobs`: list jobs the way Flux's `flux jobs` does.
+
+Reads `job-manager.list` (active jobs first, newest first) and prints a
+table, one line per job, through a Flux-style format (outputs.md: the
+default table, `-o long`, or any `-o '{field}...'` string).  Fields computed
+here rather than by the service: F58 ids, user names, STATUS, runtime,
+nodelist (every rank of this machine has the same hostname).
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+import time
+
+import click
+
+from ..job import states as st
+from ..util import fluid, idset
+from .common import HELP, handle, parse_jobid
+from .outformat import OutputFormat
+
+FORMATS = {
+    "default": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status_abbrev:>2.2} "
+                "{ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h} {contextual_info}"),
+    "long": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status:>9.9} "
+             "{ntasks:>6} {nnodes:>6h} {t_submit!d:%b%d %R::>12} {t_remaining!F:>12h} "
+             "{contextual_time!F:>8h} {contextual_info}"),
+}
+
+HEADINGS = {  # the first ones are suggested when a field is unknown
+    "id": "JOBID", "username": "USER", "name": "NAME", "status": "STATUS",
+    "result": "RESULT", "returncode": "RC", "ntasks": "NTASKS", "nnodes": "NNODES",
+    "runtime": "RUNTIME", "nodelist": "NODELIST",
+    "id.f58": "JOBID", "id.f58plain": "JOBID", "id.dec": "JOBID", "id.hex": "JOBID",
+    "id.dothex": "JOBID", "userid": "UID", "user": "USER", "urgency": "URG",
+    "priority": "PRI", "state": "STATE", "state_single": "S", "status_abbrev": "ST",
+    "result_abbrev": "RS", "waitstatus": "WSTATUS",
+    "exception.occurred": "EXCEPTION-OCCURRED", "exception.severity": "EXCEPTION-SEVERITY",
+    "exception.type": "EXCEPTION-TYPE", "exception.note": "EXCEPTION-NOTE",
+    "ncores": "NCORES", "ranks": "RANKS", "t_submit": "T_SUBMIT", "t_run": "T_RUN",
+    "t_cleanup": "T_CLEANUP", "t_inactive": "T_INACTIVE", "duration": "DURATION",
+    "expiration": "EXPIRATION", "t_remaining": "T_REMAINING", "uri": "URI",
+    "instance": "INSTANCE", "contextual_time": "TIME", "contextual_info": "INFO",
+}
+
+# -f words: groups of states, single states, or results
+FILTER_GROUPS = {"pending": set(st.PENDING), "running": set(st.RUNNING),
+                 "active": set(st.ORDER) - {st.INACTIVE}, "inactive": {st.INACTIVE}}
+FILTER_WORDS = sorted(FILTER_GROUPS) + [s.lower() for s in st.ORDER] + \
+    [r.lower() for r in st.RESULT_ABBREV]
+
+
+def _filter(ctx, param, value):
+    if value is None:
+        return None
+    words = [w.strip().lower() for w in value.split(",") if w.strip()]
+    bad = [w for w in words if w not in FILTER_WORDS]
+    if bad or not words:
+        raise click.BadParameter(f"invalid state or result {','.join(bad) or value!r}; "
+                                 f"expected some of {','.join(FILTER_WORDS)}")
+    return words
+
+
+def _matches(job: dict, words: list[str]) -> bool:
+    for w in words:
+        if job["state"] in FILTER_GROUPS.get(w, ()) or job["state"] == w.upper():
+            return True
+        if job.get("result") == w.upper():
+            return True
+    return False
+
+
+_users: dict[int, str] = {}
+
+
+def username(userid: int) -> str:
+    if userid not in _users:
+        try:
+            _users[userid] = pwd.getpwuid(userid).pw_name
+        except KeyError:
+            _users[userid] = str(userid)
+    return _users[userid]
+
+
+def job_values(job: dict, hostname: str, now: float) -> dict:
+    """Every format field of one job, from its `job-manager.list` entry."""
+    state, result = job["state"], job.get("result") or ""
+    active = state != st.INACTIVE
+    ranks = job.get("ranks") or ""
+    nodelist = ",".join([hostname] * len(idset.decode(ranks)))
+    t_run = job.get("t_run") or 0.0
+    end = job.get("t_cleanup") or job.get("t_inactive") or now
+    runtime = max(0.0, end - t_run) if t_run else 0.0
+    remaining = 0.0
+    if state == st.RUN and job.get("expiration"):
+        remaining = max(0.0, job["expiration"] - now)
+    ex = job.get("exception") or {}
+    uri = (job.get("memo") or {}).get("uri", "")
+    if state in st.PENDING:
+        info = {st.PRIORITY: "priority-wait", st.DEPEND: "depends:"}.get(state, "")
+        ctime = job.get("duration") or 0.0
+    else:
+        info, ctime = nodelist, runtime
+    name = username(job["userid"])
+    rc = job.get("returncode")
+    return {
+        "id": fluid.f58(job["id"]), "id.f58": fluid.f58(job["id"]),
+        "id.f58plain": fluid.f58_plain(job["id"]), "id.dec": job["id"],
+        "id.hex": f"{job['id']:#018x}", "id.dothex": fluid.dothex(job["id"]),
+        "userid": job["userid"], "username": name, "user": name,
+        "urgency": job.get("urgency", ""), "priority": job.get("priority", ""),
+        "name": job.get("name") or "", "state": state, "state_single": st.ABBREV[state],
+        "status": state if active else result,
+        "status_abbrev": st.ABBREV[state] if active else st.RESULT_ABBREV.get(result, result),
+        "result": result, "result_abbrev": st.RESULT_ABBREV.get(result, ""),
+        "returncode": "" if rc is None else rc,
+        "waitstatus": "" if job.get("waitstatus") is None else job["waitstatus"],
+        "exception.occurred": bool(ex.get("occurred")),
+        "exception.severity": ex.get("severity", ""), "exception.type": ex.get("type", ""),
+        "exception.note": ex.get("note", ""),
+        "ntasks": "" if job.get("ntasks") is None else job["ntasks"],
+        "nnodes": job.get("nnodes") or "", "ncores": job.get("ncores") or "",
+        "ranks": ranks, "nodelist": nodelist, "runtime": runtime,
+        "t_submit": job.get("t_submit") or 0.0, "t_run": t_run,
+        "t_cleanup": job.get("t_cleanup") or 0.0, "t_inactive": job.get("t_inactive") or 0.0,
+        "duration": job.get("duration") or 0.0, "expiration": job.get("expiration") or 0.0,
+        "t_remaining": remaining, "uri": uri, "instance": "yes" if job.get("instance") else "",
+        "contextual_time": ctime, "contextual_info": info,
+    }
+
+
+@click.command(context_settings=HELP)
+@click.option("-a", "show_all", is_flag=True, help="List all jobs, inactive ones too.")
+@click.option("-f", "--filter", "words", default=None, callback=_filter, metavar="STATE,...",
+              help="Only jobs in these states or with these results: pending, running, "
+                   "active, inactive, a state (sched, run, ...) or a result "
+                   "(completed, failed, canceled, timeout).  Implies -a.")
+@click.option("-c", "--count", type=click.IntRange(0, None), default=0,
+              help="Show at most N jobs (0: no limit).")
+@click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
+@click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
+              help="A named format (default, long) or a format string such as "
+                   "'{id} {name:<10.10+} {status} {returncode} {exception.type}'.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"jobs\": [...]} as JSON.")
+@click.argument("jobids", nargs=-1)
+def jobs(show_all, words, count, no_header, fmt, as_json, jobids):
+    """List jobs: by default the pending and running ones, newest first.
+
+    With JOBIDS, list only those jobs (in any state).
+    """
+    out = None if as_json else OutputFormat(fmt, HEADINGS, FORMATS)
+    ids = [parse_jobid(j) for j in jobids]
+    which = "all" if show_all or words or ids else "active"
+    payload = {"states": which}
+    if ids:
+        payload["ids"] = ids
+    with handle() as h:
+        found = h.call("job-manager.list", payload)["jobs"]
+        need_host = as_json or {"nodelist", "contextual_info"} & set(out.fields)
+        hostname = h.getattr("hostname") if need_host and found else ""
+    if words:
+        found = [j for j in found if _matches(j, words)]
+    if count:
+        found = found[:count]
+    now = time.time()
+    rows = [job_values(j, hostname, now) for j in found]
+    if as_json:
+        keep = ("id.f58", "username", "status", "runtime", "nodelist")
+        listed = [dict(j, **{k.replace(".", "_"): v[k] for k in keep})
+                  for j, v in zip(found, rows)]
+        click.echo(json.dumps({"jobs": listed}))
+        return
+    lines = [out.format(values) for values in rows]  # a bad spec fails before any output
+    if not no_header:
+        lines.insert(0, out.header())
+    if lines:
+        click.echo("\n".join(lines))

@@ -1,0 +1,116 @@
+"""Flux-style `--format` strings for the listing commands (jobs, resource).
+
+A format is a Python str.format string over named fields ("{id:>12} {name}"),
+or the name of a predefined format ("long").  On top of str.format, as Flux:
+  {f:...h}      print "-" when the value is empty or zero ("", "0s", "0.0")
+  {f:<10.10+}   truncate to the precision and mark it with a trailing "+"
+  {f!F}         seconds as a short duration ("0.050s", "1.5m")
+  {f!d:%b%d %R::>12}  a timestamp through strftime, then padded as a string
+  {f!D}         a timestamp in ISO 8601
+The header row prints each field's heading with the field's width and
+alignment.  A field that is not in the command's table, an unknown format
+name or a malformed spec is a UsageError naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import string
+from datetime import datetime
+
+from ..errors import UsageError
+
+_EMPTY = ("", "0s", "0.0", "0:00:00", "1970-01-01T00:00:00")
+
+
+def fsd(secs) -> str:
+    """A duration as Flux's listing commands print it: "0.050s", "12.5s", "1.5m"."""
+    if secs < 1.0e-3:
+        return "0s"
+    if secs < 10.0:
+        return f"{secs:.3f}s"
+    for limit, unit, size in ((60.0, "s", 1.0), (3600.0, "m", 60.0), (86400.0, "h", 3600.0)):
+        if secs < limit:
+            return f"{secs / size:.4g}{unit}"
+    return f"{secs / 86400.0:.4g}d"
+
+
+class _Formatter(string.Formatter):
+    def get_field(self, field_name, args, kwargs):
+        return kwargs[field_name], field_name  # dotted names are flat keys
+
+    def convert_field(self, value, conversion):
+        if conversion in ("F", "d", "D") and not isinstance(value, (int, float)):
+            return ""
+        if conversion == "F":
+            return fsd(value)
+        if conversion == "d":
+            return datetime.fromtimestamp(value)
+        if conversion == "D":
+            return datetime.fromtimestamp(value).strftime("%FT%T")
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value, spec):
+        if isinstance(value, datetime):
+            dspec, _, spec = spec.partition("::")
+            value = value.strftime(dspec) if dspec else value.isoformat(" ")
+        while spec.endswith(("h", "+")):
+            if spec.endswith("h"):
+                value = "-" if str(value) in _EMPTY else str(value)
+            else:
+                m = re.search(r"\.(\d+)", spec)
+                text = str(value)
+                if m and len(text) > int(m.group(1)) > 0:
+                    value = text[: int(m.group(1)) - 1] + "+"
+            spec = spec[:-1]
+        return super().format_field(value, spec)
+
+
+class OutputFormat:
+    """A parsed format: `header()` and `format(values)` give one line each."""
+
+    def __init__(self, fmt: str, headings: dict[str, str], named: dict[str, str]):
+        fmt = named.get(fmt, fmt)
+        if "{" not in fmt:
+            raise UsageError(f"--format: No such format {fmt} (Did you mean '{{{fmt}}}'?)")
+        try:
+            self.items = list(string.Formatter().parse(fmt))
+        except ValueError as exc:
+            raise UsageError(f"--format: {exc} in {fmt!r}") from None
+        self.fmt = fmt
+        self.headings = headings
+        self.fields = [f for _, f, _, _ in self.items if f is not None]
+        for field in self.fields:
+            if field not in headings:
+                raise UsageError(f"--format: unknown field {{{field}}}; valid fields include "
+                                 + ", ".join(_suggest(field, list(headings))))
+
+    def header(self) -> str:
+        out = []
+        for text, field, spec, conv in self.items:
+            out.append(text)
+            if field is None:
+                continue
+            if conv == "d":  # strftime spec, then the string's
+                spec = spec.partition("::")[2]
+            spec = re.sub(r"(\.\d+)?[bcdoxXeEfFgGn%]$", "", spec.rstrip("h+"))
+            out.append(self._apply(format, self.headings[field], spec))
+        return "".join(out)
+
+    def format(self, values: dict) -> str:
+        return self._apply(_Formatter().vformat, self.fmt, (), values)
+
+    def _apply(self, fn, *args):
+        try:
+            return fn(*args)
+        except KeyError as exc:
+            raise UsageError(f"--format: unknown field {{{exc.args[0]}}}") from None
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"--format: {exc} in {self.fmt!r}") from None
+
+
+def _suggest(field: str, valid: list[str], n: int = 8) -> list[str]:
+    close = difflib.get_close_matches(field, valid, n=3, cutoff=0.5)
+    rest = [v for v in valid if v not in close]
+    return [f"{{{v}}}" for v in (close + rest)[:n]] + ["..."]

@@ -1,0 +1,203 @@
+"""`fluxlite resource list | status | drain | undrain`, printed as Flux prints them.
+
+`list` is the scheduler's view (`sched.resource-status`): how many nodes and
+cores are free, allocated or down; a partly allocated node counts in both
+the free and the allocated rows, as in Flux.  `status` is the resource
+service's view of each rank (`resource.status`): avail, torpid, drained,
+offline or lost, with an UP mark (online or not).  `drain` and `undrain`
+take an idset of ranks; `drain` without arguments lists the drained ranks.
+Every rank is a node of this machine, so NODELIST repeats one hostname.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..util import idset
+from ..util.fluid import utf8_locale
+from .common import HELP, handle
+from .outformat import OutputFormat
+
+LIST_STATES = ("up", "down", "allocated", "free", "all")
+LIST_FORMATS = {"default": "{state:>10} {nnodes:>6} {ncores:>6} {ngpus:>5} {nodelist}"}
+LIST_HEADINGS = {"state": "STATE", "nnodes": "NNODES", "ncores": "NCORES", "ngpus": "NGPUS",
+                 "nodelist": "NODELIST", "ranks": "RANKS"}
+
+STATUS_STATES = ("avail", "torpid", "drained", "offline", "lost")
+STATUS_FORMATS = {"default": "{state:>12}{up:>2} {nnodes:>6} {nodelist}",
+                  "long": "{state:>12}{up:>2} {nnodes:>6} {reason:<30.30+} {nodelist}"}
+DRAIN_FORMATS = {"default": ("{timestamp!d:%b%d %R::<12} {state:<8.8} {ranks:<8.8+} "
+                             "{reason:<30.30+} {nodelist}"),
+                 "long": ("{timestamp!d:%FT%T::<20} {state:<8.8} {ranks:<8.8+} "
+                          "{reason:<30.30+} {nodelist}")}
+STATUS_HEADINGS = {"state": "STATE", "up": "UP", "nnodes": "NNODES", "ncores": "NCORES",
+                   "ranks": "RANKS", "nodelist": "NODELIST", "reason": "REASON",
+                   "timestamp": "TIMESTAMP"}
+
+
+def _states(choices, default):
+    """A -s callback: a comma list of `choices`; "all" means every one unless it is a row."""
+    allowed = choices if "all" in choices else choices + ("all",)
+
+    def parse(ctx, param, value):
+        if value is None:
+            return list(default)
+        words = [w.strip().lower() for w in value.split(",") if w.strip()]
+        bad = [w for w in words if w not in allowed]
+        if bad or not words:
+            raise click.BadParameter(f"invalid state {','.join(bad) or value!r}; "
+                                     f"expected some of {','.join(allowed)}")
+        return list(choices) if "all" in words and "all" not in choices else words
+    return parse
+
+
+def _targets(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        idset.decode(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _print(out: OutputFormat, rows: list[dict], no_header: bool) -> None:
+    lines = [out.format(r) for r in rows]  # a bad spec fails before any output
+    if not no_header:
+        lines.insert(0, out.header())
+    if lines:
+        click.echo("\n".join(lines))
+
+
+def _nodes(hostname: str, ranks) -> str:
+    return ",".join([hostname] * len(ranks))
+
+
+@click.group(context_settings=HELP)
+def resource():
+    """Show and change resources: list, status, drain, undrain."""
+
+
+@resource.command("list", context_settings=HELP)
+@click.option("-s", "--states", "which", default=None,
+              callback=_states(LIST_STATES, ("free", "allocated", "down")),
+              metavar="STATE,...", help="Rows to show: up, down, allocated, free, all "
+                                        "(default: free,allocated,down).")
+@click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
+@click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
+              help="A format string over {state} {nnodes} {ncores} {ngpus} {nodelist} {ranks}.")
+@click.option("--json", "as_json", is_flag=True, help="Print the scheduler's view as JSON.")
+def list_(which, no_header, fmt, as_json):
+    """Show the scheduler's view of resources: free, allocated and down nodes and cores."""
+    out = None if as_json else OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
+    with handle() as h:
+        view = h.call("sched.resource-status", nodeid=0)
+        hostname = "" if as_json else h.getattr("hostname")
+    if as_json:
+        click.echo(json.dumps(view))
+        return
+    everything = view["all"]
+    sets = {"all": everything, "free": view["free"], "allocated": view["allocated"],
+            "down": view["down"],
+            "up": {r: c for r, c in everything.items() if r not in view["down"]}}
+    rows = []
+    for state in which:
+        cores = sets[state]
+        ranks = sorted(int(r) for r in cores)
+        rows.append({"state": state, "nnodes": len(ranks), "ngpus": 0,
+                     "ncores": sum(len(c) for c in cores.values()),
+                     "ranks": idset.encode(ranks), "nodelist": _nodes(hostname, ranks)})
+    _print(out, rows, no_header)
+
+
+def _rank_state(info: dict) -> str:
+    if info["lost"]:
+        return "lost"
+    if info["drained"] is not None:
+        return "drained"
+    if not info["online"]:
+        return "offline"
+    return "torpid" if info["torpid"] else "avail"
+
+
+def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
+    """One row per (state, up[, reason][, timestamp]) group of ranks."""
+    marks = ("✔", "✗") if utf8_locale() else ("y", "n")
+    by_reason = "reason" in out.fields
+    by_time = "timestamp" in out.fields
+    groups: dict[tuple, list[int]] = {}
+    cores: dict[tuple, int] = {}
+    for r, info in st["ranks"].items():
+        state = _rank_state(info)
+        if state not in which:
+            continue
+        key = (STATUS_STATES.index(state), not info["online"],
+               (info["drained"] or "") if by_reason else "",
+               (info["drain_time"] or 0.0) if by_time else 0.0)
+        groups.setdefault(key, []).append(int(r))
+        cores[key] = cores.get(key, 0) + len(idset.decode(info["cores"]))
+    rows = []
+    for key in sorted(groups):
+        ranks = sorted(groups[key])
+        rows.append({"state": STATUS_STATES[key[0]], "up": marks[key[1]],
+                     "nnodes": len(ranks), "ncores": cores[key],
+                     "ranks": idset.encode(ranks), "nodelist": _nodes(st["hostname"], ranks),
+                     "reason": key[2], "timestamp": key[3]})
+    return rows
+
+
+@resource.command(context_settings=HELP)
+@click.option("-s", "--states", "which", default=None,
+              callback=_states(STATUS_STATES, STATUS_STATES), metavar="STATE,...",
+              help="Only these states: avail, torpid, drained, offline, lost, all.")
+@click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
+@click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
+              help="default, long (with the drain reason), or a format string over "
+                   "{state} {up} {nnodes} {ncores} {ranks} {nodelist} {reason} {timestamp}.")
+@click.option("--json", "as_json", is_flag=True, help="Print every rank's state as JSON.")
+def status(which, no_header, fmt, as_json):
+    """Show the state of every rank: avail, torpid, drained, offline or lost.
+
+    UP is ✔ for a rank whose broker is online, ✗ otherwise (y/n without UTF-8).
+    """
+    out = None if as_json else OutputFormat(fmt, STATUS_HEADINGS, STATUS_FORMATS)
+    with handle() as h:
+        st = h.call("resource.status", nodeid=0)
+    if as_json:
+        click.echo(json.dumps(st))
+        return
+    _print(out, _status_rows(st, out, which), no_header)
+
+
+@resource.command(context_settings=HELP)
+@click.option("-n", "--no-header", is_flag=True, help="Do not print the header (listing).")
+@click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
+              help="Listing format: default, long, or a format string over "
+                   "{timestamp} {state} {ranks} {reason} {nodelist} {nnodes}.")
+@click.argument("targets", required=False, callback=_targets)
+@click.argument("reason", nargs=-1)
+def drain(no_header, fmt, targets, reason):
+    """Drain the ranks in TARGETS (an idset such as 1-2), saying why in REASON.
+
+    Drained ranks get no new jobs; running jobs carry on.  Without TARGETS,
+    list the drained ranks.
+    """
+    with handle() as h:
+        if targets is not None:
+            h.call("resource.drain", {"targets": targets, "reason": " ".join(reason)},
+                   nodeid=0)
+            return
+        st = h.call("resource.status", nodeid=0)
+    out = OutputFormat(fmt, STATUS_HEADINGS, DRAIN_FORMATS)
+    _print(out, _status_rows(st, out, ("drained",)), no_header)
+
+
+@resource.command(context_settings=HELP)
+@click.argument("targets", callback=_targets)
+def undrain(targets):
+    """Return the drained ranks in TARGETS (an idset such as 1-2) to service."""
+    with handle() as h:
+        h.call("resource.undrain", {"targets": targets}, nodeid=0)
+

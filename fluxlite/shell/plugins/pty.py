@@ -1,0 +1,115 @@
+"""pty: run task 0 on a pseudo-terminal that a user's terminal can attach to.
+
+Active with the shell option `pty` (set by an interactive `fluxlite alloc`).
+Task 0's stdin, stdout and stderr are the terminal's slave side; the leader
+shell keeps the master and offers three methods on the job's shell service:
+
+    pty-attach   streaming: {data: bytes} as the program writes; ends with ENODATA
+                 when the terminal closes (what was written before the first
+                 attach is kept and sent first)
+    pty-write    {data: bytes} typed by the user
+    pty-resize   {rows, cols}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import struct
+import termios
+
+from ..plugin import NO_REPLY, ShellPlugin
+
+_BACKLOG = 1 << 16
+
+
+class Pty(ShellPlugin):
+    name = "pty"
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.master: int | None = None
+        self.slave: int | None = None
+        self.backlog = b""
+        self.clients: list = []
+        self.closed = False
+
+    def methods(self) -> dict:
+        return {"pty-attach": self._attach, "pty-write": self._write,
+                "pty-resize": self._resize}
+
+    def shell_init(self) -> None:
+        # before the init barrier, so the terminal exists once `shell.init` is posted
+        self.master, self.slave = os.openpty()
+
+    def task_init(self, task) -> None:
+        if task.rank != 0:
+            return
+        task.stdin = task.stdout = task.stderr = self.slave
+        task.env.setdefault("TERM", "xterm")
+
+    def shell_start(self) -> None:
+        if self.master is None:
+            return
+        os.close(self.slave)
+        self.slave = None
+        os.set_blocking(self.master, False)
+        asyncio.get_running_loop().add_reader(self.master, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.master, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""  # EIO: every holder of the slave side is gone
+        if not data:
+            self._close()
+            return
+        if self.clients:
+            for msg in list(self.clients):
+                self.shell.h.respond(msg, {"data": data})
+        else:
+            self.backlog = (self.backlog + data)[-_BACKLOG:]
+
+    def _close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        asyncio.get_running_loop().remove_reader(self.master)
+        for msg in self.clients:
+            self.shell.h.respond(msg, None, errno.ENODATA)
+        self.clients.clear()
+
+    def _attach(self, payload: dict, msg):
+        if self.master is None:
+            raise ValueError("this job has no terminal")
+        if self.backlog:
+            self.shell.h.respond(msg, {"data": self.backlog})
+            self.backlog = b""
+        if self.closed:
+            self.shell.h.respond(msg, None, errno.ENODATA)
+        else:
+            self.clients.append(msg)
+        return NO_REPLY
+
+    def _write(self, payload: dict, msg):
+        data = payload.get("data", b"")
+        if self.master is not None and not self.closed and isinstance(data, bytes):
+            try:
+                os.write(self.master, data)
+            except OSError:
+                pass
+        return {}
+
+    def _resize(self, payload: dict, msg):
+        if self.master is not None and not self.closed:
+            rows, cols = int(payload.get("rows", 24)), int(payload.get("cols", 80))
+            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        return {}
+
+    def shell_exit(self) -> None:
+        if self.master is not None:
+            os.close(self.master)

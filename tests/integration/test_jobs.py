@@ -1,0 +1,356 @@
+"""Jobs end to end through the real CLI: exit codes, doom (a port of flux-core's
+t2614-job-shell-doom.t), cancel, time limits, unsatisfiable requests, output,
+many jobs in a row, plugins."""
+
+import json
+import os
+import re
+import textwrap
+
+import pytest
+
+from fluxlite.job import api
+from fluxlite.util import fluid
+
+
+@pytest.fixture(scope="module")
+def early_exit_script(tmp_path_factory):
+    """Task rank 1 exits 200 at once; the others sleep 30 s."""
+    p = tmp_path_factory.mktemp("doom") / "testscript.sh"
+    p.write_text("#!/bin/sh\ntest $FLUXLITE_TASK_RANK -eq 1 && exit 200\nexec sleep 30\n")
+    p.chmod(0o755)
+    return str(p)
+
+
+def jobid_of(cp) -> int:
+    return fluid.parse(cp.stdout.strip().splitlines()[0])
+
+
+def exec_events(inst, jobid):
+    return [e["name"] for e in api.event_watch(inst.handle(), jobid, "exec")]
+
+
+# ------------------------------------------------------------------ exit codes
+@pytest.mark.parametrize("cmd,code,words", [
+    (["true"], 0, None),
+    (["false"], 1, "task(s) exited with exit code 1"),
+    (["sh", "-c", "exit 3"], 3, "task(s) exited with exit code 3"),
+    (["sh", "-c", "kill -TERM $$"], 143, "task(s) Terminated"),
+    (["nosuchcommand-xyz"], 127, "start failed: nosuchcommand-xyz: No such file or directory"),
+])
+def test_run_exit_codes(inst4, cmd, code, words):
+    cp = inst4.cli("run", *cmd)
+    assert cp.returncode == code, cp.stderr
+    if words:
+        assert words in cp.stderr
+
+
+def test_run_streams_output_of_every_task(inst4):
+    cp = inst4.cli("run", "-n4", "sh", "-c", "echo hello from $FLUXLITE_TASK_RANK; "
+                                            "echo err $FLUXLITE_TASK_RANK >&2", check=True)
+    assert sorted(cp.stdout.splitlines()) == [f"hello from {r}" for r in range(4)]
+    assert sorted(cp.stderr.splitlines()) == [f"err {r}" for r in range(4)]
+    cp = inst4.cli("run", "-N4", "-l", "printenv", "FLUXLITE_TASK_RANK", check=True)
+    assert sorted(cp.stdout.splitlines()) == [f"{r}: {r}" for r in range(4)]
+
+
+def test_task_environment(inst4):
+    cp = inst4.cli("run", "-N2", "-n4", "sh", "-c",
+                   'echo $FLUXLITE_TASK_RANK $FLUXLITE_TASK_LOCAL_ID $FLUXLITE_JOB_SIZE '
+                   '$FLUXLITE_JOB_NNODES $FLUXLITE_JOB_ID', check=True)
+    rows = sorted(tuple(line.split()) for line in cp.stdout.splitlines())
+    assert [r[:4] for r in rows] == [("0", "0", "4", "2"), ("1", "1", "4", "2"),
+                                     ("2", "0", "4", "2"), ("3", "1", "4", "2")]
+    assert len({r[4] for r in rows}) == 1 and rows[0][4].startswith(("ƒ", "f"))
+
+
+def test_output_to_file(inst1, tmp_path):
+    cp = inst1.cli("run", "--output", str(tmp_path / "out-{{id}}.txt"), "-l", "sh", "-c",
+                   "echo one; echo two >&2", check=True)
+    assert cp.stdout == ""
+    files = list(tmp_path.glob("out-*.txt"))
+    assert len(files) == 1
+    assert sorted(files[0].read_text().splitlines()) == ["0: one", "0: two"]
+
+
+# ------------------------------------------------------------------------ doom
+def test_first_task_exit_posts_shell_task_exit(inst1):
+    jobid = jobid_of(inst1.cli("submit", "true", check=True))
+    cp = inst1.cli("job", "wait-event", "-t", "20", "-p", "exec", fluid.f58(jobid),
+                   "shell.task-exit", check=True)
+    assert "shell.task-exit" in cp.stdout and "exitcode=0" in cp.stdout
+
+
+@pytest.mark.parametrize("nodes", [None, "2"])
+def test_exit_timeout_fails_job(instance_factory, early_exit_script, nodes):
+    inst = instance_factory(2)
+    args = ["run", "-n2"] + (["-N", nodes] if nodes else []) + \
+        ["-o", "exit-timeout=1s", early_exit_script]
+    cp = inst.cli(*args, timeout=60)
+    assert cp.returncode != 0
+    assert re.search(r"exception.*type=exec.*Exit 200.*exit-timeout=1s has expired", cp.stderr)
+
+
+@pytest.mark.parametrize("nodes", [None, "2"])
+def test_exit_on_error_fails_job(instance_factory, early_exit_script, nodes):
+    inst = instance_factory(2)
+    args = ["run", "-n2"] + (["-N", nodes] if nodes else []) + \
+        ["-o", "exit-on-error", early_exit_script]
+    cp = inst.cli(*args, timeout=60)
+    assert cp.returncode != 0
+    assert re.search(r"task rank 1 on host \S+ failed \(Exit 200\) and exit-on-error is set",
+                     cp.stderr)
+
+
+@pytest.mark.parametrize("option", ["exit-timeout=1s", "exit-on-error"])
+def test_killed_follower_shell_ends_job(instance_factory, option):
+    """A task kills its own shell (kill -9 $PPID): that shell is lost and the job ends."""
+    inst = instance_factory(2)
+    cp = inst.cli("run", "-N2", "-o", option, "sh", "-c",
+                  'test $FLUXLITE_TASK_RANK -eq 1 && kill -9 $PPID; exec sleep 30', timeout=60)
+    assert cp.returncode != 0
+    assert re.search(r"type=node-failure severity=0 shell rank 1 .*Killed", cp.stderr), cp.stderr
+
+
+def test_sigsegv_with_exit_on_error(inst1):
+    cp = inst1.cli("submit", "-o", "exit-on-error", "sh", "-c", "kill -SEGV $$", check=True)
+    jobid = jobid_of(cp)
+    api.wait(inst1.handle(), jobid)
+    events = list(api.event_watch(inst1.handle(), jobid))
+    finish = [e for e in events if e["name"] == "finish"][0]
+    assert finish["context"]["status"] == 35584
+    notes = [e["context"]["note"] for e in events if e["name"] == "exception"]
+    assert any("Segmentation fault" in n and "exit-on-error" in n for n in notes)
+
+
+def test_sigsegv_with_exit_timeout(instance_factory):
+    inst = instance_factory(2)
+    cp = inst.cli("run", "-n2", "-o", "exit-timeout=0.5s", "sh", "-c",
+                  'test $FLUXLITE_TASK_RANK -eq 1 && kill -SEGV $$; exec sleep 30', timeout=60)
+    assert cp.returncode != 0
+    assert re.search(r"task rank 1 .*\(Segmentation fault\) and exit-timeout=0.5s has expired",
+                     cp.stderr)
+
+
+@pytest.mark.parametrize("value", ["aaa", "false", "-1"])
+def test_bad_exit_timeout_rejected_at_submit(inst1, value):
+    cp = inst1.cli("run", "-o", f"exit-timeout={value}", "true")
+    assert cp.returncode != 0
+    assert "exit-timeout is not a valid Flux Standard Duration" in cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1
+    assert api.list_jobs(inst1.handle(), "all") == []  # nothing was submitted
+
+
+@pytest.mark.parametrize("value", ["none", "100", "42.34"])
+def test_good_exit_timeout_accepted(inst1, value):
+    inst1.cli("run", "-o", f"exit-timeout={value}", "true", check=True)
+
+
+@pytest.mark.parametrize("nodes", ["1", "2"])
+def test_lingering_process_does_not_trigger_timer(instance_factory, nodes):
+    """A task leaves a background process behind: the job still completes, and the
+    straggler is killed with its shell (the instance checks for leaks at teardown)."""
+    inst = instance_factory(2)
+    cp = inst.cli("run", "-N", nodes, "-n2", "-o", "exit-timeout=0.5s", "sh", "-c",
+                  "sleep 30 >/dev/null 2>&1 & sleep 1.5", timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "exception" not in cp.stderr
+
+
+def test_unknown_shell_option_is_an_error(inst1):
+    cp = inst1.cli("run", "-o", "nosuchoption=1", "true")
+    assert cp.returncode != 0 and "unknown shell option 'nosuchoption'" in cp.stderr
+
+
+# ------------------------------------------------------- cancel, limits, fit
+def test_cancel_running_job(inst4):
+    h = inst4.handle()
+    jobid = jobid_of(inst4.cli("submit", "-N2", "sleep", "60", check=True))
+    for e in api.event_watch(h, jobid):
+        if e["name"] == "start":
+            break
+    inst4.cli("cancel", fluid.f58(jobid), check=True)
+    r = api.wait(h, jobid, timeout=30)
+    assert r["result"] == "CANCELED" and not r["success"]
+    cp = inst4.cli("job", "attach", fluid.f58(jobid))
+    assert cp.returncode == 143
+    assert "type=cancel severity=0" in cp.stderr
+
+
+def test_cancel_pending_job(instance_factory):
+    inst = instance_factory(1, cores_per_rank=1)
+    h = inst.handle()
+    blocker = jobid_of(inst.cli("submit", "sleep", "60", check=True))
+    pending = jobid_of(inst.cli("submit", "true", check=True))
+    assert api.info(h, pending)["state"] == "SCHED"
+    inst.cli("cancel", fluid.f58(pending), check=True)
+    assert api.wait(h, pending, timeout=30)["result"] == "CANCELED"
+    names = [e["name"] for e in api.event_watch(h, pending)]
+    assert "alloc" not in names and names[-1] == "clean"
+    inst.cli("cancel", fluid.f58(blocker), check=True)
+    assert api.wait(h, blocker, timeout=30)["result"] == "CANCELED"
+
+
+def test_time_limit(inst1):
+    cp = inst1.cli("run", "-t", "0.5s", "sleep", "30", timeout=60)
+    assert cp.returncode == 142
+    assert "type=timeout severity=0 resource allocation expired" in cp.stderr
+    job = api.list_jobs(inst1.handle(), "all")[0]
+    assert job["result"] == "TIMEOUT"
+
+
+def test_bad_time_limit(inst1):
+    cp = inst1.cli("run", "-t", "soon", "true")
+    assert cp.returncode == 2 and "not a valid Flux Standard Duration" in cp.stderr
+
+
+def test_unsatisfiable_at_submit(inst4):
+    cp = inst4.cli("run", "-N", "99", "true")
+    assert cp.returncode == 1
+    assert "type=alloc severity=0 unsatisfiable request: need 99 exclusive node(s), " \
+           "only 4 eligible" in cp.stderr
+    cp = inst4.cli("submit", "-n", "9999", "true")
+    assert cp.returncode == 1
+    assert fluid.parse(cp.stdout.strip())  # the job exists, with its exception
+    assert "unsatisfiable request: need 9999 slot(s) of 1 core(s)" in cp.stderr
+    cp = inst4.cli("run", "-N2", "-n1", "true")
+    assert cp.returncode != 0 and "must not be greater than task count" in cp.stderr
+
+
+def test_kill_signal(inst1):
+    h = inst1.handle()
+    jobid = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
+    for e in api.event_watch(h, jobid):
+        if e["name"] == "start":
+            break
+    inst1.cli("job", "kill", "-s", "USR1", fluid.f58(jobid), check=True)
+    r = api.wait(h, jobid, timeout=30)
+    assert r["returncode"] == 128 + 10 and r["result"] == "FAILED"
+    cp = inst1.cli("job", "kill", "-s", "NOSUCH", fluid.f58(jobid))
+    assert cp.returncode != 0 and "invalid signal" in cp.stderr
+
+
+def test_many_jobs_in_a_row(inst4):
+    cp = inst4.cli("submit", "--cc=1-200", "--quiet", "--wait", "sh", "-c", "exit $(({cc} % 3))",
+                   timeout=300)
+    assert cp.returncode == 2
+    jobs = api.list_jobs(inst4.handle(), "all")
+    assert len(jobs) == 200 and all(j["state"] == "INACTIVE" for j in jobs)
+    codes = sorted(j["returncode"] for j in jobs)
+    assert codes.count(0) == 66 and codes.count(1) == 67 and codes.count(2) == 67
+    for j in jobs:
+        assert j["result"] == ("COMPLETED" if j["returncode"] == 0 else "FAILED")
+
+
+def test_eventlogs(inst4):
+    jobid = jobid_of(inst4.cli("submit", "-N2", "true", check=True))
+    api.wait(inst4.handle(), jobid)
+    main = [e["name"] for e in api.event_watch(inst4.handle(), jobid)]
+    assert main == ["submit", "validate", "depend", "priority", "alloc", "start", "finish",
+                    "release", "free", "clean"]
+    ex = exec_events(inst4, jobid)
+    assert ex[:4] == ["init", "starting", "shell.init", "shell.start"]
+    assert ex[-2:] == ["complete", "done"]
+    cp = inst4.cli("job", "eventlog", "--format", "json", fluid.f58(jobid), check=True)
+    assert [json.loads(line)["name"] for line in cp.stdout.splitlines()] == main
+    R = json.loads(inst4.cli("job", "info", fluid.f58(jobid), "R", check=True).stdout)
+    assert R["execution"]["R_lite"][0]["rank"] == "0-1"
+    cp = inst4.cli("job", "eventlog", "nosuchjob")
+    assert cp.returncode != 0 and "error parsing jobid" in cp.stderr
+
+
+# --------------------------------------------------------------------- plugins
+def test_user_plugin_callbacks(inst4, tmp_path):
+    log = tmp_path / "calls.log"
+    plugin = tmp_path / "recorder.py"
+    plugin.write_text(textwrap.dedent(f"""
+        from fluxlite.shell.plugin import ShellPlugin
+
+        class Recorder(ShellPlugin):
+            name = "recorder"
+            def _note(self, what):
+                with open({str(log)!r}, "a") as f:
+                    f.write(f"{{self.shell.rank}} {{what}}\\n")
+            def shell_init(self): self._note("shell.init")
+            def task_init(self, task): self._note(f"task.init {{task.rank}}")
+            def task_exec(self, task): self._note(f"task.exec {{task.rank}}")
+            def shell_start(self): self._note("shell.start")
+            def task_exit(self, task): self._note(f"task.exit {{task.rank}} {{task.exitcode}}")
+            def shell_critical_ranks(self, ranks, seq): self._note(f"critical {{sorted(ranks)}} {{seq}}")
+            def shell_tasks_complete(self): self._note("shell.tasks-complete")
+            def shell_exit(self): self._note("shell.exit")
+    """))
+    inst4.cli("run", "-N2", "-o", f"plugins={plugin}", "sh", "-c", "exit 0", check=True)
+    lines = log.read_text().splitlines()
+    for rank in ("0", "1"):
+        mine = [line.split(" ", 1)[1] for line in lines if line.startswith(rank + " ")]
+        assert mine[0] == "shell.init" and mine[-1] == "shell.exit"
+        assert mine.index("shell.start") > mine.index(f"task.exec {rank}")
+        assert f"task.exit {rank} 0" in mine
+    leader = [line for line in lines if line.startswith("0 ")]
+    assert "0 critical [0, 1] 0" in leader and "0 shell.tasks-complete" in leader
+
+
+def test_broken_user_plugin_fails_the_job(inst1, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('nope')\n")
+    cp = inst1.cli("run", "-o", f"plugins={bad}", "true")
+    assert cp.returncode != 0 and "RuntimeError: nope" in cp.stderr
+    cp = inst1.cli("run", "-o", f"plugins={tmp_path / 'missing.py'}", "true")
+    assert cp.returncode != 0 and "no such file" in cp.stderr
+
+
+
+# -------------------------------------------------------------- interactive
+def _start_run(inst, *args):
+    """`fluxlite run` in the background; its task prints 'ready' once it runs."""
+    import subprocess
+    from fluxlite.testing import _readline, fluxlite_command
+    p = subprocess.Popen(fluxlite_command() + ["run", *args], env=inst.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert _readline(p.stdout, 30).strip() == "ready"
+    return p
+
+
+def test_ctrl_c_forwards_sigint(inst1):
+    import signal
+    p = _start_run(inst1, "sh", "-c", "echo ready; exec sleep 60")
+    p.send_signal(signal.SIGINT)
+    assert p.wait(30) == 128 + signal.SIGINT
+    assert b"sending SIGINT" in p.stderr.read()
+
+
+def test_ctrl_c_twice_cancels(inst1):
+    import signal
+    # the task ignores SIGINT, so only the cancel can end it
+    p = _start_run(inst1, "sh", "-c", "trap '' INT; echo ready; while :; do sleep 1; done")
+    from fluxlite.testing import _readline
+    p.send_signal(signal.SIGINT)
+    # signals do not queue: send the second once the first has been handled
+    assert "sending SIGINT" in _readline(p.stderr, 30)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(30) != 0
+    err = p.stderr.read().decode()
+    assert "cancelling job" in err and "type=cancel" in err
+    assert api.list_jobs(inst1.handle(), "all")[0]["result"] == "CANCELED"
+
+
+def test_submit_wait_and_progress(inst1):
+    cp = inst1.cli("submit", "--cc=1-5", "--wait", "--progress", "true", check=True)
+    assert len(cp.stdout.split()) >= 5
+    cp = inst1.cli("submit", "--cc=1-3", "--quiet", "--wait", "sh", "-c", "exit {cc}")
+    assert cp.returncode == 3 and cp.stdout == ""
+
+
+def test_job_wait_all_and_raise(inst1):
+    ids = [jobid_of(inst1.cli("submit", "sleep", "60", check=True)) for _ in range(2)]
+    for i in ids:
+        inst1.cli("job", "raise", "-t", "test", "-s", "0", fluid.f58(i), "raised", "by",
+                  "test", check=True)
+    cp = inst1.cli("job", "wait", "--all")
+    assert cp.returncode == 1 and "raised by test" in cp.stderr
+    events = list(api.event_watch(inst1.handle(), ids[0]))
+    ex = [e for e in events if e["name"] == "exception"][0]["context"]
+    assert (ex["type"], ex["severity"], ex["note"]) == ("test", 0, "raised by test")
+    cp = inst1.cli("job", "raise", fluid.f58(ids[0]), "again")
+    assert cp.returncode != 0 and "inactive" in cp.stderr

@@ -1,0 +1,153 @@
+"""`fluxlite jobs` against real instances: the Flux table, -o fields, --json, -f."""
+
+import json
+import os
+import pwd
+import re
+
+from fluxlite.job import api
+from fluxlite.util import fluid
+
+HEADER = "       JOBID USER     NAME       ST NTASKS NNODES     TIME INFO"
+
+
+def submit_wait(inst, *args) -> str:
+    """Submit a job, wait for it to end; its F58 id (exit code not checked)."""
+    return inst.cli("submit", "--wait", *args).stdout.split()[0]
+
+
+def columns(line: str) -> dict:
+    """Cut a default-table row at Flux's fixed column widths."""
+    return {"id": line[0:12].strip(), "user": line[13:21].strip(), "name": line[22:32],
+            "st": line[33:35].strip(), "ntasks": line[36:42].strip(),
+            "nnodes": line[43:49].strip(), "time": line[50:58].strip(), "info": line[59:]}
+
+
+def by_id(out: str) -> dict:
+    return {line.split()[0]: line for line in out.splitlines()}
+
+
+def wait_started(inst, jobid: int) -> None:
+    for e in api.event_watch(inst.handle(), jobid):
+        if e["name"] == "start":
+            return
+
+
+def test_default_table_has_flux_columns(inst4):
+    host = inst4.getattr("hostname")
+    ok = submit_wait(inst4, "-N2", "hostname")
+    bad = submit_wait(inst4, "nosuchcommand")
+    never = inst4.cli("submit", "-N", "99", "true").stdout.split()[0]
+    api.wait(inst4.handle(), fluid.parse(never))
+    assert inst4.cli("jobs", check=True).stdout.splitlines() == [HEADER]  # none active
+
+    lines = inst4.cli("jobs", "-a", check=True).stdout.splitlines()
+    assert lines[0] == HEADER
+    rows = {columns(line)["id"]: columns(line) for line in lines[1:]}
+    assert list(rows) == [never, bad, ok]  # newest first
+    user = pwd.getpwuid(os.getuid()).pw_name[:8]
+    r = rows[ok]
+    assert (r["user"], r["name"], r["st"], r["ntasks"], r["nnodes"], r["info"]) == \
+        (user, "hostname  ", "CD", "2", "2", f"{host},{host}")
+    assert re.fullmatch(r"\d+\.\d{3}s", r["time"])
+    r = rows[bad]
+    assert (r["name"], r["st"], r["info"]) == ("nosuchcom+", "F", host)
+    r = rows[never]
+    assert (r["st"], r["ntasks"], r["nnodes"], r["time"], r["info"]) == ("F", "99", "99", "-", "")
+
+
+def test_format_fields_and_no_header(inst1):
+    done = submit_wait(inst1, "true")
+    three = submit_wait(inst1, "sh", "-c", "exit 3")
+    missing = submit_wait(inst1, "nosuchcommand")
+    fmt = ("{id} {id.f58} {id.dec} {status} {status_abbrev} {result} {result_abbrev} "
+           "{returncode} {ntasks} {ranks} {exception.type}")
+    out = inst1.cli("jobs", "-a", "-n", "-o", fmt, check=True).stdout
+    assert "JOBID" not in out
+    rows = by_id(out)
+    assert rows[done].split() == [done, done, str(fluid.parse(done)), "COMPLETED", "CD",
+                                  "COMPLETED", "CD", "0", "1", "0"]
+    assert rows[three].split()[3:] == ["FAILED", "F", "FAILED", "F", "3", "1", "0"]
+    assert rows[missing].split()[3:] == ["FAILED", "F", "FAILED", "F", "127", "1", "0", "exec"]
+    # a header for a custom format, with widths; a note; truncation with "+"
+    out = inst1.cli("jobs", "-a", "-o", "{name:<6.6+}|{nnodes:>6}|{exception.note}",
+                    check=True).stdout.splitlines()
+    assert out[0] == "NAME  |NNODES|EXCEPTION-NOTE"
+    notes = [line for line in out if line.startswith("nosuc+|")]
+    assert len(notes) == 1 and "start failed" in notes[0]
+    assert "true  |     1|" in out
+
+
+def test_json_has_everything_and_ranks(inst4):
+    jobid = submit_wait(inst4, "-N2", "true")
+    jobs = json.loads(inst4.cli("jobs", "-a", "--json", check=True).stdout)["jobs"]
+    (job,) = [j for j in jobs if j["id_f58"] == jobid]
+    assert job["id"] == fluid.parse(jobid)
+    assert job["ranks"] == "0-1" and job["nnodes"] == 2 and job["ntasks"] == 2
+    assert job["state"] == "INACTIVE" and job["result"] == "COMPLETED"
+    assert job["returncode"] == 0 and job["exception"] == {"occurred": False}
+    assert job["t_run"] > 0 and job["runtime"] >= 0
+
+
+def test_running_job_shows_R_then_canceled(inst1):
+    host = inst1.getattr("hostname")
+    jobid = inst1.cli("submit", "sleep", "30", check=True).stdout.strip()
+    wait_started(inst1, fluid.parse(jobid))
+    row = columns(inst1.cli("jobs", check=True).stdout.splitlines()[1])
+    assert (row["id"], row["st"], row["info"]) == (jobid, "R", host)
+    assert re.fullmatch(r"\d+\.\d{3}s", row["time"])
+    fmt = "{id} {state} {state_single} {status} {runtime:.1f} {returncode}|{result}|"
+    assert inst1.cli("jobs", "-n", "-o", fmt, check=True).stdout.split()[1:4] == \
+        ["RUN", "R", "RUN"]
+    assert inst1.cli("jobs", "-n", "-o", fmt, check=True).stdout.endswith(" ||\n")
+    long = inst1.cli("jobs", "-o", "long", check=True).stdout.splitlines()
+    assert long[0].split() == ["JOBID", "USER", "NAME", "STATUS", "NTASKS", "NNODES",
+                               "T_SUBMIT", "T_REMAINING", "TIME", "INFO"]
+    assert "     RUN " in long[1]
+    api.cancel(inst1.handle(), fluid.parse(jobid))
+    api.wait(inst1.handle(), fluid.parse(jobid))
+    out = inst1.cli("jobs", "-a", "-n", "-o", "{id} {status_abbrev} {result} {exception.type}",
+                    check=True).stdout
+    assert out.split() == [jobid, "CA", "CANCELED", "cancel"]
+
+
+def test_filter_by_state_and_result(inst1):
+    done = submit_wait(inst1, "true")
+    failed = submit_wait(inst1, "false")
+    running = inst1.cli("submit", "sleep", "30", check=True).stdout.strip()
+    wait_started(inst1, fluid.parse(running))
+
+    def ids(*args):
+        return inst1.cli("jobs", "-n", "-o", "{id}", *args, check=True).stdout.split()
+
+    assert ids() == [running]
+    assert ids("-a") == [running, failed, done]
+    assert ids("-f", "failed") == [failed]
+    assert ids("-f", "COMPLETED,Failed") == [failed, done]
+    assert ids("-f", "inactive") == [failed, done]
+    assert ids("-f", "pending,running") == [running]
+    assert ids("-f", "run") == [running]
+    assert ids("-f", "sched") == []
+    assert ids(done) == [done]  # listed by id, in any state
+    api.cancel(inst1.handle(), fluid.parse(running))
+
+
+def test_bad_input_is_one_line(inst1):
+    submit_wait(inst1, "true")
+    for args, words in [
+        (["-o", "{nosuch}"], ["{nosuch}", "{id}", "{name}"]),
+        (["-o", "{nmae}"], ["{nmae}", "include {name}"]),
+        (["-o", "wide"], ["No such format wide"]),
+        (["-o", "{name:>x}"], ["--format"]),
+        (["-o", "{name"], ["--format"]),
+        (["-f", "bogus"], ["bogus", "completed"]),
+        (["-c", "-1"], ["--count"]),
+        (["nosuchjob"], ["nosuchjob"]),
+    ]:
+        cp = inst1.cli("jobs", "-a", *args)
+        assert cp.returncode != 0, args
+        assert cp.stdout == "", args
+        assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+        assert cp.stderr.startswith("fluxlite jobs: ")
+        for w in words:
+            assert w in cp.stderr, (args, cp.stderr)
