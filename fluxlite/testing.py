@@ -112,6 +112,10 @@ class Instance:
         self.env = dict(os.environ if env is None else env)
         self.env[TAG_VAR] = self.tag
         self.env.pop("FLUXLITE_URI", None)
+        # as in a user's shell: `fluxlite` is on PATH (scripts and proxy commands use it)
+        bindir = os.path.dirname(fluxlite_command()[0])
+        if os.path.exists(os.path.join(bindir, "fluxlite")):
+            self.env["PATH"] = bindir + os.pathsep + self.env.get("PATH", "")
         self.args = ["start", "--size", str(size)]
         if topo:
             self.args += ["--topo", topo]
@@ -184,12 +188,12 @@ class Instance:
 
     # ------------------------------------------------------------ talking
     def cli(self, *args, check: bool = False, timeout: float = 60.0, input: str | None = None,
-            env: dict | None = None) -> subprocess.CompletedProcess:
+            env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
         """Run `fluxlite ARGS...` against this instance; stdout/stderr captured as text."""
         e = dict(self.env)
         if env:
             e.update(env)
-        cp = subprocess.run(fluxlite_command() + [str(a) for a in args], env=e,
+        cp = subprocess.run(fluxlite_command() + [str(a) for a in args], env=e, cwd=cwd,
                             capture_output=True, text=True, timeout=timeout, input=input)
         if check and cp.returncode != 0:
             raise AssertionError(f"fluxlite {' '.join(map(str, args))} exited {cp.returncode}: "

@@ -1,0 +1,221 @@
+"""Instances as jobs: batch, alloc (with a command, interactive, --bg), proxy, uri,
+nesting, critical ranks declared to the parent, cancel."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pexpect
+import pytest
+
+from fluxlite.client.sync import Handle
+from fluxlite.job import api
+from fluxlite.job.eventlog import job_key
+from fluxlite.testing import fluxlite_command
+from fluxlite.util import fluid
+
+
+def jobid_of(cp) -> int:
+    assert cp.returncode == 0, cp.stderr
+    return fluid.parse(cp.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def parent(instance_factory):
+    return instance_factory(4, cores_per_rank=2)
+
+
+def write_script(path, body: str) -> str:
+    path.write_text(body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_batch_runs_script_in_its_own_instance(parent, tmp_path):
+    script = write_script(tmp_path / "job.sh", """#!/bin/sh
+# fluxlite: -N2
+echo "level=$(fluxlite getattr instance-level) size=$(fluxlite getattr size)"
+fluxlite run -N2 hostname
+fluxlite resource list
+exit 5
+""")
+    cp = parent.cli("batch", script, cwd=str(tmp_path))
+    jobid = jobid_of(cp)
+    # the script is in the jobspec: changing the file now must change nothing
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho CHANGED\nexit 0\n")
+    r = api.wait(parent.handle(), jobid, timeout=60)
+    assert r["returncode"] == 5 and r["result"] == "FAILED"
+    text = (tmp_path / f"fluxlite-{fluid.f58(jobid)}.out").read_text()
+    assert "CHANGED" not in text
+    assert "level=1 size=2" in text
+    lines = text.splitlines()
+    host = os.uname().nodename
+    assert lines.count(host) >= 2
+    free = [line.split() for line in lines if line.strip().startswith("free")][0]
+    assert free[1:3] == ["2", "4"]  # the allocation: 2 nodes of 2 cores, nothing else
+    spec = json.loads(parent.cli("job", "info", fluid.f58(jobid), "jobspec", check=True).stdout)
+    opts = spec["attributes"]["system"]["shell"]["options"]
+    assert opts["exit-timeout"] == "none" and opts["instance"] == 1
+    assert spec["resources"][0]["count"] == 2
+
+
+def test_batch_output_option_and_wrap(parent, tmp_path):
+    out = tmp_path / "wrap.out"
+    jobid = jobid_of(parent.cli("batch", "--output", str(out), "--wrap", "sh", "-c",
+                                "echo wrapped $(fluxlite getattr size)"))
+    assert api.wait(parent.handle(), jobid, timeout=60)["success"]
+    assert out.read_text().strip() == "wrapped 1"
+
+
+def test_batch_bad_input(parent, tmp_path):
+    cp = parent.cli("batch", str(tmp_path / "missing.sh"))
+    assert cp.returncode != 0 and "cannot read batch script" in cp.stderr
+    noshebang = write_script(tmp_path / "x.sh", "echo hi\n")
+    cp = parent.cli("batch", noshebang)
+    assert cp.returncode != 0 and "must start with '#!'" in cp.stderr
+    cp = parent.cli("batch", "-N", "9", "--wrap", "true")
+    assert cp.returncode != 0 and "unsatisfiable request: need 9 exclusive node(s)" in cp.stderr
+    cp = parent.cli("batch", "--broker-opts=oops", "--wrap", "true")
+    assert cp.returncode != 0 and "broker options start with '-'" in cp.stderr
+
+
+def test_exit_timeout_default_can_be_overridden(parent):
+    jobid = jobid_of(parent.cli("batch", "-o", "exit-timeout=5s", "--output", "/dev/null",
+                                "--wrap", "true"))
+    spec = json.loads(parent.cli("job", "info", fluid.f58(jobid), "jobspec").stdout)
+    assert spec["attributes"]["system"]["shell"]["options"]["exit-timeout"] == "5s"
+    api.wait(parent.handle(), jobid, timeout=60)
+
+
+def test_alloc_with_command(parent):
+    cp = parent.cli("alloc", "-N2", "sh", "-c",
+                    "fluxlite run -N2 -l printenv FLUXLITE_TASK_RANK; exit 7", timeout=60)
+    assert cp.returncode == 7, cp.stderr
+    assert sorted(cp.stdout.split("\n")[:2]) == ["0: 0", "1: 1"]
+
+
+def test_alloc_interactive_on_a_terminal(parent):
+    env = dict(parent.env, SHELL="/bin/sh", PS1="alloc$ ")
+    child = pexpect.spawn(fluxlite_command()[0], ["alloc", "-N2"], env=env, timeout=60,
+                          encoding="utf-8")
+    try:
+        child.expect_exact("alloc$ ")
+        child.sendline("echo size=$(fluxlite getattr size) level=$(fluxlite getattr "
+                       "instance-level)")
+        child.expect_exact("size=2 level=1")
+        child.expect_exact("alloc$ ")
+        child.sendline("exit 3")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 3
+
+
+def test_alloc_bg_proxy_uri_and_shutdown(parent):
+    jobid = jobid_of(parent.cli("alloc", "-N2", "--bg", timeout=60))
+    f58 = fluid.f58(jobid)
+    uri = parent.cli("uri", f58, check=True).stdout.strip()
+    assert uri.startswith("local://")
+    with Handle(uri) as child:
+        assert child.getattr("size") == "2"
+        assert child.getattr("jobid") == f58
+        assert child.getattr("parent-uri") == parent.uri
+    cp = parent.cli("proxy", f58, "fluxlite", "run", "-N2", "hostname", check=True)
+    assert len(cp.stdout.split()) == 2
+    listing = parent.cli("jobs", "-no", "{id} {instance} {uri}", check=True).stdout
+    assert f"{f58} yes {uri}" in listing
+    parent.cli("proxy", f58, "fluxlite", "shutdown", check=True)
+    r = api.wait(parent.handle(), jobid, timeout=60)
+    assert r["success"], r
+    cp = parent.cli("uri", f58)
+    assert cp.returncode != 0 and "no longer running" in cp.stderr
+    cp = parent.cli("uri", "ƒ1")
+    assert cp.returncode != 0
+
+
+def test_batch_inside_batch(parent, tmp_path):
+    inner = tmp_path / "inner.out"
+    outer = write_script(tmp_path / "outer.sh", f"""#!/bin/sh
+id=$(fluxlite batch --output {inner} --wrap sh -c 'echo inner level $(fluxlite getattr instance-level)')
+fluxlite job wait $id
+""")
+    jobid = jobid_of(parent.cli("batch", "-N2", "--output", str(tmp_path / "outer.out"), outer))
+    r = api.wait(parent.handle(), jobid, timeout=90)
+    assert r["success"], (tmp_path / "outer.out").read_text()
+    assert inner.read_text().strip() == "inner level 2"
+
+
+@pytest.mark.parametrize("topo,expected", [("kary:2", "0-1"), ("kary:0", "0")])
+def test_child_declares_critical_ranks(parent, topo, expected):
+    jobid = jobid_of(parent.cli("alloc", "-N4", "--bg", f"--broker-opts=-Stbon.topo={topo}",
+                                timeout=60))
+    h = parent.handle()
+    assert h.call("job-exec.critical-ranks-get", {"id": jobid})["ranks"] == expected
+    names = [(e["name"], (e.get("context") or {}).get("ranks"))
+             for e in api.event_watch(h, jobid, "exec", follow=False)]
+    assert ("critical-ranks", expected) in names
+    parent.cli("cancel", fluid.f58(jobid), check=True)
+    assert api.wait(h, jobid, timeout=60)["result"] == "CANCELED"
+
+
+def test_no_persist_keeps_every_rank_critical(parent):
+    jobid = jobid_of(parent.cli("alloc", "-N2", "--bg", "--no-persist", timeout=60))
+    h = parent.handle()
+    assert h.call("job-exec.critical-ranks-get", {"id": jobid})["ranks"] == "0-1"
+    parent.cli("cancel", fluid.f58(jobid), check=True)
+    api.wait(h, jobid, timeout=60)
+
+
+def test_critical_ranks_rpc_refuses_bad_requests(parent):
+    h = parent.handle()
+    jobid = jobid_of(parent.cli("alloc", "-N2", "--bg", timeout=60))
+    done = jobid_of(parent.cli("submit", "true"))
+    api.wait(h, done)
+
+    def refused(payload, words, env=None):
+        cp = subprocess.run(
+            [sys.executable, "-c", "import json,sys\n"
+             "from fluxlite.client.sync import Handle\n"
+             "try:\n  Handle().call('job-exec.critical-ranks', json.loads(sys.argv[1]))\n"
+             "except Exception as e:\n  print(type(e).__name__, e.errnum, e); sys.exit(1)\n",
+             json.dumps(payload)], env=dict(parent.env, **(env or {})),
+            capture_output=True, text=True, timeout=30)
+        assert cp.returncode == 1 and words in cp.stdout, cp.stdout + cp.stderr
+        return cp.stdout
+    assert " 2 " in refused({"id": 1234, "ranks": "0"}, "unknown job id")      # ENOENT
+    refused({"id": done, "ranks": "0"}, "is not running")
+    assert " 22 " in refused({"id": jobid, "ranks": "foo"}, "invalid idset 'foo'")  # EINVAL
+    refused({"id": jobid, "ranks": "0-5"}, "not shell ranks of job")
+    assert " 71 " in refused({"id": jobid, "ranks": 3}, "wrong type")              # EPROTO
+    assert " 1 " in refused({"id": jobid, "ranks": "0"}, "permission denied",       # EPERM
+                            env={"FLUXLITE_HANDLE_USERID": str(os.getuid() + 4242),
+                                 "FLUXLITE_HANDLE_ROLEMASK": "2"})
+    # the owner's valid request works and is recorded
+    h.call("job-exec.critical-ranks", {"id": jobid, "ranks": "0-1"})
+    assert h.call("job-exec.critical-ranks-get", {"id": jobid})["ranks"] == "0-1"
+    parent.cli("cancel", fluid.f58(jobid), check=True)
+    api.wait(h, jobid, timeout=60)
+
+
+def test_cancel_batch_takes_the_whole_instance_down(parent, tmp_path):
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    script = write_script(tmp_path / "long.sh", f"""#!/bin/sh
+id=$(fluxlite submit -N2 sleep 300)
+fluxlite job wait-event -p exec $id shell.start >/dev/null
+echo started > {fifo}
+fluxlite job wait $id
+""")
+    jobid = jobid_of(parent.cli("batch", "-N2", "--output", str(tmp_path / "o"), script))
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        import select
+        ready, _, _ = select.select([fd], [], [], 60)
+        assert ready, "the inner job never started"
+    finally:
+        os.close(fd)
+    parent.cli("cancel", fluid.f58(jobid), check=True)
+    r = api.wait(parent.handle(), jobid, timeout=60)
+    assert r["result"] == "CANCELED"
+    # the fixture asserts that no broker, shell or task of either instance is left
