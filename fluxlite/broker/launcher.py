@@ -68,10 +68,8 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     from ..overlay import overlay as _o, service as _os  # noqa: F401
     from .. import service as _svc
     _svc.service_classes(0)
-    try:
-        from ..shell import main as _shell  # noqa: F401
-    except ImportError:
-        pass
+    from ..shell.main import preload
+    preload()
 
     launcher_pgid = os.getpgrp()
     pids: dict[int, int] = {}

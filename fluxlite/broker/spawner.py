@@ -132,10 +132,11 @@ class _Server:
             if entry is None:
                 continue  # an adopted orphan
             tag, kind = entry
-            if kind == "shell":
-                # anything the shell left behind in its session goes with it
-                procs.kill_tree({pid}, {pid})
             self._send({"op": "exited", "tag": tag, "pid": pid, "status": status})
+            if kind == "shell":
+                # anything the shell left behind in its session goes with it (after the
+                # report: the scan of /proc must not delay the job's completion)
+                procs.kill_tree({pid}, {pid})
 
     def _spawn(self, req: dict) -> None:
         tag, kind = req["tag"], req.get("kind", "exec")
@@ -249,6 +250,8 @@ def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
                 pass
             if os.getppid() == 1:
                 os._exit(1)
+            from ..shell.main import preload
+            preload()
             _Server(child_sock, name, shell_log).run()
         except BaseException:
             traceback.print_exc()

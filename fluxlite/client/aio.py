@@ -22,7 +22,8 @@ from .rpc import PendingRPC, RPCTracker
 
 
 class AsyncHandle:
-    def __init__(self, uri: str | None = None, ctx: zmq.Context | None = None):
+    def __init__(self, uri: str | None = None, ctx: zmq.Context | None = None, *,
+                 monitor: bool = True):
         self.endpoint = resolve_uri(uri)
         self.ctx = ctx or zmq.Context()
         self._own_ctx = ctx is None
@@ -32,16 +33,18 @@ class AsyncHandle:
         self.on_request = None
         self.connected = False
         self.lost = asyncio.Event()
+        self.monitor = monitor  # notice the broker going away (job shells need not: they die with it)
 
     async def connect(self) -> "AsyncHandle":
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.RCVHWM, 0)
-        mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        if self.monitor:
+            mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self.mon = Channel(mon, lambda frames: self._lost())
         sock.connect(self.endpoint)
         self.sock = Channel(sock, self._on_frames)
-        self.mon = Channel(mon, lambda frames: self._lost())
         self.connected = True
         return self
 

@@ -5,6 +5,17 @@ from __future__ import annotations
 import asyncio
 
 
+def preload() -> None:
+    """Import everything a job shell needs, so a forked shell starts warm.
+
+    The spawner calls this before it forks any shell; nothing here opens a socket."""
+    import subprocess  # noqa: F401
+
+    from ..client import aio  # noqa: F401
+    from . import shell  # noqa: F401
+    from .plugins import bootstrap, doom, output, pty, signals  # noqa: F401
+
+
 def run_forked_shell(info: dict, env: dict | None = None) -> int:
     from ..util import fluid
     try:

@@ -130,7 +130,8 @@ class JobShell:
 
     # -------------------------------------------------------------------- run
     async def run(self) -> int:
-        self.h = await AsyncHandle(self.local_uri).connect()
+        # no connection monitor: if the broker dies, its spawner kills this shell
+        self.h = await AsyncHandle(self.local_uri, monitor=False).connect()
         self.h.on_request = self._on_request
         try:
             await self._run()
@@ -139,6 +140,8 @@ class JobShell:
             await self._init_failed(str(exc))
             self.exit_code = max(self.exit_code, 1)
         finally:
+            for task in self.tasks:
+                task.kill_group()  # background processes a task left in its group
             await self._flush()
             self.h.close()
         return self.exit_code

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 
 from ..util import procs
@@ -132,6 +133,14 @@ class Task:
                 pipe.close()
         if not self.done.done():
             self.done.set_result(None)
+
+    def kill_group(self) -> None:
+        """SIGKILL what is left in the task's process group once the task is done."""
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def kill(self, sig: int) -> None:
         """Signal the task's whole process group."""
