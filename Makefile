@@ -37,6 +37,9 @@ test-integration: setup
 bench: setup
 	$(PY) bench/run.py
 
+demo-resilience: setup
+	bin/fluxlite-demo-resilience
+
 clean:
 	rm -rf $(VENV) .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -33,9 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from fluxlite.job import api  # noqa: E402
 from fluxlite.testing import (TAG_VAR, Instance, assert_no_leaks,  # noqa: E402
-                              fluxlite_command, tagged_processes)
-from fluxlite.util import idset  # noqa: E402
+                              fluxlite_command, tagged_processes, wait_pids_gone)
+from fluxlite.util import fluid, idset, procs  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "latest.json")
 
@@ -415,6 +416,166 @@ def fig_jobmem(rows: list, quick: bool, ctx: dict) -> None:
                         flux_core="~270 MB", note="size 4"))
 
 
+# ------------------------------------------------ nested instances, node loss
+def _submit_id(inst: Instance, *args, timeout: float = 60.0) -> int:
+    """Run a submitting command (`submit`, `batch`, ...) and parse the job id it prints."""
+    out = cli(inst, *args, timeout=timeout).stdout.strip().splitlines()
+    if not out:
+        raise RuntimeError(f"`fluxlite {' '.join(map(str, args))}` printed no job id")
+    return fluid.parse(out[-1])
+
+
+def _wait_event(h, jobid: int, name: str, path: str = "eventlog", timeout: float = 30.0):
+    """The first `name` entry of a job eventlog (followed, not polled)."""
+    for e in api.event_watch(h, jobid, path, timeout=timeout):
+        if e["name"] == name:
+            return e
+    raise RuntimeError(f"job {fluid.f58(jobid)}: {path} eventlog ended without {name}")
+
+
+def _fatal_node_failure(h, jobid: int) -> dict:
+    """The job's severity-0 node-failure exception (raises if there is none)."""
+    for e in api.event_watch(h, jobid, follow=False):
+        ctx = e.get("context") or {}
+        if e["name"] == "exception" and ctx.get("type") == "node-failure" \
+                and ctx.get("severity") == 0:
+            return ctx
+    raise RuntimeError(f"job {fluid.f58(jobid)} has no fatal node-failure exception")
+
+
+def fig_nested(rows: list, quick: bool, ctx: dict) -> None:
+    """9. `batch -N2 --wrap true` submit -> INACTIVE, and `alloc -N2 true`, in a size-4 instance."""
+    reps = 2 if quick else 5
+    label_b = "batch -N2 --wrap true -> inactive"
+    label_a = "alloc -N2 true"
+    batch, alloc = [], []
+    try:
+        with Instance(4) as inst:
+            h = inst.handle()
+            for i in range(reps):
+                t0 = time.perf_counter()
+                jobid = _submit_id(inst, "batch", "-N2", "--output", "/dev/null",
+                                   "--wrap", "true")
+                r = api.wait(h, jobid, timeout=60)
+                dt = time.perf_counter() - t0
+                if not r.get("success"):
+                    raise RuntimeError(f"`fluxlite batch -N2 --output /dev/null --wrap true` "
+                                       f"job {fluid.f58(jobid)} {r.get('result')}: "
+                                       f"{r.get('errstr')}")
+                batch.append(dt)
+                progress("nested", f"batch sample {i + 1}/{reps}: {dt:.3f} s")
+            rows.append(Row("9a", label_b, median(batch), "s", flux_core="-", samples=batch,
+                            note=f"median of {reps}, size 4"))
+            for i in range(reps):
+                dt = run_timed(fluxlite_command() + ["alloc", "-N2", "true"], inst.env, 60)
+                alloc.append(dt)
+                progress("nested", f"alloc sample {i + 1}/{reps}: {dt:.3f} s")
+            rows.append(Row("9b", label_a, median(alloc), "s", flux_core="-", samples=alloc,
+                            note=f"median of {reps}, size 4"))
+    except Exception as exc:
+        done = {r.label for r in rows}
+        missing = [(fig, lab, smp) for fig, lab, smp in (("9a", label_b, batch),
+                                                         ("9b", label_a, alloc))
+                   if lab not in done]
+        if not missing:  # both measured; the instance's stop or leak check failed
+            missing = [("9", "nested (instance stop)", [])]
+        for fig, lab, smp in missing:
+            rows.append(Row(fig, lab, None, "s", flux_core="-", samples=smp, error=str(exc)))
+
+
+def _job_processes(rank_pid: int, want_sleeps: int, timeout: float = 10.0) -> set[int]:
+    """Descendants of a broker once its tasks are all there (`want_sleeps` sleep processes).
+
+    shell.start is posted when the shells have started their tasks, but a task's own
+    children (the `sleep 300 &` of `sh -c`) may not be forked yet: rescan until they are.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        below = procs.descendants({rank_pid})
+        sleeps = []
+        for pid in below:
+            try:
+                if cmdline_of(pid).startswith("sleep"):
+                    sleeps.append(pid)
+            except OSError:
+                pass
+        if len(sleeps) >= want_sleeps:
+            return below
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"broker {rank_pid} has {len(sleeps)} sleep task(s) below it "
+                               f"{timeout:g} s after shell.start, expected {want_sleeps}")
+        time.sleep(0.005)
+
+
+def fig_gone(rows: list, quick: bool, ctx: dict) -> None:
+    """10. SIGKILL of rank 3's broker -> every process of its jobs gone (size 4, job -N4)."""
+    reps = 2 if quick else 5
+    label = "kill -9 broker -> its job procs gone"
+    samples, counts = [], []
+    try:
+        for i in range(reps):
+            with Instance(4) as inst:
+                h = inst.handle()
+                jobid = _submit_id(inst, "submit", "-N4", "sh", "-c", "sleep 300 & sleep 300")
+                _wait_event(h, jobid, "shell.start", "exec")
+                pid = inst.broker_pid(3)
+                below = _job_processes(pid, 2)  # spawner, shell, sh, 2 x sleep
+                t0 = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+                left = wait_pids_gone(below, 10)
+                dt = time.monotonic() - t0
+                if left:
+                    raise RuntimeError(f"{len(left)} of {len(below)} processes below the killed "
+                                       f"broker of rank 3 still alive 10 s after SIGKILL: "
+                                       + "; ".join(f"{p}: {cmdline_of(p)}" for p in left
+                                                   if os.path.exists(f"/proc/{p}")))
+                r = api.wait(h, jobid, timeout=30)  # fails with node-failure: expected
+                if r.get("result") != "FAILED":
+                    raise RuntimeError(f"job {fluid.f58(jobid)} ended {r.get('result')} after "
+                                       "its rank 3 was killed, expected FAILED")
+            samples.append(dt)
+            counts.append(len(below))
+            progress("gone", f"sample {i + 1}/{reps}: {len(below)} processes gone after "
+                             f"{dt * 1000:.1f} ms")
+        rows.append(Row("10", label, median(samples), "s", op="<", bound=2.0,
+                        flux_core="orphaned", samples=samples,
+                        note=f"median of {reps}, size 4, job -N4; processes per sample: "
+                             + ", ".join(map(str, counts))))
+    except Exception as exc:
+        rows.append(Row("10", label, None, "s", op="<", bound=2.0, flux_core="orphaned",
+                        samples=samples, error=str(exc)))
+
+
+def fig_critical(rows: list, quick: bool, ctx: dict) -> None:
+    """11. SIGKILL of critical rank 1 of a size-2 instance -> its `-N2` job INACTIVE."""
+    reps = 2 if quick else 5
+    label = "kill -9 critical rank -> job inactive"
+    samples = []
+    try:
+        for i in range(reps):
+            with Instance(2) as inst:
+                h = inst.handle()
+                jobid = _submit_id(inst, "submit", "-N2", "sleep", "300")
+                _wait_event(h, jobid, "shell.start", "exec")
+                pid = inst.broker_pid(1)
+                t0 = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+                r = api.wait(h, jobid, timeout=30)
+                dt = time.monotonic() - t0
+                if r.get("result") != "FAILED":
+                    raise RuntimeError(f"job {fluid.f58(jobid)} ended {r.get('result')} after "
+                                       "its rank 1 was killed, expected FAILED")
+                _fatal_node_failure(h, jobid)
+            samples.append(dt)
+            progress("critical", f"sample {i + 1}/{reps}: {dt * 1000:.1f} ms")
+        rows.append(Row("11", label, median(samples), "s", op="<", bound=2.0,
+                        flux_core="1.9 s", samples=samples,
+                        note=f"median of {reps}, size 2, job -N2 sleep 300"))
+    except Exception as exc:
+        rows.append(Row("11", label, None, "s", op="<", bound=2.0, flux_core="1.9 s",
+                        samples=samples, error=str(exc)))
+
+
 FIGURES = {
     "start": fig_start,
     "lost": fig_lost,
@@ -424,6 +585,9 @@ FIGURES = {
     "run": fig_run,
     "throughput": fig_throughput,
     "jobmem": fig_jobmem,
+    "nested": fig_nested,
+    "gone": fig_gone,
+    "critical": fig_critical,
 }
 
 

@@ -26,6 +26,8 @@ FORMATS = {
     "long": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status:>9.9} "
              "{ntasks:>6} {nnodes:>6h} {t_submit!d:%b%d %R::>12} {t_remaining!F:>12h} "
              "{contextual_time!F:>8h} {contextual_info}"),
+    "instances": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status_abbrev:>2.2} "
+                  "{nnodes:>6h} {depth:>5h} {contextual_time!F:>8h} {uri}"),
 }
 
 HEADINGS = {  # the first ones are suggested when a field is unknown
@@ -41,7 +43,8 @@ HEADINGS = {  # the first ones are suggested when a field is unknown
     "ncores": "NCORES", "ranks": "RANKS", "t_submit": "T_SUBMIT", "t_run": "T_RUN",
     "t_cleanup": "T_CLEANUP", "t_inactive": "T_INACTIVE", "duration": "DURATION",
     "expiration": "EXPIRATION", "t_remaining": "T_REMAINING", "uri": "URI",
-    "instance": "INSTANCE", "contextual_time": "TIME", "contextual_info": "INFO",
+    "instance": "INSTANCE", "depth": "DEPTH", "contextual_time": "TIME",
+    "contextual_info": "INFO",
 }
 
 # -f words: groups of states, single states, or results
@@ -126,6 +129,7 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
         "t_cleanup": job.get("t_cleanup") or 0.0, "t_inactive": job.get("t_inactive") or 0.0,
         "duration": job.get("duration") or 0.0, "expiration": job.get("expiration") or 0.0,
         "t_remaining": remaining, "uri": uri, "instance": "yes" if job.get("instance") else "",
+        "depth": job.get("depth") or "",
         "contextual_time": ctime, "contextual_info": info,
     }
 
@@ -143,12 +147,17 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
               help="A named format (default, long) or a format string such as "
                    "'{id} {name:<10.10+} {status} {returncode} {exception.type}'.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"jobs\": [...]} as JSON.")
+@click.option("--instances", is_flag=True,
+              help="Only jobs that are fluxlite instances (batch/alloc), with their size "
+                   "(NNODES), DEPTH (nesting level) and URI.")
 @click.argument("jobids", nargs=-1)
-def jobs(show_all, words, count, no_header, fmt, as_json, jobids):
+def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
     """List jobs: by default the pending and running ones, newest first.
 
     With JOBIDS, list only those jobs (in any state).
     """
+    if instances and fmt == "default":
+        fmt = "instances"
     out = None if as_json else OutputFormat(fmt, HEADINGS, FORMATS)
     ids = [parse_jobid(j) for j in jobids]
     which = "all" if show_all or words or ids else "active"
@@ -161,6 +170,8 @@ def jobs(show_all, words, count, no_header, fmt, as_json, jobids):
         hostname = h.getattr("hostname") if need_host and found else ""
     if words:
         found = [j for j in found if _matches(j, words)]
+    if instances:
+        found = [j for j in found if j.get("instance")]
     if count:
         found = found[:count]
     now = time.time()

@@ -63,7 +63,8 @@ class Job:
             return None
         return states.result(self.ran, self.status, self.fatal["type"] if self.fatal else None)
 
-    def info(self) -> dict:
+    def info(self, level: int = 0) -> dict:
+        """What `jobs` and `job-manager.info` report; `level` is this instance's depth."""
         ex = self.fatal or (self.exceptions[-1] if self.exceptions else None)
         opts = self.jobspec["attributes"]["system"].get("shell", {}).get("options", {})
         return {
@@ -82,6 +83,7 @@ class Job:
             "duration": self.jobspec["attributes"]["system"].get("duration", 0),
             "expiration": self.expiration, "memo": self.memo,
             "instance": bool(opts.get("instance")), "waited": self.waited,
+            "depth": level + 1 if opts.get("instance") else 0,
         }
 
 
@@ -94,6 +96,7 @@ class JobManagerService(Service):
         self.gen = fluid.FluidGenerator(0)
         self.kvs = None
         self.hostname = broker.attrs["hostname"]
+        self.level = int(broker.attrs.get("instance-level") or 0)
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -142,7 +145,7 @@ class JobManagerService(Service):
 
     def _wait_result(self, job: Job) -> dict:
         job.waited = True
-        info = job.info()
+        info = job.info(self.level)
         ok = info["result"] == "COMPLETED"
         err = "" if ok else (job.fatal["note"] if job.fatal else
                              states.status_message(job.status or 0) or info["result"])
@@ -337,13 +340,13 @@ class JobManagerService(Service):
                 continue
             if which == "inactive" and job.state != states.INACTIVE:
                 continue
-            out.append(job.info())
+            out.append(job.info(self.level))
         out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
         return {"jobs": out}
 
     @request("job-manager.info")
     def info(self, msg):
-        return self._job(fields(msg, id=int)).info()
+        return self._job(fields(msg, id=int)).info(self.level)
 
     # ------------------------------------------------------------ cleanup
     async def cleanup(self) -> None:

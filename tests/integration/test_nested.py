@@ -125,6 +125,9 @@ def test_alloc_bg_proxy_uri_and_shutdown(parent):
     assert len(cp.stdout.split()) == 2
     listing = parent.cli("jobs", "-no", "{id} {instance} {uri}", check=True).stdout
     assert f"{f58} yes {uri}" in listing
+    rows = parent.cli("jobs", "--instances", check=True).stdout.splitlines()
+    assert rows[0].split() == ["JOBID", "USER", "NAME", "ST", "NNODES", "DEPTH", "TIME", "URI"]
+    assert rows[1].split()[0] == f58 and rows[1].split()[4:6] == ["2", "1"]
     parent.cli("proxy", f58, "fluxlite", "shutdown", check=True)
     r = api.wait(parent.handle(), jobid, timeout=60)
     assert r["success"], r
