@@ -264,3 +264,34 @@ def test_help_on_every_command():
                             text=True, timeout=30)
         assert cp.returncode == 0, cp.stderr
         assert "Usage:" in cp.stdout
+
+
+def test_start_without_command_runs_interactive_shell():
+    import pexpect
+    inst = Instance(2)
+    env = dict(inst.env, SHELL="/bin/sh", PS1="inside$ ")
+    child = pexpect.spawn(fluxlite_command()[0], ["start", "-s", "2"], env=env, timeout=60,
+                          encoding="utf-8")
+    try:
+        child.expect_exact("inside$ ")
+        child.sendline("fluxlite getattr size")
+        child.expect_exact("2")
+        child.expect_exact("inside$ ")
+        child.sendintr()  # Ctrl-C goes to the shell, not to the instance
+        child.expect_exact("inside$ ")
+        child.sendline("exit 4")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 4
+    assert_no_leaks(inst.tag)
+
+
+def test_sigint_to_launcher_shuts_down_cleanly():
+    inst = Instance(4)
+    inst.READY_PROGRAM = ["sh", "-c", 'echo "$FLUXLITE_URI"; exec sleep 300']
+    inst.start()
+    inst.proc.send_signal(signal.SIGINT)
+    # the launcher asks rank 0 to shut down, which terminates the initial program
+    assert inst.proc.wait(30) == 128 + signal.SIGTERM
+    assert_no_leaks(inst.tag)

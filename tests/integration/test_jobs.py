@@ -354,3 +354,10 @@ def test_job_wait_all_and_raise(inst1):
     assert (ex["type"], ex["severity"], ex["note"]) == ("test", 0, "raised by test")
     cp = inst1.cli("job", "raise", fluid.f58(ids[0]), "again")
     assert cp.returncode != 0 and "inactive" in cp.stderr
+
+
+def test_submit_watch_shows_output(inst1):
+    cp = inst1.cli("submit", "--cc=1-2", "--watch", "sh", "-c", "echo out {cc}; exit {cc}")
+    assert cp.returncode == 2
+    lines = cp.stdout.splitlines()
+    assert "out 1" in lines and "out 2" in lines
