@@ -184,14 +184,13 @@ class SchedService(Service):
                 continue
             total = self.total[r]
             out["all"][str(r)] = sorted(total)
+            used = total - self.free[r]
+            if used:  # jobs keep running on a drained or torpid rank
+                out["allocated"][str(r)] = sorted(used)
             if r not in self.up:
                 out["down"][str(r)] = sorted(total)
-                continue
-            used = total - self.free[r]
-            if self.free[r]:
+            elif self.free[r]:
                 out["free"][str(r)] = sorted(self.free[r])
-            if used:
-                out["allocated"][str(r)] = sorted(used)
         out["removed"] = idset.encode(self.removed)
         out["pending"] = len(self.queue)
         return out
