@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from ..util.proctitle import set_title
 from . import logging as blog
 from .broker import Broker, BrokerConfig
 from .spawner import start_spawner
@@ -16,11 +17,7 @@ from .spawner import start_spawner
 
 def run_broker(cfg: BrokerConfig) -> int:
     """Run one broker to completion; returns its exit code."""
-    try:
-        from setproctitle import setproctitle
-        setproctitle(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
-    except ImportError:
-        pass
+    set_title(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
     cfg.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
                                 os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"))
     a = cfg.attrs

@@ -32,6 +32,7 @@ import traceback
 import msgpack
 
 from ..util import procs
+from ..util.proctitle import set_title
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -243,11 +244,7 @@ def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
         try:
             procs.set_pdeathsig(signal.SIGTERM)
             procs.set_child_subreaper()
-            try:
-                from setproctitle import setproctitle
-                setproctitle(name)
-            except ImportError:
-                pass
+            set_title(name)
             if os.getppid() == 1:
                 os._exit(1)
             from ..shell.main import preload

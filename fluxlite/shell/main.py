@@ -18,11 +18,7 @@ def preload() -> None:
 
 def run_forked_shell(info: dict, env: dict | None = None) -> int:
     from ..util import fluid
-    try:
-        from setproctitle import setproctitle
-        setproctitle(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} "
-                     f"rank={info['shell_rank']}")
-    except ImportError:
-        pass
+    from ..util.proctitle import set_title
+    set_title(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} rank={info['shell_rank']}")
     from .shell import JobShell
     return asyncio.run(JobShell(info).run())

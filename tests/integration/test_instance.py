@@ -295,3 +295,21 @@ def test_sigint_to_launcher_shuts_down_cleanly():
     # the launcher asks rank 0 to shut down, which terminates the initial program
     assert inst.proc.wait(30) == 128 + signal.SIGTERM
     assert_no_leaks(inst.tag)
+
+
+def test_leak_check_sees_brokers_spawners_and_shells(inst4):
+    """The leak check finds processes by an environment tag: it must see every kind."""
+    from fluxlite.job import api
+    from fluxlite.util import fluid
+    h = inst4.handle()
+    jobid = fluid.parse(inst4.cli("submit", "-N2", "sleep", "60", check=True).stdout.strip())
+    for e in api.event_watch(h, jobid, "exec"):
+        if e["name"] == "shell.start":
+            break
+    names = list(tagged_processes(inst4.tag).values())
+    assert sum(n.startswith("fluxlite-broker") for n in names) == 4
+    assert sum(n.startswith("fluxlite-spawner") for n in names) == 4
+    assert sum(n.startswith("fluxlite-shell") for n in names) == 2
+    assert sum(n.startswith("sleep") for n in names) == 2
+    inst4.cli("cancel", fluid.f58(jobid), check=True)
+    api.wait(h, jobid, timeout=30)
