@@ -1,8 +1,9 @@
 """Following a job from the terminal: its output as it comes, its exceptions, its end.
 
 Used by `run`, `submit --watch` and `job attach`.  Output and the main eventlog
-are followed at once; the job is over at `clean`, and since both streams come
-from one KVS over one connection, all output has arrived by then.  Ctrl-C
+are followed at once (the output watch is sent first); the job is over at
+`clean`, and since both streams come from one KVS over one connection, in
+commit order, all output has arrived by then.  Ctrl-C
 sends SIGINT to the tasks; a second Ctrl-C within 2 s cancels the job.
 The exit code follows Flux: the largest task exit code (128+signal), or 1
 when a fatal exception ended a job whose tasks exited 0.
@@ -126,12 +127,14 @@ class Attach:
         p.on_response = lambda msg: None
 
     def run(self) -> int:
-        main = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid), "append": True,
-                                        "waitcreate": True}, streaming=True)
-        main.on_response = self._on_main
+        # output first: the KVS answers in order, so a finished job's output is
+        # replayed before its main eventlog says `clean`
         out = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid, "output"),
                                        "append": True, "waitcreate": True}, streaming=True)
         out.on_response = self._on_output
+        main = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid), "append": True,
+                                        "waitcreate": True}, streaming=True)
+        main.on_response = self._on_main
         self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_fd = signal.set_wakeup_fd(sig_w)
         old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -143,6 +143,8 @@ class Handle:
     def _drain(self) -> int:
         n = 0
         while True:
+            if not self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return n
             try:
                 frames = self.sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

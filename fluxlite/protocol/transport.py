@@ -2,7 +2,8 @@
 
 `Channel` registers a socket's FD with the loop and drains it without
 blocking.  ZeroMQ's FD is edge-triggered, so after every send the channel
-re-checks for input (a send can consume the readiness edge).  Frames are
+asks the socket whether input is waiting (a send can consume the readiness
+edge) and drains it on the next turn of the loop if so.  Frames are
 handed to the owner raw; decoding, and the conversion of garbage into a logged
 ProtocolError, happen in the owner's dispatch so the peer can be named.
 """
@@ -44,9 +45,10 @@ class Channel:
             if self._closed:
                 return
             try:
+                # asking EVENTS first is cheaper than a recv that raises Again
+                if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    return
                 frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
             except zmq.ZMQError:
                 return
             self.on_frames(frames)
@@ -57,7 +59,13 @@ class Channel:
         try:
             self.sock.send_multipart(frames, zmq.NOBLOCK)
         finally:
-            self._schedule()
+            # a send can consume the FD's readiness edge: if input is already waiting,
+            # drain it soon; otherwise the next arrival will signal the FD again
+            try:
+                if self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    self._schedule()
+            except zmq.ZMQError:
+                pass
 
     def close(self, linger: int | None = None) -> None:
         """Stop reading and close; `linger` (ms) defaults to the socket's LINGER option."""
