@@ -216,6 +216,12 @@ class KVSService(Service):
         if self.exists(key):
             self._send_watch(key, w)
 
+    @request("kvs.stats")
+    def stats(self, msg):
+        """How much the KVS holds: its version and the number of open watches."""
+        return {"version": self.version,
+                "watchers": sum(len(w) for w in self.watchers.values())}
+
     @request("kvs.unwatch")
     def unwatch(self, msg):
         key, matchtag = fields(msg, key=str, matchtag=int)

@@ -361,3 +361,24 @@ def test_submit_watch_shows_output(inst1):
     assert cp.returncode == 2
     lines = cp.stdout.splitlines()
     assert "out 1" in lines and "out 2" in lines
+
+
+def test_vanished_watchers_leave_no_state(inst1):
+    """CLIs that exit, and one killed mid-stream, leave no watch behind in the KVS."""
+    import signal
+    import subprocess
+    from fluxlite.testing import _readline, fluxlite_command
+    h = inst1.handle()
+    for _ in range(3):
+        inst1.cli("run", "true", check=True)
+    jobid = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
+    follower = subprocess.Popen(fluxlite_command() + ["job", "eventlog", "-f",
+                                                      fluid.f58(jobid)],
+                                env=inst1.env, stdout=subprocess.PIPE)
+    assert "submit" in _readline(follower.stdout, 30)
+    assert h.call("kvs.stats", nodeid=0)["watchers"] == 1
+    follower.send_signal(signal.SIGKILL)
+    follower.wait()
+    inst1.cli("cancel", fluid.f58(jobid), check=True)
+    api.wait(h, jobid, timeout=30)
+    assert h.call("kvs.stats", nodeid=0)["watchers"] == 0
