@@ -61,26 +61,8 @@ def tagged_processes(tag: str) -> dict[int, str]:
 
 def wait_pids_gone(pids, timeout: float) -> set[int]:
     """Wait on pidfds until every pid has exited or `timeout` passes; returns survivors."""
-    fds = {}
-    for pid in pids:
-        try:
-            fds[os.pidfd_open(pid)] = pid
-        except (ProcessLookupError, OSError):
-            pass
-    deadline = time.monotonic() + timeout
-    try:
-        while fds:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select(list(fds), [], [], left)
-            for fd in ready:
-                fds.pop(fd)
-                os.close(fd)
-        return set(fds.values())
-    finally:
-        for fd in fds:
-            os.close(fd)
+    from .util.procs import wait_gone
+    return wait_gone(pids, timeout)
 
 
 def assert_no_leaks(tag: str, timeout: float = 10.0) -> None:

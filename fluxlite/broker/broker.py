@@ -224,8 +224,7 @@ class Broker:
         h = AsyncHandle(self.attrs["parent-uri"], ctx=self.ctx)
         await h.connect()
         try:
-            await h.call("job-manager.memo", {"id": jobid, "memo": {"uri": self.local_uri}},
-                         timeout=30)
+            # critical ranks first: once the URI is visible, the declaration is done
             if crit != set(range(self.size)):
                 try:
                     await h.call("job-exec.critical-ranks",
@@ -234,6 +233,8 @@ class Broker:
                 except FluxliteError as exc:
                     log.error("could not declare critical ranks; all ranks stay critical",
                               error=exc.message)
+            await h.call("job-manager.memo", {"id": jobid, "memo": {"uri": self.local_uri}},
+                         timeout=30)
         finally:
             h.close()
 

@@ -16,7 +16,6 @@ kills every broker.
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import sys
@@ -150,31 +149,15 @@ def _supervise(pids: dict[int, int], remove_rundir: str | None, interactive: boo
 
 
 def _reap_within(pids: set[int], timeout: float) -> None:
-    """Wait (on pidfds, no polling) up to `timeout` for `pids` to exit; reaps and removes them."""
-    fds = {}
+    """Wait up to `timeout` for `pids` to exit; reap them and drop them from the set."""
+    procs.wait_gone(pids, timeout)
     for pid in list(pids):
         try:
-            fds[os.pidfd_open(pid)] = pid
-        except ProcessLookupError:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
             pids.discard(pid)
-    deadline = time.monotonic() + timeout
-    try:
-        while fds:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select(list(fds), [], [], left)
-            for fd in ready:
-                pid = fds.pop(fd)
-                os.close(fd)
-                try:
-                    os.waitpid(pid, 0)
-                except ChildProcessError:
-                    pass
-                pids.discard(pid)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -110,7 +110,7 @@ class Router:
             else:
                 self._deliver_local(msg, target)
             return
-        if nodeid >= self.size:
+        if not 0 <= nodeid < self.size:
             self._fail(msg, errno.EHOSTUNREACH,
                        f"rank {nodeid} does not exist (instance size is {self.size})")
             return
@@ -190,6 +190,12 @@ class Router:
         if entry is not None and (not entry[1] or msg.errnum):
             del table[key]
 
+    def subtree_gone(self, child: int) -> None:
+        """A child was lost: streams opened from its subtree end here too."""
+        for svc in set(self.services.values()):
+            if not isinstance(svc, bytes):
+                svc.drop_streams(lambda route, child=child: bool(route) and route[-1] == child)
+
     def fail_inflight(self, hop, errstr: str) -> None:
         """Everything sent to `hop` and still unanswered fails with EHOSTUNREACH."""
         table = self.inflight.pop(hop, None)
@@ -217,6 +223,10 @@ class Router:
         """A local client vanished: drop its services, subscriptions and streams."""
         st = self.clients.pop(ident, None)
         self.fail_inflight(ident, f"{reason}")
+        # its own requests still travelling (their answers have nowhere to go)
+        for table in self.inflight.values():
+            for key in [k for k in table if k[0][:1] == (ident,)]:
+                del table[key]
         if st is None:
             return
         for name in st.services:

@@ -135,9 +135,13 @@ class _Server:
             tag, kind = entry
             self._send({"op": "exited", "tag": tag, "pid": pid, "status": status})
             if kind == "shell":
-                # anything the shell left behind in its session goes with it (after the
-                # report: the scan of /proc must not delay the job's completion)
-                procs.kill_tree({pid}, {pid})
+                # anything the shell left behind goes with it: its session, and orphans
+                # re-parented to us (e.g. a pty task in a session of its own).  After the
+                # report, so the scan of /proc does not delay the job's completion.
+                me = os.getpid()
+                orphans = {p for p, (ppid, _) in procs.process_table().items()
+                           if ppid == me and p not in self.children}
+                procs.kill_tree({pid} | orphans, {pid}, include_roots=bool(orphans))
 
     def _spawn(self, req: dict) -> None:
         tag, kind = req["tag"], req.get("kind", "exec")
@@ -237,6 +241,7 @@ def _exec_error(req: dict, exc: BaseException) -> str:
 def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
     """Fork the spawner.  Call before this process creates any ZeroMQ context."""
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    broker_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
         parent_sock.close()
@@ -245,7 +250,7 @@ def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
             procs.set_pdeathsig(signal.SIGTERM)
             procs.set_child_subreaper()
             set_title(name)
-            if os.getppid() == 1:
+            if os.getppid() != broker_pid:  # the broker died before PDEATHSIG was armed
                 os._exit(1)
             from ..shell.main import preload
             preload()

@@ -67,11 +67,15 @@ def cli():
     """
 
 
+GROUPS = {"job", "kvs", "resource", "overlay"}  # commands with subcommands
+
+
 def _command_name(argv: list[str]) -> str:
-    for a in argv:
-        if not a.startswith("-"):
-            return a
-    return ""
+    """'run', or 'job eventlog' for a group's subcommand (for error messages)."""
+    words = [a for a in argv if not a.startswith("-")][:2]
+    if words and words[0] in GROUPS and len(words) > 1:
+        return " ".join(words)
+    return words[0] if words else ""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,7 +86,7 @@ def run(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (errors are printed as one line)."""
     argv = sys.argv[1:] if argv is None else argv
     name = _command_name(argv)
-    prog = f"fluxlite {name}" if name in COMMANDS else "fluxlite"
+    prog = f"fluxlite {name}" if name.split(" ")[0] in COMMANDS else "fluxlite"
     try:
         rv = cli.main(args=argv, prog_name="fluxlite", standalone_mode=False)
     except SystemExit as exc:

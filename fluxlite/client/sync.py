@@ -82,6 +82,8 @@ class Handle:
                                    flags=m.NORESPONSE, userid=self.userid, role=self.role))
 
     def respond(self, req: Message, payload=None, errnum: int = 0, errstr: str = "") -> None:
+        if req.flags & m.NORESPONSE:
+            return
         self._send(req.response(payload, errnum, errstr))
 
     def call(self, topic: str, payload=None, *, nodeid: int | None = None,

@@ -373,6 +373,7 @@ class Overlay:
         below = set(tree.descendants(c.rank, self.size, self.k))
         c.report = {state: {c.rank} | below}
         self.broker.router.fail_inflight(c.rank, f"rank {c.rank} {state}: {reason}")
+        self.broker.router.subtree_gone(c.rank)
         self.schedule_report()
         self.broker.child_gone(c.rank)
 

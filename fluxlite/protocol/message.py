@@ -154,6 +154,8 @@ def decode(frames: list[bytes]) -> Message:
         raise ProtocolError("header field of the wrong type")
     if not isinstance(errstr, str) or not isinstance(route, list):
         raise ProtocolError("header field of the wrong type")
+    if not 0 <= nodeid <= NODEID_ANY or not 0 <= matchtag < (1 << 32):
+        raise ProtocolError("nodeid or matchtag out of range")
     for hop in route:
         if type(hop) is not int and not isinstance(hop, bytes):
             raise ProtocolError("route entry of the wrong type")

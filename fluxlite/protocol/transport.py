@@ -51,7 +51,11 @@ class Channel:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.ZMQError:
                 return
-            self.on_frames(frames)
+            try:
+                self.on_frames(frames)
+            except Exception:  # one bad message must not stall the rest of the queue
+                from ..broker.logging import get_logger
+                get_logger("transport").error("message handler failed", exc_info=True)
         self._schedule()
 
     def send(self, frames: list[bytes]) -> None:

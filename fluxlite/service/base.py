@@ -88,6 +88,12 @@ class Service:
 
     # dispatch -------------------------------------------------------------
     def dispatch(self, msg: Message) -> None:
+        try:
+            self._dispatch(msg)
+        except Exception as exc:  # a peer's bad message must never escape to the loop
+            self._reply_exception(msg, exc)
+
+    def _dispatch(self, msg: Message) -> None:
         entry = self._handlers.get(msg.topic)
         if entry is None:
             if msg.topic == f"{self.name}.ping":
@@ -101,11 +107,7 @@ class Service:
             self.respond_error(msg, errno.ENOSYS, f"unknown method {msg.topic}")
             return
         handler, streaming = entry
-        try:
-            result = handler(msg)
-        except Exception as exc:
-            self._reply_exception(msg, exc)
-            return
+        result = handler(msg)
         if inspect.iscoroutine(result):
             self.spawn(self._finish(msg, result, streaming))
         elif not streaming and result is not _NO_REPLY:
@@ -174,11 +176,17 @@ class Service:
 
     def disconnect(self, msg: Message) -> None:
         """A client went away: cancel every stream it opened here."""
-        for _, on_cancel in self._streams.pop(tuple(msg.route), []):
-            try:
-                on_cancel()
-            except Exception:
-                self.log.error("stream cancel failed", exc_info=True)
+        key = tuple(msg.route)
+        self.drop_streams(lambda route: route == key)
+
+    def drop_streams(self, match) -> None:
+        """Cancel the streams whose route satisfies `match` (a vanished client or subtree)."""
+        for route in [r for r in self._streams if match(r)]:
+            for _, on_cancel in self._streams.pop(route, []):
+                try:
+                    on_cancel()
+                except Exception:
+                    self.log.error("stream cancel failed", exc_info=True)
 
     # calling other services -------------------------------------------------
     def rpc(self, topic: str, payload=None, *, nodeid=None, streaming: bool = False):

@@ -41,7 +41,7 @@ PENDING, RUNNING, EXITED, LOST = "pending", "running", "exited", "lost"
 
 
 class ShellProc:
-    __slots__ = ("shell_rank", "rank", "state", "pid", "status", "rpc")
+    __slots__ = ("shell_rank", "rank", "state", "pid", "status", "rpc", "failing")
 
     def __init__(self, shell_rank: int, rank: int):
         self.shell_rank = shell_rank
@@ -50,6 +50,7 @@ class ShellProc:
         self.pid: int | None = None
         self.status: int | None = None
         self.rpc = None
+        self.failing = False  # it reported its own failure and is exiting
 
     @property
     def active(self) -> bool:
@@ -110,6 +111,7 @@ class JobExecService(Service):
         job.timers[name] = asyncio.get_running_loop().call_later(delay, cb)
 
     def _host(self, shell: ShellProc) -> str:
+        """Host of a shell's rank (every rank of a local instance is on this machine)."""
         return self.hostname
 
     # --------------------------------------------------------------- start
@@ -176,6 +178,7 @@ class JobExecService(Service):
         if job.fatal is not None:
             raise FluxliteError("job is being terminated", errno.ECANCELED)
         if msg.payload.get("error"):
+            job.shells[shell_rank].failing = True
             self._fatal(job, "exec", str(msg.payload["error"]))
             raise FluxliteError("job is being terminated", errno.ECANCELED)
         job.barriers[name][shell_rank] = msg
@@ -194,7 +197,9 @@ class JobExecService(Service):
             self._event(job, "shell.init", {"service": job.service,
                                             "leader-rank": job.ranks[0],
                                             "size": job.nshells})
-            answer = {"critical": {"ranks": idset.encode(job.critical), "seq": job.crit_seq}}
+            answer = {"critical": {"ranks": idset.encode(job.critical), "seq": job.crit_seq},
+                      "lost": idset.encode(s.shell_rank for s in job.shells
+                                           if s.state == LOST)}
         else:
             t = job.timers.pop("barrier", None)
             if t:
@@ -217,7 +222,10 @@ class JobExecService(Service):
         return self._barrier(msg, "start")
 
     def _barrier_timeout(self, job: ExecJob) -> None:
-        late = [s for s in job.shells if s.active and "start" not in job.barrier_done]
+        if "start" in job.barrier_done:
+            return
+        name = "init" if "init" not in job.barrier_done else "start"
+        late = [s for s in job.shells if s.active and s.shell_rank not in job.barriers[name]]
         if late:
             self._fatal(job, "exec", f"job shells on rank[s] "
                                      f"{idset.encode(s.rank for s in late)} did not start in time")
@@ -278,7 +286,7 @@ class JobExecService(Service):
         if not shell.active:
             return
         shell.state = LOST
-        critical = shell.shell_rank in job.critical
+        critical = shell.shell_rank == 0 or shell.shell_rank in job.critical
         ctx = {"shell_rank": shell.shell_rank, "rank": shell.rank, "host": self._host(shell),
                "reason": reason}
         if job.fatal is None or not critical:
@@ -353,7 +361,7 @@ class JobExecService(Service):
 
     def _signal(self, job: ExecJob, sig: int) -> None:
         for s in job.shells:
-            if s.active:
+            if s.active and (not s.failing or sig == signal.SIGKILL):
                 self.send("rexec.kill", {"label": f"{fluid.f58_plain(job.id)}.{s.shell_rank}",
                                          "signum": int(sig)}, nodeid=s.rank)
 
@@ -390,6 +398,7 @@ class JobExecService(Service):
             raise FluxliteError(
                 f"ranks {idset.encode(outside)} are not shell ranks of job "
                 f"{fluid.f58(jobid)} (its shell ranks are 0-{job.nshells - 1})", errno.EINVAL)
+        ranks.add(0)  # the leader shell is always critical
         job.critical = ranks
         job.crit_seq += 1
         self._event(job, "critical-ranks", {"ranks": idset.encode(ranks), "seq": job.crit_seq})

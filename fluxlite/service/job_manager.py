@@ -138,6 +138,7 @@ class JobManagerService(Service):
 
     def _inactive(self, job: Job) -> None:
         for w in job.waiters:
+            self.untrack_stream(w)
             self.respond(w, self._wait_result(job))
         job.waiters.clear()
         if not any(j.state != states.INACTIVE for j in self.jobs.values()):
@@ -189,8 +190,7 @@ class JobManagerService(Service):
         if resp.errnum:
             if resp.errnum == errno.ECANCELED or job.fatal is not None:
                 return
-            etype = "alloc" if resp.errnum == errno.EOVERFLOW else "alloc"
-            self.raise_exception(job, etype, 0, resp.errstr)
+            self.raise_exception(job, "alloc", 0, resp.errstr)
             return
         if job.state != states.SCHED:
             # canceled while the response was on its way: give the resources back

@@ -22,6 +22,17 @@ from ..errors import FluxliteError, ProtocolError
 from .base import Service, fields, request
 
 
+_MISSING = object()
+
+
+class _Truncate:
+    """Undo record for an in-place append: cut the list back to `length`."""
+    __slots__ = ("length",)
+
+    def __init__(self, length: int):
+        self.length = length
+
+
 class _Dir(dict):
     """A directory node (a plain dict is a value, e.g. a jobspec or R)."""
 
@@ -73,25 +84,51 @@ class KVSService(Service):
             return False
 
     def commit(self, ops: list[dict]) -> int:
-        """Apply operations atomically (validated first); returns the new version."""
+        """Apply operations all or nothing; returns the new version.
+
+        Each change is recorded in an undo log, so an operation that fails
+        half way through (appending to a value, writing below a value) leaves
+        the store exactly as it was."""
         plan = [self._check_op(op) for op in ops]
-        touched = []
-        for parts, op in plan:
-            key = ".".join(parts)
-            if op.get("unlink"):
-                self._unlink(parts)
-            elif "append" in op:
-                parent, leaf = self._parent(parts, create=True)
-                cur = parent.get(leaf)
-                if cur is None:
-                    cur = parent[leaf] = []
-                elif not isinstance(cur, list):
-                    raise FluxliteError(f"cannot append to {key!r}: not a list", errno.EINVAL)
-                cur.extend(op["append"])
-            else:
-                parent, leaf = self._parent(parts, create=True)
-                parent[leaf] = op["value"]
-            touched.append(key)
+        undo: list = []
+        touched: list[str] = []
+        try:
+            for parts, op in plan:
+                key = ".".join(parts)
+                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo)
+                if parent is None:
+                    continue  # unlinking something that is not there
+                old = parent.get(leaf, _MISSING)
+                if op.get("unlink"):
+                    if old is _MISSING:
+                        continue
+                    undo.append((parent, leaf, old))
+                    del parent[leaf]
+                elif "append" in op:
+                    if old is not _MISSING and not isinstance(old, list):
+                        raise FluxliteError(f"cannot append to {key!r}: it is not a list",
+                                            errno.EINVAL)
+                    if old is _MISSING:
+                        undo.append((parent, leaf, _MISSING))
+                        parent[leaf] = list(op["append"])
+                    else:  # in place (eventlogs grow long); undone by truncating
+                        undo.append((parent, leaf, _Truncate(len(old))))
+                        old.extend(op["append"])
+                else:
+                    if isinstance(old, _Dir):
+                        raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
+                    undo.append((parent, leaf, old))
+                    parent[leaf] = op["value"]
+                touched.append(key)
+        except Exception:
+            for parent, leaf, old in reversed(undo):
+                if old is _MISSING:
+                    parent.pop(leaf, None)
+                elif isinstance(old, _Truncate):
+                    del parent[leaf][old.length:]
+                else:
+                    parent[leaf] = old
+            raise
         self.version += 1
         for key in touched:
             self._notify(key)
@@ -123,28 +160,30 @@ class KVSService(Service):
                 raise FluxliteError(f"key {op['key']!r} is a directory", errno.EISDIR)
         return parts, op
 
-    def _parent(self, parts: list[str], create: bool):
+    def _parent(self, parts: list[str], create: bool, undo: list | None = None):
+        """The directory holding `parts[-1]` (None if absent and not created)."""
         node = self.root
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
             nxt = node.get(part)
             if nxt is None:
                 if not create:
-                    raise FluxliteError(f"key {'.'.join(parts)!r} not found", errno.ENOENT)
+                    return None, parts[-1]
                 nxt = node[part] = _Dir()
+                if undo is not None:
+                    undo.append((node, part, _MISSING))
+            elif not isinstance(nxt, _Dir):
+                raise FluxliteError(f"{'.'.join(parts[:i + 1])!r} is not a directory",
+                                    errno.ENOTDIR)
             node = nxt
         return node, parts[-1]
 
-    def _unlink(self, parts: list[str]) -> None:
-        try:
-            parent, leaf = self._parent(parts, create=False)
-        except FluxliteError:
-            return
-        parent.pop(leaf, None)
-
     # ------------------------------------------------------------- watches
     def _notify(self, key: str) -> None:
-        for w in list(self.watchers.get(key, ())):
-            self._send_watch(key, w)
+        """Tell the watchers of `key` and of every key below it (a directory changed)."""
+        below = key + "."
+        for wkey in [k for k in self.watchers if k == key or k.startswith(below)]:
+            for w in list(self.watchers.get(wkey, ())):
+                self._send_watch(wkey, w)
 
     def _send_watch(self, key: str, w: _Watcher) -> None:
         try:
@@ -226,7 +265,7 @@ class KVSService(Service):
     def unwatch(self, msg):
         key, matchtag = fields(msg, key=str, matchtag=int)
         for w in list(self.watchers.get(key, ())):
-            if w.msg.matchtag == matchtag and w.msg.route[:1] == msg.route[:1]:
+            if w.msg.matchtag == matchtag and w.msg.route == msg.route:
                 self._drop_watch(key, w)
                 self.end_stream(w.msg)
         return {}

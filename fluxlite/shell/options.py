@@ -1,8 +1,9 @@
 """Job shell options (`-o NAME[=VALUE]`): the one table, checked at submit.
 
 Each option names the plugin that reads it and how its value is checked.  An
-unknown option is an error, unless the job loads user plugins (`-o plugins=`),
-whose own options the shell checks when it loads them.
+unknown option is an error, unless the job loads user plugins (`-o plugins=`):
+then the shell, once it has loaded them, requires each such option to be
+claimed by a plugin (ShellPlugin.options) and runs that plugin's checker.
 """
 
 from __future__ import annotations
@@ -21,9 +22,20 @@ def _exit_timeout(v) -> None:
     fsd.parse(v)
 
 
+def flag(v) -> bool:
+    """The value of a flag option: -o NAME (1), true/false, 1/0, in any case."""
+    if isinstance(v, (bool, int)):
+        return bool(v)
+    s = str(v).lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{v!r} is not true or false")
+
+
 def _flag(v) -> None:
-    if not isinstance(v, (bool, int)) and str(v).lower() not in ("true", "false", "1", "0"):
-        raise ValueError
+    flag(v)
 
 
 def _plugins(v) -> None:
@@ -76,14 +88,19 @@ def parse_setopt(text: str) -> tuple[str, object]:
         return name, value
 
 
+def lookup(name: str):
+    """The table entry for an option name (output.* and pty.* share one entry)."""
+    return OPTIONS.get(name.split(".", 1)[0] if name.startswith(("pty.", "output."))
+                       else name)
+
+
 def validate(options: dict) -> None:
     """Raise UsageError for an unknown or malformed shell option."""
     if not isinstance(options, dict):
         raise UsageError("shell options must be a map")
     user_plugins = "plugins" in options
     for name, value in options.items():
-        spec = OPTIONS.get(name.split(".", 1)[0] if name.startswith(("pty.", "output."))
-                           else name)
+        spec = lookup(name)
         if spec is None:
             if user_plugins:
                 continue  # a user plugin may claim it; the shell checks at load time

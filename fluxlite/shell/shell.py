@@ -172,6 +172,8 @@ class JobShell:
         if self.is_leader:
             crit = resp.get("critical") or {}
             self.set_critical(idset.decode(crit.get("ranks", "")), crit.get("seq", 0))
+            # shells lost before the barrier were never announced one by one
+            self.lost_shells |= idset.decode(resp.get("lost") or "")
             await self.plugins.call("shell.critical-ranks", set(self.critical_ranks),
                                     self.critical_seq)
         await self._start_tasks()
@@ -202,14 +204,20 @@ class JobShell:
             return
         if isinstance(paths, str):
             paths = [p for p in paths.split(",") if p]
-        claimed = set()
+        claimed: dict = {}
         for path in paths:
             for p in self.plugins.load_file(path):
-                claimed |= set(getattr(p, "options", {}) or {})
+                claimed.update(getattr(p, "options", {}) or {})
         from . import options as shell_options
-        for name in self.options:
-            if name not in shell_options.OPTIONS and name not in claimed:
+        for name, value in self.options.items():
+            if shell_options.lookup(name) is not None:
+                continue
+            if name not in claimed:
                 raise PluginError(f"unknown shell option {name!r}: no plugin claims it")
+            try:
+                claimed[name](value)
+            except (ValueError, TypeError) as exc:
+                raise PluginError(f"invalid shell option {name}={value!r}: {exc}") from None
 
     async def _init_failed(self, why: str) -> None:
         try:

@@ -77,19 +77,51 @@ def descendants(roots: set[int], sessions: set[int] = frozenset(),
 
 def kill_tree(roots: set[int], sessions: set[int] = frozenset(), *,
               include_roots: bool = False, sig: int = signal.SIGKILL) -> int:
-    """SIGKILL everything below `roots` and in `sessions`; returns how many were signalled."""
-    victims = descendants(roots, sessions)
-    if include_roots:
-        victims |= roots
-    victims.discard(os.getpid())
-    n = 0
-    for pid in victims:
+    """SIGKILL everything below `roots` and in `sessions`; returns how many were signalled.
+
+    Repeated until a pass finds nothing new, so a process forked while /proc
+    was being read does not slip through."""
+    done: set[int] = set()
+    for _ in range(4):
+        victims = descendants(roots, sessions)
+        if include_roots:
+            victims |= roots
+        victims -= done | {os.getpid()}
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        done |= victims
+    return len(done)
+
+
+def wait_gone(pids, timeout: float) -> set[int]:
+    """Wait on pidfds (no polling) until every pid has exited; returns the survivors."""
+    import select
+    import time
+    fds = {}
+    for pid in pids:
         try:
-            os.kill(pid, sig)
-            n += 1
-        except (ProcessLookupError, PermissionError):
+            fds[os.pidfd_open(pid)] = pid
+        except OSError:
             pass
-    return n
+    deadline = time.monotonic() + timeout
+    try:
+        while fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(fds), [], [], left)
+            for fd in ready:
+                fds.pop(fd)
+                os.close(fd)
+        return set(fds.values())
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def wait_status_to_exit_code(status: int) -> int:

@@ -61,7 +61,7 @@ def level(rank: int, k: int) -> int:
 
 def next_hop(me: int, target: int, k: int) -> int | None:
     """The child of `me` through which `target` is reached, or None if target is not below me."""
-    if target == me:
+    if target == me or target < 0:
         return None
     r = target
     while r != 0:

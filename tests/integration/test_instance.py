@@ -209,13 +209,20 @@ def test_garbage_on_every_socket_is_survived(inst4):
         s.send(b"garbage")
         s.send_multipart([b"\xc1\xc1", b""])
         s.send_multipart([msgpack.packb([1, 0, "broker.ping", 0, 0, 0, 0, "", 0, 0, [2.5]]), b""])
+        s.send_multipart([msgpack.packb([1, 0, "broker.ping", -2, 9, 0, 0, "", 0, 0, []]), b""])
+        s.send_multipart([msgpack.packb([1, 0, "kvs.ping", 0, 9, 0, 0, "", 0, 0, []]), b"\xc1"])
         if path == "local-0":
             # a valid header with an undecodable payload: answered with EPROTO
             s.send_multipart([msgpack.packb([1, 0, "broker.getattr", 0, 7, 0, 0, "", 0, 0, []]),
                               b"\xc1"])
-            reply = m.decode(s.recv_multipart())
-            assert reply.errnum == 71 and reply.matchtag == 7  # EPROTO
+            # the negative nodeid was refused as a malformed frame; the bad kvs.ping
+            # payload was answered with EPROTO, and so was the getattr
+            replies = [m.decode(s.recv_multipart()) for _ in range(2)]
+            assert [(r.matchtag, r.errnum) for r in replies] == [(9, 71), (7, 71)]
         else:
+            # a request from a peer that never said hello is refused
+            reply = m.decode(s.recv_multipart())
+            assert reply.topic == "disconnect" and "not said hello" in reply.payload["reason"]
             s.send_multipart(m.encode(m.Message.control("hello", {"version": 999, "rank": 1})))
             reply = m.decode(s.recv_multipart())
             assert reply.topic == "disconnect" and "999" in reply.payload["reason"]

@@ -382,3 +382,35 @@ def test_vanished_watchers_leave_no_state(inst1):
     inst1.cli("cancel", fluid.f58(jobid), check=True)
     api.wait(h, jobid, timeout=30)
     assert h.call("kvs.stats", nodeid=0)["watchers"] == 0
+
+
+def test_shell_init_failure_is_a_clear_exit_1(inst1, tmp_path):
+    cp = inst1.cli("run", "-o", f"output.stdout.path={tmp_path}/no/such/dir/out", "true")
+    assert cp.returncode == 1, cp.stderr
+    assert "No such file or directory" in cp.stderr and "Terminated" not in cp.stderr
+
+
+def test_user_plugin_options(inst1, tmp_path):
+    plugin = tmp_path / "opt.py"
+    plugin.write_text(
+        "from fluxlite.shell.plugin import ShellPlugin\n"
+        "def positive(v):\n"
+        "    if int(v) <= 0: raise ValueError('must be positive')\n"
+        "class P(ShellPlugin):\n"
+        "    name = 'p'\n"
+        "    options = {'p.count': positive}\n")
+    out = tmp_path / "out"
+    inst1.cli("run", "-o", f"plugins={plugin}", "-o", "p.count=2", "-o",
+              f"output.stdout.path={out}", "echo", "hi", check=True)
+    assert out.read_text() == "hi\n"
+    cp = inst1.cli("run", "-o", f"plugins={plugin}", "-o", "p.count=0", "true")
+    assert cp.returncode != 0 and "invalid shell option p.count=0: must be positive" in cp.stderr
+    cp = inst1.cli("run", "-o", f"plugins={plugin}", "-o", "q.other=1", "true")
+    assert cp.returncode != 0 and "no plugin claims it" in cp.stderr
+
+
+def test_exit_on_error_false_is_off(inst1):
+    inst1.cli("run", "-n2", "-o", "exit-on-error=FALSE", "sh", "-c",
+              "test $FLUXLITE_TASK_RANK -eq 1 && exit 1; sleep 0.3", timeout=60)
+    job = api.list_jobs(inst1.handle(), "all")[0]
+    assert job["returncode"] == 1 and job["exception"]["occurred"] is False

@@ -282,3 +282,17 @@ def test_shell_exit_timeout_names_lingering_ranks(instance_factory):
                      r["errstr"]), r["errstr"]
     ex = [e for e in api.event_watch(h, jobid, "exec", follow=False) if e["name"] == "shell-exit"]
     assert ex[0]["context"]["active_ranks"] == "1"
+
+
+def test_leader_shell_is_always_critical(instance_factory):
+    inst = instance_factory(3)
+    h = inst.handle()
+    inst.cli("resource", "drain", "0", check=True)
+    jobid = jobid_of(inst.cli("submit", "-N2", "sleep", "300"))  # on ranks 1-2
+    wait_event(h, jobid, "shell.start", "exec")
+    h.call("job-exec.critical-ranks", {"id": jobid, "ranks": "1"})
+    assert h.call("job-exec.critical-ranks-get", {"id": jobid})["ranks"] == "0-1"
+    inst.kill_broker(1)  # hosts shell rank 0
+    r = api.wait(h, jobid, timeout=30)
+    fatal = [e for e in exceptions(h, jobid) if e["severity"] == 0]
+    assert fatal and fatal[0]["type"] == "node-failure" and r["result"] == "FAILED"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 
 from ...util import fsd
+from .. import options as shell_options
 from ..plugin import ShellPlugin
 
 DEFAULT_TIMEOUT = 30.0
@@ -51,12 +52,12 @@ class Doom(ShellPlugin):
             self.timeout = fsd.parse_timeout(value)
         except ValueError:
             raise ValueError("exit-timeout is not a valid Flux Standard Duration") from None
-        eoe = opts.get("exit-on-error", False)
-        self.exit_on_error = eoe not in (False, 0, "0", "false", "False")
+        self.exit_on_error = shell_options.flag(opts.get("exit-on-error", False))
 
     # ---------------------------------------------------------------- reports
     def task_exit(self, task) -> None:
-        info = {"shell_rank": self.shell.rank, "rank": task.rank, "localid": task.localid,
+        info = {"shell_rank": self.shell.rank, "host": self.shell.hostname,
+                "rank": task.rank, "localid": task.localid,
                 "pid": task.pid or 0, "wait_status": task.status or 0,
                 "signaled": task.signaled, "exitcode": task.exitcode or 0,
                 "disposition": task.disposition()}
@@ -113,7 +114,7 @@ class Doom(ShellPlugin):
             self.timer = asyncio.get_running_loop().call_later(self.timeout, self._expired)
 
     def _what(self, info: dict, verb: str) -> str:
-        host = self.shell.hostname
+        host = info.get("host") or self.shell.hostname
         if info.get("lost"):
             return f"{self.shell.arg0}: shell rank {info['shell_rank']} on host {host} " \
                    f"was lost ({info.get('message') or 'lost shell'})"
