@@ -78,8 +78,7 @@ class Router:
             self._untrack(source, msg)
             self.respond(msg)
         elif t == m.EVENT:
-            if source == PARENT:
-                self._check_seq(msg.seq)
+            if source == PARENT and self._check_seq(msg.seq):
                 self.distribute_event(msg)
         else:
             log.warning("unexpected control message", topic=msg.topic, source=_hop(source))
@@ -292,11 +291,16 @@ class Router:
                 except zmq.ZMQError:
                     self.client_gone(ident, "client disconnected")
 
-    def _check_seq(self, seq: int) -> None:
+    def _check_seq(self, seq: int) -> bool:
+        """False for a duplicate or stale event (dropped); gaps are logged."""
+        if self.event_seq and seq <= self.event_seq:
+            log.warning("duplicate event dropped", seq=seq)
+            return False
         expected = self.event_seq + 1
         if self.event_seq and seq > expected:
             log.warning("lost events", first=expected, last=seq - 1)
-        self.event_seq = max(self.event_seq, seq)
+        self.event_seq = seq
+        return True
 
     def subscribe(self, prefix: str, callback: Callable[[Message], None]) -> None:
         self.subscribers.append((prefix, callback))

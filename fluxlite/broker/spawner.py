@@ -286,6 +286,8 @@ class Spawner:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.on_exit = None  # callback(pid) when any process exits
         self.closed = False
+        self._out = bytearray()
+        self._writing = False
 
     def attach(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -335,6 +337,9 @@ class Spawner:
     def _lost(self) -> None:
         if self._loop is not None and not self.closed:
             self._loop.remove_reader(self.sock.fileno())
+            if self._writing:
+                self._loop.remove_writer(self.sock.fileno())
+                self._writing = False
         self.closed = True
         for p in list(self.procs.values()):
             err = OSError(errno.ECHILD, "spawner exited")
@@ -345,15 +350,31 @@ class Spawner:
         self.procs.clear()
 
     def _send(self, obj: dict) -> None:
+        """Queue a request; never block the event loop (the spawner may be busy sending too)."""
         if self.closed:
             raise OSError(errno.EPIPE, "spawner is gone")
-        data = _packb(obj)
-        # requests are small and the spawner reads promptly; a blocking send keeps order
-        self.sock.setblocking(True)
-        try:
-            self.sock.sendall(data)
-        finally:
-            self.sock.setblocking(False)
+        self._out += _packb(obj)
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._out:
+            try:
+                n = self.sock.send(self._out)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._out.clear()
+                self._lost()
+                return
+            del self._out[:n]
+        if self._loop is None:
+            return
+        if self._out and not self._writing:
+            self._loop.add_writer(self.sock.fileno(), self._flush)
+            self._writing = True
+        elif not self._out and self._writing:
+            self._loop.remove_writer(self.sock.fileno())
+            self._writing = False
 
     def spawn(self, kind: str = "exec", *, argv=None, env=None, cwd=None, pgid=None,
               setsid: bool = False, ctty: bool = False, stdio: str = "inherit",
@@ -384,6 +405,8 @@ class Spawner:
             try:
                 if self._loop is not None:
                     self._loop.remove_reader(self.sock.fileno())
+                    if self._writing:
+                        self._loop.remove_writer(self.sock.fileno())
             except Exception:
                 pass
             self.closed = True
