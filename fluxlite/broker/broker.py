@@ -285,11 +285,19 @@ class Broker:
                 break
             # asked to shut down while rc2 runs: terminate it, then SIGKILL
             log.info("terminating initial program", reason=self._shutdown_reason)
-            self.spawner.kill(proc, signal.SIGHUP if self.cfg.interactive else signal.SIGTERM)
+            try:
+                self.spawner.kill(proc, signal.SIGHUP if self.cfg.interactive else signal.SIGTERM)
+            except OSError:
+                pass
             try:
                 await asyncio.wait_for(asyncio.shield(proc.exited), 5.0)
             except asyncio.TimeoutError:
-                self.spawner.kill(proc, signal.SIGKILL)
+                try:
+                    self.spawner.kill(proc, signal.SIGKILL)
+                except OSError:
+                    pass
+            except OSError:
+                pass  # the spawner is gone, and the program with it
             waiter = asyncio.get_running_loop().create_future()
         waiter.cancel()
         try:

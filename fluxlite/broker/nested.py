@@ -67,7 +67,9 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
     size = _env_int("FLUXLITE_BOOTSTRAP_SIZE")
     chan = BootstrapChannel(_env_int("FLUXLITE_BOOTSTRAP_FD"))
     k = tree.parse_topo(attrs["tbon.topo"])
-    rundir = make_rundir()
+    # inside the enclosing broker's run directory, so it goes when that instance does
+    base = os.environ.get("FLUXLITE_RUNDIR_BASE")
+    rundir = make_rundir(base if base and os.path.isdir(base) else None)
     bind = f"ipc://{rundir}/tbon" if tree.children(rank, size, k) else None
     try:
         chan.put(f"ep.{rank}", bind)
@@ -88,6 +90,7 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
         shutil.rmtree(rundir, ignore_errors=True)
         raise FluxliteError(f"invalid value for broker.critical-ranks={crit!r}: "
                             f"this instance has ranks 0-{size - 1}")
+    attrs["broker.critical-ranks"] = idset.encode(critical_ranks(attrs, size))
     cfg = BrokerConfig(rank=rank, size=size, attrs=attrs, rundir=rundir,
                        bind_endpoint=bind, parent_endpoint=parent_ep,
                        local_path=f"{rundir}/local", initial_program=command or None,
@@ -97,7 +100,7 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
     # inside the child, FLUXLITE_URI means the child; the parent stays in parent-uri
     os.environ["FLUXLITE_URI"] = f"local://{rundir}/local"
     for var in ("FLUXLITE_BOOTSTRAP_FD", "FLUXLITE_BOOTSTRAP_RANK", "FLUXLITE_BOOTSTRAP_SIZE",
-                "FLUXLITE_BOOTSTRAP_CORES"):
+                "FLUXLITE_BOOTSTRAP_CORES", "FLUXLITE_RUNDIR_BASE"):
         os.environ.pop(var, None)
     from .main import run_broker
     try:

@@ -72,6 +72,7 @@ class _Server:
                         pass
                 self._reap()
         self._killall()
+        self._reap_all()
 
     def _on_term(self, signum, frame) -> None:
         self.exiting = True
@@ -120,6 +121,20 @@ class _Server:
 
     def _killall(self) -> None:
         procs.kill_tree({os.getpid()})
+
+    def _reap_all(self, timeout: float = 2.0) -> None:
+        """Reap our killed children (so none is left <defunct>), bounded by `timeout`."""
+        def expired(signum, frame):
+            raise TimeoutError  # interrupts waitpid (Python retries it after a quiet handler)
+        signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            while True:
+                os.waitpid(-1, 0)
+        except (ChildProcessError, TimeoutError):
+            pass
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _reap(self) -> None:
         while True:
@@ -247,6 +262,9 @@ def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
         parent_sock.close()
         code = 0
         try:
+            # its own process group: a signal sent to the broker's group (a nested
+            # broker is a job's task) is for the broker, which decides what to do
+            os.setpgid(0, 0)
             procs.set_pdeathsig(signal.SIGTERM)
             procs.set_child_subreaper()
             set_title(name)

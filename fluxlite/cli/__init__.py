@@ -1,8 +1,8 @@
 """The `fluxlite` command: one click group, subcommands loaded on first use.
 
 Every error a command raises ends here and becomes one line on stderr,
-"fluxlite CMD: what was wrong", with a nonzero exit: usage errors exit 2,
-everything else 1 (or the code the command chose).
+"fluxlite CMD: what was wrong", with a nonzero exit: errors found while
+parsing options exit 2, everything else 1 (or the code the command chose).
 """
 
 from __future__ import annotations

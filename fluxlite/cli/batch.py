@@ -47,7 +47,8 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
         except FluxliteError:
             persist = True
     opts = list(params.get("broker_opts") or ()) + list(extra_broker_opts)
-    if not persist:
+    explicit = any("broker.critical-ranks=" in o for o in opts)
+    if not persist and not explicit:
         opts.append("-Sbroker.critical-ranks=all")
     for o in opts:
         if not o.startswith("-"):

@@ -143,6 +143,9 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
     from ..job import jobspec as js
     options = dict(extra_options or {})
     options.update(params.get("setopt") or {})
+    if isinstance(options.get("plugins"), str):  # relative to where the user is
+        options["plugins"] = ",".join(os.path.abspath(p) for p in options["plugins"].split(",")
+                                      if p)
     sysattrs = dict(system or {})
     user = {}
     for key, val in (params.get("setattr") or {}).items():

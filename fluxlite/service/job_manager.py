@@ -148,8 +148,12 @@ class JobManagerService(Service):
         job.waited = True
         info = job.info(self.level)
         ok = info["result"] == "COMPLETED"
-        err = "" if ok else (job.fatal["note"] if job.fatal else
-                             states.status_message(job.status or 0) or info["result"])
+        if ok:
+            err = ""
+        elif job.fatal:
+            err = job.fatal["note"] or f"{job.fatal['type']} exception"
+        else:
+            err = states.status_message(job.status or 0) or info["result"]
         return {"id": job.id, "success": ok, "errstr": err, "result": info["result"],
                 "returncode": info["returncode"]}
 

@@ -41,6 +41,7 @@ class RexecService(Service):
                 raise FluxliteError("rexec.exec: kind shell needs info", errno.EPROTO)
             info["broker_rank"] = self.broker.rank
             info["local_uri"] = self.broker.local_uri
+            info["rundir"] = self.broker.rundir
             proc = spawner.spawn("shell", info=info, setsid=True, stdio="log")
         elif kind == "exec":
             argv = p.get("argv")

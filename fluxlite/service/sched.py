@@ -97,6 +97,14 @@ class SchedService(Service):
                 return None
             return {r: sorted(self.total[r]) for r in chosen[:req.nnodes]}
         c, left, out = req.cores_per_slot, req.nslots, {}
+        if req.exclusive:  # -x: the slots land on whole nodes, which the job gets entirely
+            for r in ranks:
+                if len(self.free[r]) == len(self.total[r]) and len(self.total[r]) >= c:
+                    out[r] = sorted(self.total[r])
+                    left -= len(self.total[r]) // c
+                    if left <= 0:
+                        return out
+            return None
         for r in ranks:
             take = min(len(self.free[r]) // c, left)
             if take:

@@ -63,7 +63,6 @@ OPTIONS = {
     "plugins": (_plugins, "shell", "path(s) of user plugins to load (comma separated)"),
     "instance": (_any, "bootstrap", "tasks are brokers of a nested instance (set by batch/alloc)"),
     "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
-    "verbose": (_flag, "shell", "log more from the shell"),
     "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
                                "output.label: prefix lines with the task rank"),
 }

@@ -414,3 +414,31 @@ def test_exit_on_error_false_is_off(inst1):
               "test $FLUXLITE_TASK_RANK -eq 1 && exit 1; sleep 0.3", timeout=60)
     job = api.list_jobs(inst1.handle(), "all")[0]
     assert job["returncode"] == 1 and job["exception"]["occurred"] is False
+
+
+def test_exclusive_slots_get_whole_nodes(instance_factory):
+    inst = instance_factory(2, cores_per_rank=2)
+    h = inst.handle()
+    first = jobid_of(inst.cli("submit", "sleep", "60", check=True))
+    for e in api.event_watch(h, first):
+        if e["name"] == "alloc":
+            break
+    excl = jobid_of(inst.cli("submit", "-x", "true", check=True))
+    api.wait(h, excl, timeout=30)
+    info = api.info(h, excl)
+    assert info["ranks"] == "1" and info["ncores"] == 2  # not beside the first job
+    inst.cli("cancel", fluid.f58(first), check=True)
+    api.wait(h, first, timeout=30)
+
+
+def test_relative_plugin_path_is_the_submitters(inst1, tmp_path):
+    (tmp_path / "p.py").write_text("from fluxlite.shell.plugin import ShellPlugin\n"
+                                   "class P(ShellPlugin):\n    name = 'p'\n")
+    inst1.cli("run", "-o", "plugins=p.py", "true", check=True, cwd=str(tmp_path))
+
+
+def test_wait_reports_a_cancel(inst1):
+    jobid = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
+    inst1.cli("cancel", fluid.f58(jobid), check=True)
+    cp = inst1.cli("job", "wait", fluid.f58(jobid))
+    assert cp.returncode == 1 and cp.stderr.strip().endswith(": cancel exception")

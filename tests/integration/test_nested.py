@@ -222,3 +222,22 @@ fluxlite job wait $id
     r = api.wait(parent.handle(), jobid, timeout=60)
     assert r["result"] == "CANCELED"
     # the fixture asserts that no broker, shell or task of either instance is left
+
+
+def test_child_attributes_and_clean_cancel(parent, tmp_path):
+    out = tmp_path / "c.out"
+    jobid = jobid_of(parent.cli("batch", "-N4", "--broker-opts=-Stbon.topo=kary:2", "--output",
+                                str(out), "--wrap", "sh", "-c",
+                                "fluxlite getattr broker.critical-ranks; exec sleep 300"))
+    h = parent.handle()
+    for e in api.event_watch(h, jobid):
+        if e["name"] == "memo":
+            break
+    uri = parent.cli("uri", fluid.f58(jobid), check=True).stdout.strip()
+    rundir = Handle(uri).getattr("rundir")
+    assert rundir.startswith(parent.getattr("rundir"))  # inside its parent's run directory
+    parent.cli("cancel", fluid.f58(jobid), check=True)
+    assert api.wait(h, jobid, timeout=60)["result"] == "CANCELED"
+    text = out.read_text()
+    assert text.splitlines()[0] == "0-1"
+    assert "Traceback" not in text and "broker failed" not in text, text

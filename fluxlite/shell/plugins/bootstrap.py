@@ -52,6 +52,7 @@ class Bootstrap(ShellPlugin):
             "FLUXLITE_BOOTSTRAP_CORES": idset.encode(self.shell.info["cores"]),
             "FLUXLITE_INSTANCE_LEVEL": str(self.shell.info.get("instance_level", 0) + 1),
             "FLUXLITE_JOB_ID": fluid.f58(self.shell.jobid),
+            "FLUXLITE_RUNDIR_BASE": self.shell.info.get("rundir", ""),
         })
         self.socks[task.rank] = ours
         task._bootstrap_theirs = theirs
