@@ -130,15 +130,16 @@ class SchedService(Service):
                                  "summary": rset.summary(alloc)})
 
     def _deny_infeasible(self) -> None:
-        keep = []
+        keep, denied = [], []
         for p in self.queue:
             why = self.unsatisfiable(p.req)
-            if why:
-                self.log.info("pending job no longer fits", id=p.id, reason=why)
-                self.respond_error(p.msg, EOVERFLOW, why)
-            else:
-                keep.append(p)
-        self.queue = keep
+            (denied if why else keep).append((p, why))
+        # the queue is settled before anyone hears: answering calls the job-manager,
+        # which may call back in (sched.cancel) while we would still be iterating
+        self.queue = [p for p, _ in keep]
+        for p, why in denied:
+            self.log.info("pending job no longer fits", id=p.id, reason=why)
+            self.respond_error(p.msg, EOVERFLOW, why)
 
     # --------------------------------------------------------------- RPCs
     @request("sched.alloc", streaming=False)

@@ -124,6 +124,7 @@ def test_shrink_fails_what_no_longer_fits(parent):
     small = jobid_of(parent.cli("submit", "-N1", "sleep", "300"))
     wait_event(h, small, "start")
     pending = jobid_of(parent.cli("submit", "-N4", "true"))
+    behind = jobid_of(parent.cli("submit", "-N1", "true"))  # queued behind it (FIFO)
     assert api.info(h, pending)["state"] == "SCHED"  # FIFO: waits for whole nodes
     parent.kill_broker(3)  # rank 3 runs the -N1 job; the -N3 job is on 0-2
     r = api.wait(h, pending, timeout=10)
@@ -131,12 +132,15 @@ def test_shrink_fails_what_no_longer_fits(parent):
     assert "unsatisfiable request: need 4 exclusive node(s), only 3 eligible" in r["errstr"]
     assert api.wait(h, small, timeout=10)["result"] == "FAILED"  # it ran on the lost rank
     assert api.info(h, running)["state"] == "RUN"  # untouched
+    assert api.info(h, behind)["state"] == "SCHED"
     cp = parent.cli("run", "-N4", "true")
     assert cp.returncode == 1 and "only 3 eligible" in cp.stderr
     out = parent.cli("resource", "list", "-s", "all", check=True).stdout
     assert re.search(r"all\s+3\s+6", out), out
     parent.cli("cancel", fluid.f58(running), check=True)
     api.wait(h, running, timeout=30)
+    # the job queued behind the refused one runs once there is room
+    assert api.wait(h, behind, timeout=30)["result"] == "COMPLETED"
 
 
 # ----------------------------------------------- persistent instance jobs
