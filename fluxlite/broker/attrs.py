@@ -119,7 +119,7 @@ ATTRIBUTES: dict[str, Attr] = {
     "broker.rc2-none": Attr("0", _bool, False,
                             "run no initial program: the instance stays up until shutdown"),
     # logging
-    "log-stderr-level": Attr("warning", _level, True, "lowest level printed on stderr"),
+    "log-stderr-level": Attr("error", _level, True, "lowest level printed on stderr"),
     "log-level": Attr("info", _level, True, "lowest level kept in the ring and log file"),
     "log-ring-size": Attr("1024", _uint, False, "log entries kept for `fluxlite dmesg`"),
     # resources and exec

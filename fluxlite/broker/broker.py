@@ -79,6 +79,7 @@ class Broker:
         self.start_time = time.time()
         self._shutdown = asyncio.Event()
         self._shutdown_reason = ""
+        self._asked_to_stop = False  # by `fluxlite shutdown`, not by a signal
         self._children_changed = asyncio.Event()
         self._membership_hooks: list = []
         self._quorum = asyncio.Event()
@@ -270,8 +271,9 @@ class Broker:
                                           pgid=self.cfg.initial_pgid)
             pid = await proc.started
         except OSError as exc:
-            log.error("initial program failed to start", error=exc.strerror)
-            print(f"fluxlite start: {exc.strerror}", file=sys.stderr, flush=True)
+            log.info("initial program failed to start", error=exc.strerror)
+            where = "fluxlite instance" if self.cfg.nested else "fluxlite start"
+            print(f"{where}: {exc.strerror}", file=sys.stderr, flush=True)
             self.exit_code = 127
             return
         self.rc2 = proc
@@ -305,6 +307,10 @@ class Broker:
         except OSError:
             status = 1 << 8
         self.exit_code = procs.wait_status_to_exit_code(status)
+        if self._asked_to_stop and os.WIFSIGNALED(status) and \
+                os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGHUP):
+            # `fluxlite shutdown` ended it on purpose: that is a clean end, not a failure
+            self.exit_code = 0
         self.rc2 = None
         log.info("rc2 exited", status=procs.describe_status(status),
                  elapsed=f"{time.monotonic() - t0:.3f}s")
@@ -375,7 +381,9 @@ class Broker:
     def _on_signal(self, sig: int) -> None:
         self.request_shutdown(f"signal {signal.Signals(sig).name}")
 
-    def request_shutdown(self, reason: str) -> None:
+    def request_shutdown(self, reason: str, deliberate: bool = False) -> None:
+        """Begin shutting down; `deliberate` (fluxlite shutdown) makes ending rc2 a clean exit."""
+        self._asked_to_stop = self._asked_to_stop or deliberate
         if not self._shutdown.is_set():
             log.info("shutdown requested", reason=reason)
             self._shutdown_reason = reason

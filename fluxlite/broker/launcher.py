@@ -145,6 +145,9 @@ def _supervise(pids: dict[int, int], remove_rundir: str | None, interactive: boo
     _reap_within(remaining, 5.0)
     if remove_rundir:
         shutil.rmtree(remove_rundir, ignore_errors=True)
+    if status is not None and os.WIFSIGNALED(status):
+        print(f"fluxlite start: rank 0 broker (pid {rank0}) "
+              f"{procs.signal_name(os.WTERMSIG(status))}", file=sys.stderr, flush=True)
     return 1 if status is None else procs.wait_status_to_exit_code(status)
 
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "setattr": ("misc", "setattr", "Set a broker attribute"),
     "lsattr": ("misc", "lsattr", "List broker attributes"),
     "dmesg": ("misc", "dmesg", "Print a broker's recent log"),
+    "uptime": ("misc", "uptime", "Show how long the instance has run, its depth and size"),
     "shutdown": ("misc", "shutdown", "Shut the instance down"),
 }
 HIDDEN = {"broker"}  # started by batch/alloc, not by people

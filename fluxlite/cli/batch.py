@@ -71,10 +71,12 @@ def fluxlite_executable() -> str:
     return os.path.join(d, "fluxlite") if d else "fluxlite"
 
 
-def read_directives(script: str) -> list[str]:
-    """Options from '# fluxlite:' lines at the top of a script (after the #! line)."""
+def read_directives(script: str, name: str = "script") -> list[str]:
+    """Options from '# fluxlite:' lines at the top of a script (after the #! line).
+
+    Each line is checked on its own first, so an error names the line."""
     args: list[str] = []
-    for line in script.splitlines()[1:]:
+    for lineno, line in enumerate(script.splitlines()[1:], start=2):
         stripped = line.strip()
         if not stripped:
             continue
@@ -83,10 +85,13 @@ def read_directives(script: str) -> list[str]:
         body = stripped[1:].strip()
         if body.startswith("fluxlite:"):
             try:
-                args += shlex.split(body[len("fluxlite:"):])
-            except ValueError as exc:
-                raise UsageError(f"bad '# fluxlite:' directive {line.strip()!r}: {exc}") \
+                words = shlex.split(body[len("fluxlite:"):])
+                batch.make_context("batch", words + ["--", "script"])
+            except (ValueError, click.UsageError) as exc:
+                why = exc.format_message() if isinstance(exc, click.UsageError) else str(exc)
+                raise UsageError(f"argument parsing failed at {name} line {lineno}: {why}") \
                     from None
+            args += words
     return args
 
 
@@ -98,7 +103,7 @@ def read_directives(script: str) -> list[str]:
 @click.option("--error", default=None, metavar="FILE", help="Where stderr goes (default: "
                                                              "with --output).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the job id.")
-@click.argument("args", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def batch(ctx, wrap, output, error, quiet, args, **params):
     """Submit SCRIPT (with ARGS) to run in a new instance of its own; print the job id.
@@ -107,20 +112,30 @@ def batch(ctx, wrap, output, error, quiet, args, **params):
     nothing.  '# fluxlite: OPTIONS' lines at its top add options (the command
     line wins).  Instance jobs default to exit-timeout=none and --persist.
     """
+    if not args and sys.stdin.isatty():
+        raise UsageError("give a SCRIPT, --wrap COMMAND, or a script on standard input")
+    path = "stdin"
     if wrap:
-        script = "#!/bin/sh\n" + " ".join(shlex.quote(a) for a in args) + "\n"
-        name, script_args = args[0], []
+        # as Flux does: the arguments joined by spaces (or stdin) are the script's body
+        body = " ".join(args) + "\n" if args else sys.stdin.read()
+        script = "#!/bin/sh\n" + body
+        name, script_args = "batch", []
+    elif not args:
+        script, name, script_args = sys.stdin.read(), "batch", []
     else:
         path, script_args = args[0], list(args[1:])
         try:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 script = f.read()
+        except UnicodeDecodeError:
+            raise UsageError(f"{path} does not appear to be a script (it is not text)") \
+                from None
         except OSError as exc:
             raise UsageError(f"cannot read batch script {path}: {exc.strerror}") from None
-        if not script.startswith("#!"):
-            raise UsageError(f"{path}: a batch script must start with '#!' (e.g. #!/bin/sh)")
         name = os.path.basename(path)
-    directives = read_directives(script)
+    if not wrap and not script.startswith("#!"):
+        raise UsageError(f"{path}: a batch script must start with '#!' (e.g. #!/bin/sh)")
+    directives = read_directives(script, path)
     if directives:
         sub = batch.make_context("batch", directives + ["--", "script"], parent=ctx.parent)
         for key, value in sub.params.items():

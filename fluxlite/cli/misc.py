@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import click
@@ -13,7 +14,8 @@ from .common import HELP, RANK, handle
 @click.command(context_settings=HELP)
 @click.option("-c", "--count", type=click.IntRange(1, None), default=1, show_default=True,
               help="Number of pings to send.")
-@click.option("-i", "--interval", type=float, default=0.0, help="Seconds between pings.")
+@click.option("-i", "--interval", type=click.FloatRange(0, 3600), default=0.0,
+              help="Seconds between pings.")
 @click.option("-r", "--rank", type=RANK, default=None, help="Rank to ping a SERVICE on.")
 @click.option("-p", "--pad", type=click.IntRange(0, 1 << 20), default=0,
               help="Bytes of padding in each ping.")
@@ -92,3 +94,20 @@ def shutdown(reason):
     """Shut the instance down: running jobs are cancelled, brokers leave leaves-first."""
     with handle() as h:
         h.call("broker.shutdown", {"reason": reason or "fluxlite shutdown"}, nodeid=0)
+
+
+@click.command(context_settings=HELP)
+def uptime():
+    """One line about the instance: time, state, how long it has run, owner, depth, size."""
+    import pwd
+    from ..util import fsd
+    with handle() as h:
+        st = h.call("broker.state", nodeid=0)
+        level = h.getattr("instance-level")
+        size = h.getattr("size")
+    try:
+        owner = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        owner = str(os.getuid())
+    click.echo(f" {time.strftime('%H:%M:%S')} {st['state']} {fsd.format(st['uptime'])},  "
+               f"owner {owner},  depth {level},  size {size}")

@@ -37,11 +37,12 @@ def run(command, **params):
 @click.option("--wait", is_flag=True,
               help="Wait for the jobs to finish; exit with the largest exit code.")
 @click.option("--watch", is_flag=True, help="Wait for the jobs and show their output.")
-@click.option("--progress", is_flag=True, help="Show a progress bar while waiting (with --wait).")
+@click.option("--progress", is_flag=True, help="Wait for the jobs with a progress bar.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit(command, cc, quiet, wait, watch, progress, **params):
     """Submit COMMAND as a job and print its id."""
     from ..job import api
+    wait = wait or progress
     ccs = [None]
     if cc is not None:
         try:

@@ -11,6 +11,7 @@ FLUXLITE_HANDLE_ROLEMASK.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from ..errors import FluxliteError, UsageError
@@ -28,14 +29,28 @@ def resolve_uri(uri: str | None = None) -> str:
             "or set FLUXLITE_URI to an instance's local-uri)", 2)
     if uri.startswith("local://"):
         path = uri[len("local://"):]
-        if not os.path.exists(path):
-            raise FluxliteError(f"no instance at {uri}: {path} does not exist", 2)
+        _check_listening(uri, path)
         return "ipc://" + path
     if uri.startswith(("ipc://", "tcp://")):
-        if uri.startswith("ipc://") and not os.path.exists(uri[6:]):
-            raise FluxliteError(f"no instance at {uri}: {uri[6:]} does not exist", 2)
+        if uri.startswith("ipc://"):
+            _check_listening(uri, uri[6:])
         return uri
     raise UsageError(f"unsupported URI {uri!r}: expected local://PATH, ipc://PATH or tcp://HOST:PORT")
+
+
+def _check_listening(uri: str, path: str) -> None:
+    """Fail at once, with the reason, if nothing listens at a local socket path."""
+    import socket
+    if not os.path.exists(path):
+        raise FluxliteError(f"no instance at {uri}: {path} does not exist", errno.ENOENT)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except OSError as exc:
+        raise FluxliteError(f"no instance at {uri}: {exc.strerror} (has it exited?)",
+                            errno.ECONNREFUSED) from None
+    finally:
+        s.close()
 
 
 def credentials() -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
     {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
                                  "starttime": T, "expiration": T+limit or 0,
-                                 "nodelist": ["host", ...]}}
+                                 "nslots": N, "nodelist": ["host,host"]}}
 
 Internally an allocation is {rank: [core ids]}.  `layout()` turns a jobspec's
 task count and an allocation into tasks per rank (block order: ranks in
@@ -15,7 +15,7 @@ from ..util import idset
 
 
 def build(alloc: dict[int, list[int]], *, starttime: float, expiration: float,
-          hostname: str) -> dict:
+          hostname: str, nslots: int | None = None) -> dict:
     groups: dict[str, list[int]] = {}
     for rank in sorted(alloc):
         groups.setdefault(idset.encode(alloc[rank]), []).append(rank)
@@ -23,8 +23,8 @@ def build(alloc: dict[int, list[int]], *, starttime: float, expiration: float,
               for cores, ranks in sorted(groups.items(), key=lambda kv: kv[1][0])]
     return {"version": 1, "execution": {
         "R_lite": r_lite, "starttime": starttime, "expiration": expiration,
-        "nslots": sum(len(c) for c in alloc.values()),
-        "nodelist": [hostname] * len(alloc)}}
+        "nslots": sum(len(c) for c in alloc.values()) if nslots is None else nslots,
+        "nodelist": [",".join([hostname] * len(alloc))]}}
 
 
 def parse(R: dict) -> dict[int, list[int]]:

@@ -105,5 +105,5 @@ class BrokerService(Service):
         if self.broker.rank != 0:
             raise FluxliteError("shutdown must be sent to rank 0", errno.EINVAL)
         reason = (msg.payload or {}).get("reason", "") if isinstance(msg.payload, dict) else ""
-        self.broker.request_shutdown(reason or "fluxlite shutdown")
+        self.broker.request_shutdown(reason or "fluxlite shutdown", deliberate=True)
         return {}

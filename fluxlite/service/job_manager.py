@@ -206,7 +206,7 @@ class JobManagerService(Service):
         dur = job.jobspec["attributes"]["system"].get("duration", 0) or 0
         job.expiration = now + dur if dur else 0.0
         job.R = rset.build(alloc, starttime=now, expiration=job.expiration,
-                           hostname=self.hostname)
+                           hostname=self.hostname, nslots=job.req.nslots)
         self._post(job, "alloc", {"annotations": {"sched": {
             "resource_summary": resp.payload.get("summary", "")}}},
             extra_ops=[{"key": job_key(job.id, "R"), "value": job.R}])

@@ -62,8 +62,9 @@ exit 5
 
 def test_batch_output_option_and_wrap(parent, tmp_path):
     out = tmp_path / "wrap.out"
-    jobid = jobid_of(parent.cli("batch", "--output", str(out), "--wrap", "sh", "-c",
-                                "echo wrapped $(fluxlite getattr size)"))
+    # as in Flux, the arguments joined by spaces are the script
+    jobid = jobid_of(parent.cli("batch", "--output", str(out), "--wrap", "echo", "wrapped",
+                                "$(fluxlite getattr size)"))
     assert api.wait(parent.handle(), jobid, timeout=60)["success"]
     assert out.read_text().strip() == "wrapped 1"
 
@@ -140,7 +141,7 @@ def test_alloc_bg_proxy_uri_and_shutdown(parent):
 def test_batch_inside_batch(parent, tmp_path):
     inner = tmp_path / "inner.out"
     outer = write_script(tmp_path / "outer.sh", f"""#!/bin/sh
-id=$(fluxlite batch --output {inner} --wrap sh -c 'echo inner level $(fluxlite getattr instance-level)')
+id=$(fluxlite batch --output {inner} --wrap 'echo inner level $(fluxlite getattr instance-level)')
 fluxlite job wait $id
 """)
     jobid = jobid_of(parent.cli("batch", "-N2", "--output", str(tmp_path / "outer.out"), outer))
@@ -227,7 +228,7 @@ fluxlite job wait $id
 def test_child_attributes_and_clean_cancel(parent, tmp_path):
     out = tmp_path / "c.out"
     jobid = jobid_of(parent.cli("batch", "-N4", "--broker-opts=-Stbon.topo=kary:2", "--output",
-                                str(out), "--wrap", "sh", "-c",
+                                str(out), "--wrap",
                                 "fluxlite getattr broker.critical-ranks; exec sleep 300"))
     h = parent.handle()
     for e in api.event_watch(h, jobid):
@@ -241,3 +242,17 @@ def test_child_attributes_and_clean_cancel(parent, tmp_path):
     text = out.read_text()
     assert text.splitlines()[0] == "0-1"
     assert "Traceback" not in text and "broker failed" not in text, text
+
+
+def test_batch_from_stdin_and_bad_directives(parent, tmp_path):
+    out = tmp_path / "stdin.out"
+    jobid = jobid_of(parent.cli("batch", "--output", str(out),
+                                input="#!/bin/sh\necho from stdin\n"))
+    assert api.wait(parent.handle(), jobid, timeout=60)["success"]
+    assert out.read_text().strip() == "from stdin"
+    bad = write_script(tmp_path / "bad.sh", "#!/bin/sh\n# fluxlite: -N2 --bogus\ntrue\n")
+    cp = parent.cli("batch", bad)
+    assert cp.returncode != 0
+    assert f"argument parsing failed at {bad} line 2: No such option '--bogus'" in cp.stderr
+    cp = parent.cli("batch", "/bin/true")
+    assert cp.returncode != 0 and "does not appear to be a script" in cp.stderr

@@ -48,7 +48,11 @@ class Output(ShellPlugin):
                 continue
             path = os.path.join(cwd, expand_path(str(template), self.shell.jobid))
             if path not in opened:
-                opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                except OSError as exc:
+                    raise ValueError(f"cannot open {stream} file {path}: {exc.strerror}") \
+                        from None
             self.files[stream] = opened[path]
         if self.files and self.shell.is_leader:
             self.shell.output_append([entry("redirect", {"stream": s, "rank": "all",
