@@ -175,8 +175,10 @@ class Instance:
         e = dict(self.env)
         if env:
             e.update(env)
+        stdin = {} if input is not None else {"stdin": subprocess.DEVNULL}
         cp = subprocess.run(fluxlite_command() + [str(a) for a in args], env=e, cwd=cwd,
-                            capture_output=True, text=True, timeout=timeout, input=input)
+                            capture_output=True, text=True, timeout=timeout, input=input,
+                            **stdin)
         if check and cp.returncode != 0:
             raise AssertionError(f"fluxlite {' '.join(map(str, args))} exited {cp.returncode}: "
                                  f"{cp.stderr.strip()}")

@@ -18,6 +18,7 @@ import time
 
 from ..job import eventlog as jel
 from ..job import states
+from ..shell.plugins.output import decode_data
 from ..util import fluid
 
 
@@ -33,22 +34,23 @@ class Attach:
         self.status: int | None = None
         self.fatal = False
         self.clean = False
-        self.partial: dict[tuple[str, str], str] = {}
+        self.partial: dict[tuple[str, str], bytes] = {}
+        self.stdin_key: str | None = None  # forward our stdin into the job's input log
         self.last_interrupt = 0.0
         self.error: str | None = None
 
     # ---------------------------------------------------------------- output
-    def _write(self, stream: str, rank: str, data: str) -> None:
-        out = sys.stdout if stream == "stdout" else sys.stderr
+    def _write(self, stream: str, rank: str, data: bytes) -> None:
+        out = (sys.stdout if stream == "stdout" else sys.stderr).buffer
         if not self.label_io:
             out.write(data)
             out.flush()
             return
         key = (stream, rank)
-        buf = self.partial.pop(key, "") + data
-        *lines, rest = buf.split("\n")
-        for line in lines:
-            out.write(f"{rank}: {line}\n")
+        buf = self.partial.pop(key, b"") + data
+        *lines, rest = buf.split(b"\n")
+        prefix = f"{rank}: ".encode()
+        out.write(b"".join(prefix + line + b"\n" for line in lines))
         if rest:
             self.partial[key] = rest
         out.flush()
@@ -61,11 +63,11 @@ class Attach:
             name = e.get("name")
             if name == "data":
                 if "data" in ctx:
-                    self._write(ctx["stream"], ctx.get("rank", "0"), ctx["data"])
+                    self._write(ctx["stream"], ctx.get("rank", "0"), decode_data(ctx))
                 if ctx.get("eof") and self.label_io:
-                    rest = self.partial.pop((ctx["stream"], ctx.get("rank", "0")), "")
+                    rest = self.partial.pop((ctx["stream"], ctx.get("rank", "0")), b"")
                     if rest:
-                        self._write(ctx["stream"], ctx.get("rank", "0"), rest + "\n")
+                        self._write(ctx["stream"], ctx.get("rank", "0"), rest + b"\n")
             elif name == "log":
                 sys.stderr.write(f"{self._stamp(e)}fluxlite-shell[{ctx.get('rank', 0)}]: "
                                  f"{ctx.get('level', 'INFO')}: {ctx.get('message', '')}\n")
@@ -122,6 +124,21 @@ class Attach:
             elif b == signal.SIGTERM:
                 self._quietly("job-manager.kill", {"id": self.jobid, "signum": signal.SIGTERM})
 
+    def _on_stdin(self) -> None:
+        try:
+            data = os.read(sys.stdin.fileno(), 65536)
+        except OSError:
+            data = b""
+        from ..shell.plugins.output import encode_data
+        ctx = {"stream": "stdin", "rank": "all"}
+        if data:
+            ctx.update(encode_data(data))
+        else:
+            ctx["eof"] = True
+            self.h.remove_fd(sys.stdin.fileno())
+        self._quietly("kvs.commit", {"ops": [{"key": self.stdin_key,
+                                               "append": [jel.entry("data", ctx)]}]})
+
     def _quietly(self, topic: str, payload: dict) -> None:
         p = self.h.rpc(topic, payload)
         p.on_response = lambda msg: None
@@ -139,16 +156,20 @@ class Attach:
         old_fd = signal.set_wakeup_fd(sig_w)
         old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
         self.h.add_fd(self._sig_r, self._on_signal_pipe)
+        if self.stdin_key:
+            self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
         try:
             self.h.run_until(lambda: self.clean or not self.h.connected)
         finally:
+            if self.stdin_key:
+                self.h.remove_fd(sys.stdin.fileno())
             signal.set_wakeup_fd(old_fd)
             for s, handler in old.items():
                 signal.signal(s, handler)
             os.close(self._sig_r)
             os.close(sig_w)
         for (stream, rank), rest in list(self.partial.items()):
-            self._write(stream, rank, rest + "\n")
+            self._write(stream, rank, rest + b"\n")
         if not self.h.connected and not self.clean:
             sys.stderr.write(f"{self.prog}: lost connection to the instance\n")
             return 1

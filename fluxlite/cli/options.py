@@ -94,6 +94,9 @@ SLOTS = [
 ]
 
 IO = [
+    click.Option(["--input"], default=None, metavar="FILE",
+                 help="Tasks read standard input from FILE (run forwards its own stdin "
+                      "otherwise, when it is a pipe or a file)."),
     click.Option(["--output"], default=None, metavar="FILE",
                  help="Write stdout to FILE instead of the job's output log ({{id}} expands "
                       "to the job id)."),
@@ -153,6 +156,8 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
             user[key[5:]] = val
         else:
             sysattrs[key[7:] if key.startswith("system.") else key] = val
+    if params.get("input"):
+        options["input.path"] = os.path.abspath(params["input"])
     if params.get("output"):
         options["output.stdout.path"] = params["output"]
     if params.get("error"):

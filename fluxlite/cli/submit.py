@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -21,11 +22,27 @@ def run(command, **params):
     """
     from ..job import api
     from .attach import Attach
-    spec = jobspec_from(list(command), params)
+    forward = not params.get("input") and _stdin_has_data()
+    spec = jobspec_from(list(command), params, extra_options={"input": 1} if forward else None)
     with handle() as h:
         resp = api.submit_full(h, spec, params["urgency"])
-        code = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run").run()
+        attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run")
+        if forward:
+            from ..job.eventlog import eventlog_key
+            attach.stdin_key = eventlog_key(resp["id"], "input")
+        code = attach.run()
     sys.exit(code)
+
+
+def _stdin_has_data() -> bool:
+    """A pipe or a regular file on stdin is forwarded to the tasks (a terminal or /dev/null
+    is not: tasks of `run` then read nothing, as batch jobs do)."""
+    import stat
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
 @click.command(context_settings=NO_INTERSPERSED)

@@ -9,6 +9,7 @@ hex id (`job.0000.0004.b200.0000`):
                          start, exception, finish, release, free, clean
     guest.exec.eventlog  init, starting, shell.init, shell.start, shell.task-exit, ...
     guest.output         output eventlog: header, data, eof (stdout/stderr per task)
+    guest.input          input eventlog: data, eof (what `run` forwards from its stdin)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from ..util import fluid
 
 PATHS = {"eventlog": "eventlog", "exec": "guest.exec.eventlog", "output": "guest.output",
-         "main": "eventlog"}
+         "input": "guest.input", "main": "eventlog"}
 
 
 def job_key(jobid: int, *parts: str) -> str:

@@ -65,6 +65,8 @@ OPTIONS = {
     "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
     "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
                                "output.label: prefix lines with the task rank"),
+    "input": (_any, "input", "tasks read stdin from the job's input log (set by run), or "
+                             "input.path=FILE"),
 }
 
 _MESSAGES = {
@@ -89,8 +91,8 @@ def parse_setopt(text: str) -> tuple[str, object]:
 
 def lookup(name: str):
     """The table entry for an option name (output.* and pty.* share one entry)."""
-    return OPTIONS.get(name.split(".", 1)[0] if name.startswith(("pty.", "output."))
-                       else name)
+    return OPTIONS.get(name.split(".", 1)[0]
+                       if name.startswith(("pty.", "output.", "input.")) else name)
 
 
 def validate(options: dict) -> None:

@@ -442,3 +442,25 @@ def test_wait_reports_a_cancel(inst1):
     inst1.cli("cancel", fluid.f58(jobid), check=True)
     cp = inst1.cli("job", "wait", fluid.f58(jobid))
     assert cp.returncode == 1 and cp.stderr.strip().endswith(": cancel exception")
+
+
+def test_run_forwards_stdin(instance_factory):
+    inst = instance_factory(2)
+    cp = inst.cli("run", "sh", "-c", "read x; echo got=$x", input="hello\n", check=True)
+    assert cp.stdout == "got=hello\n"
+    cp = inst.cli("run", "-N2", "-l", "cat", input="a\nb\n", check=True)
+    assert sorted(cp.stdout.splitlines()) == ["0: a", "0: b", "1: a", "1: b"]
+
+
+def test_binary_output_and_input_file_are_exact(inst1, tmp_path):
+    import subprocess
+    from fluxlite.testing import fluxlite_command
+    blob = bytes(range(256)) * 64
+    src = tmp_path / "blob"
+    src.write_bytes(blob)
+    cp = subprocess.run(fluxlite_command() + ["run", "--input", str(src), "cat"],
+                        env=inst1.env, capture_output=True, timeout=60)
+    assert cp.returncode == 0 and cp.stdout == blob
+    cp = subprocess.run(fluxlite_command() + ["run", "cat"], env=inst1.env, input=blob,
+                        capture_output=True, timeout=60)
+    assert cp.returncode == 0 and cp.stdout == blob

@@ -9,6 +9,9 @@ def builtin_plugins(shell) -> list:
     from .output import Output
     from .signals import SignalForwarder
     plugins = [Output, SignalForwarder, Doom]
+    if shell.options.get("input") or shell.options.get("input.path"):
+        from .input import Input
+        plugins.insert(0, Input)
     if shell.options.get("instance"):
         from .bootstrap import Bootstrap
         plugins.insert(0, Bootstrap)

@@ -1,7 +1,8 @@
 """output: task stdout/stderr into the job's output eventlog, or into files.
 
 Each shell appends its own tasks' output straight to `guest.output` in the
-KVS (no leader in the path, so no shell ever waits for another's output).
+KVS (bytes that are not UTF-8 travel base64-encoded, so output is kept
+exactly; no leader in the path, so no shell ever waits for another's output).
 Data read in the same turn of the event loop goes out in one commit; a task's
 streams end with an `eof` mark, which `run` and `job attach` wait for.
 
@@ -18,6 +19,22 @@ import os
 from ...job.eventlog import entry
 from ...util import fluid
 from ..plugin import ShellPlugin
+
+
+def encode_data(data: bytes) -> dict:
+    """{data: text} when the bytes are UTF-8, else {data: base64, encoding: base64} (as Flux)."""
+    try:
+        return {"data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        import base64
+        return {"data": base64.b64encode(data).decode(), "encoding": "base64"}
+
+
+def decode_data(ctx: dict) -> bytes:
+    if ctx.get("encoding") == "base64":
+        import base64
+        return base64.b64decode(ctx["data"])
+    return ctx["data"].encode("utf-8")
 
 
 def expand_path(template: str, jobid: int) -> str:
@@ -73,7 +90,7 @@ class Output(ShellPlugin):
             return
         ctx = {"stream": stream, "rank": str(task.rank)}
         if data:
-            ctx["data"] = data.decode("utf-8", errors="replace")
+            ctx.update(encode_data(data))
         if eof:
             ctx["eof"] = True
         self.batch.append(entry("data", ctx))
