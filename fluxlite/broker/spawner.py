@@ -37,6 +37,16 @@ from ..util.proctitle import set_title
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 
+def _recv_chunk(sock: socket.socket) -> bytes | None:
+    """What the other side sent: None if nothing yet, b"" once it is gone."""
+    try:
+        return sock.recv(1 << 20)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
+
+
 def _unpacker() -> msgpack.Unpacker:
     return msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=256 << 20)
 
@@ -84,12 +94,9 @@ class _Server:
             self.exiting = True
 
     def _read_requests(self) -> None:
-        try:
-            data = self.sock.recv(1 << 20)
-        except (BlockingIOError, InterruptedError):
+        data = _recv_chunk(self.sock)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self.exiting = True
             return
@@ -313,12 +320,9 @@ class Spawner:
         self._loop.add_reader(self.sock.fileno(), self._on_readable)
 
     def _on_readable(self) -> None:
-        try:
-            data = self.sock.recv(1 << 20)
-        except (BlockingIOError, InterruptedError):
+        data = _recv_chunk(self.sock)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._lost()
             return
