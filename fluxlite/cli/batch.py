@@ -194,7 +194,7 @@ def alloc(bg, command, **params):
         resp = api.submit_full(h, spec, params["urgency"])
         jobid = resp["id"]
         if bg:
-            uri = wait_for_instance(h, jobid)
+            wait_for_instance(h, jobid)
             click.echo(fluid.f58(jobid))
             return 0
         if interactive and sys.stdin.isatty():

@@ -58,7 +58,6 @@ def _stdin_has_data() -> bool:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit(command, cc, quiet, wait, watch, progress, **params):
     """Submit COMMAND as a job and print its id."""
-    from ..job import api
     wait = wait or progress
     ccs = [None]
     if cc is not None:

@@ -20,14 +20,14 @@ import time
 import zmq
 
 from ..errors import FluxliteError, RPCTimeout
-from ..protocol import message as m
-from ..protocol.message import Message
-from .connect import credentials, resolve_uri
-from .rpc import PendingRPC, RPCTracker
+from .base import HandleCore
+from .connect import resolve_uri
+from .rpc import PendingRPC
 
 
-class Handle:
+class Handle(HandleCore):
     def __init__(self, uri: str | None = None, *, connect_timeout: float = 5.0):
+        super().__init__()
         self.uri = uri
         self.endpoint = resolve_uri(uri)
         self.ctx = zmq.Context.instance()
@@ -39,52 +39,20 @@ class Handle:
         self.sock.setsockopt(zmq.SNDTIMEO, int(connect_timeout * 1000))
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.sock.connect(self.endpoint)
-        self.userid, self.role = credentials()
-        self.tracker = RPCTracker()
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(self.monitor, zmq.POLLIN)
         self.fd_callbacks: dict[int, object] = {}
-        self.on_event = None  # callback(Message) for subscribed events
-        self.on_request = None  # callback(Message) for requests to a service we registered
         self.connected = True
         self._sent_any = False
 
-    # ------------------------------------------------------------- sending
-    def _send(self, msg: Message) -> None:
-        if not self.connected:
-            raise FluxliteError("connection to broker lost", errno.EHOSTUNREACH)
+    def _transmit(self, frames: list[bytes]) -> None:
         try:
-            self.sock.send_multipart(m.encode(msg))
+            self.sock.send_multipart(frames)
         except zmq.Again:
             raise FluxliteError(f"no instance answering at {self.uri or self.endpoint}: "
                                 "is it running?", errno.ECONNREFUSED) from None
         self._sent_any = True
-
-    def rpc(self, topic: str, payload=None, *, nodeid: int | None = None,
-            streaming: bool = False, flags: int = 0) -> PendingRPC:
-        pending = self.tracker.new(topic, streaming)
-        msg = Message.request(topic, payload,
-                              nodeid=m.NODEID_ANY if nodeid is None else nodeid,
-                              flags=flags | (m.STREAMING if streaming else 0),
-                              matchtag=pending.matchtag, userid=self.userid, role=self.role)
-        try:
-            self._send(msg)
-        except FluxliteError:
-            self.tracker.forget(pending.matchtag)
-            raise
-        return pending
-
-    def send(self, topic: str, payload=None, *, nodeid: int | None = None) -> None:
-        """A request that wants no response."""
-        self._send(Message.request(topic, payload,
-                                   nodeid=m.NODEID_ANY if nodeid is None else nodeid,
-                                   flags=m.NORESPONSE, userid=self.userid, role=self.role))
-
-    def respond(self, req: Message, payload=None, errnum: int = 0, errstr: str = "") -> None:
-        if req.flags & m.NORESPONSE:
-            return
-        self._send(req.response(payload, errnum, errstr))
 
     def call(self, topic: str, payload=None, *, nodeid: int | None = None,
              timeout: float | None = None):
@@ -152,21 +120,7 @@ class Handle:
             except zmq.Again:
                 return n
             n += 1
-            try:
-                msg = m.decode(frames)
-            except FluxliteError:
-                continue
-            if msg.type == m.RESPONSE:
-                self.tracker.dispatch(msg)
-            elif msg.type == m.EVENT and self.on_event is not None:
-                self.on_event(msg)
-            elif msg.type == m.REQUEST and self.on_request is not None:
-                self.on_request(msg)
-
-    def _lost(self) -> None:
-        if self.connected:
-            self.connected = False
-            self.tracker.fail_all(errno.EHOSTUNREACH, "connection to broker lost")
+            self._deliver(frames)
 
     def add_fd(self, fd: int, callback) -> None:
         """Also wake for `fd` (e.g. a signal wakeup pipe) and call `callback()`."""
@@ -189,7 +143,7 @@ class Handle:
             return
         if self.connected and self._sent_any:
             try:
-                self.sock.send_multipart(m.encode(Message.control("disconnect")), zmq.NOBLOCK)
+                self.sock.send_multipart(self._goodbye(), zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
         self.monitor.close(linger=0)

@@ -1,0 +1,82 @@
+"""What both handles share: building and sending requests, answering, and
+routing what arrives (responses to their RPC, requests to a registered
+service, events to a subscriber).  A handle only says how frames leave
+(`_transmit`) and how it waits; see sync.py and aio.py."""
+
+from __future__ import annotations
+
+import errno
+
+from ..errors import FluxliteError
+from ..protocol import message as m
+from ..protocol.message import Message
+from .connect import credentials
+from .rpc import PendingRPC, RPCTracker
+
+
+class HandleCore:
+    def __init__(self):
+        self.userid, self.role = credentials()
+        self.tracker = RPCTracker()
+        self.on_event = None    # callback(Message) for subscribed events
+        self.on_request = None  # callback(Message) for requests to a service we registered
+        self.connected = False
+
+    def _transmit(self, frames: list[bytes]) -> None:
+        raise NotImplementedError
+
+    def _send(self, msg: Message) -> None:
+        if not self.connected:
+            raise FluxliteError("connection to broker lost", errno.EHOSTUNREACH)
+        self._transmit(m.encode(msg))
+
+    def _request(self, topic: str, payload, nodeid: int | None, flags: int,
+                 matchtag: int = 0) -> Message:
+        return Message.request(topic, payload, nodeid=m.NODEID_ANY if nodeid is None else nodeid,
+                               flags=flags, matchtag=matchtag, userid=self.userid,
+                               role=self.role)
+
+    def rpc(self, topic: str, payload=None, *, nodeid: int | None = None,
+            streaming: bool = False, flags: int = 0) -> PendingRPC:
+        """Send a request; the PendingRPC collects its response(s)."""
+        pending = self.tracker.new(topic, streaming)
+        msg = self._request(topic, payload, nodeid, flags | (m.STREAMING if streaming else 0),
+                            pending.matchtag)
+        try:
+            self._send(msg)
+        except FluxliteError:
+            self.tracker.forget(pending.matchtag)
+            raise
+        return pending
+
+    def send(self, topic: str, payload=None, *, nodeid: int | None = None) -> None:
+        """A request that wants no response."""
+        self._send(self._request(topic, payload, nodeid, m.NORESPONSE))
+
+    def respond(self, req: Message, payload=None, errnum: int = 0, errstr: str = "") -> None:
+        if req.flags & m.NORESPONSE or not self.connected:
+            return
+        self._send(req.response(payload, errnum, errstr))
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        try:
+            msg = m.decode(frames)
+        except FluxliteError:
+            return
+        if msg.type == m.RESPONSE:
+            self.tracker.dispatch(msg)
+        elif msg.type == m.REQUEST:
+            if self.on_request is not None:
+                self.on_request(msg)
+            else:
+                self.respond(msg, None, errno.ENOSYS, f"no handler for {msg.topic}")
+        elif msg.type == m.EVENT and self.on_event is not None:
+            self.on_event(msg)
+
+    def _lost(self) -> None:
+        if self.connected:
+            self.connected = False
+            self.tracker.fail_all(errno.EHOSTUNREACH, "connection to broker lost")
+
+    def _goodbye(self) -> list[bytes]:
+        return m.encode(Message.control("disconnect"))
