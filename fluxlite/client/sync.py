@@ -20,6 +20,7 @@ import time
 import zmq
 
 from ..errors import FluxliteError, RPCTimeout
+from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
 from .connect import resolve_uri
 from .rpc import PendingRPC
@@ -48,7 +49,7 @@ class Handle(HandleCore):
 
     def _transmit(self, frames: list[bytes]) -> None:
         try:
-            self.sock.send_multipart(frames)
+            send_frames(self.sock, frames, 0)
         except zmq.Again:
             raise FluxliteError(f"no instance answering at {self.uri or self.endpoint}: "
                                 "is it running?", errno.ECONNREFUSED) from None
@@ -113,10 +114,10 @@ class Handle(HandleCore):
     def _drain(self) -> int:
         n = 0
         while True:
-            if not self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not has_input(self.sock):
                 return n
             try:
-                frames = self.sock.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(self.sock)
             except zmq.Again:
                 return n
             n += 1

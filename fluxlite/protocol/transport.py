@@ -15,6 +15,8 @@ from typing import Callable
 
 import zmq
 
+from .frames import has_input, recv_frames, send_frames
+
 # how many messages one drain handles before yielding to other work
 _DRAIN_BUDGET = 256
 
@@ -45,10 +47,9 @@ class Channel:
             if self._closed:
                 return
             try:
-                # asking EVENTS first is cheaper than a recv that raises Again
-                if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                if not has_input(sock):
                     return
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = recv_frames(sock)
             except zmq.ZMQError:
                 return
             try:
@@ -61,12 +62,12 @@ class Channel:
     def send(self, frames: list[bytes]) -> None:
         """Send without blocking.  Raises zmq.ZMQError (e.g. EHOSTUNREACH on a ROUTER)."""
         try:
-            self.sock.send_multipart(frames, zmq.NOBLOCK)
+            send_frames(self.sock, frames)
         finally:
             # a send can consume the FD's readiness edge: if input is already waiting,
             # drain it soon; otherwise the next arrival will signal the FD again
             try:
-                if self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                if has_input(self.sock):
                     self._schedule()
             except zmq.ZMQError:
                 pass

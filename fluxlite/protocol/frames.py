@@ -1,0 +1,32 @@
+"""Raw multipart I/O on one ZeroMQ socket, shared by the broker's asyncio
+channels and the synchronous client handle (which must not import asyncio:
+it costs every CLI command ~30 ms)."""
+
+from __future__ import annotations
+
+import zmq
+
+# Plain ints: pyzmq's enum constants cost an enum construction per use, and
+# these run several times per message on every hop.
+_EVENTS, _POLLIN, _RCVMORE = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.RCVMORE)
+_NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
+
+
+def has_input(sock: zmq.Socket) -> bool:
+    """Whether a message is waiting (cheaper than a recv that raises Again)."""
+    return bool(sock.get(_EVENTS) & _POLLIN)
+
+
+def recv_frames(sock: zmq.Socket) -> list[bytes]:
+    """One whole multipart message without blocking; raises zmq.Again if none."""
+    frames = [sock.recv(_NOBLOCK)]
+    while sock.get(_RCVMORE):
+        frames.append(sock.recv(_NOBLOCK))
+    return frames
+
+
+def send_frames(sock: zmq.Socket, frames: list[bytes], flags: int = _NOBLOCK) -> None:
+    """One multipart message; with the default flags, raises zmq.Again rather than block."""
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        sock.send(frame, flags | _SNDMORE if i < last else flags)
