@@ -18,7 +18,6 @@ import time
 
 from ..job import eventlog as jel
 from ..job import states
-from ..shell.plugins.output import decode_data
 from ..util import fluid
 
 
@@ -63,7 +62,7 @@ class Attach:
             name = e.get("name")
             if name == "data":
                 if "data" in ctx:
-                    self._write(ctx["stream"], ctx.get("rank", "0"), decode_data(ctx))
+                    self._write(ctx["stream"], ctx.get("rank", "0"), jel.decode_data(ctx))
                 if ctx.get("eof") and self.label_io:
                     rest = self.partial.pop((ctx["stream"], ctx.get("rank", "0")), b"")
                     if rest:
@@ -129,10 +128,9 @@ class Attach:
             data = os.read(sys.stdin.fileno(), 65536)
         except OSError:
             data = b""
-        from ..shell.plugins.output import encode_data
         ctx = {"stream": "stdin", "rank": "all"}
         if data:
-            ctx.update(encode_data(data))
+            ctx.update(jel.encode_data(data))
         else:
             ctx["eof"] = True
             self.h.remove_fd(sys.stdin.fileno())

@@ -51,3 +51,20 @@ def format_entry(e: dict, *, human: bool = False, t0: float | None = None) -> st
     for k, v in ctx.items():
         parts.append(f"{k}={json.dumps(v, separators=(',', ':'), ensure_ascii=False)}")
     return " ".join(parts)
+
+
+# output and input eventlog `data` entries
+def encode_data(data: bytes) -> dict:
+    """{data: text} when the bytes are UTF-8, else {data: base64, encoding: base64} (as Flux)."""
+    try:
+        return {"data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        import base64
+        return {"data": base64.b64encode(data).decode(), "encoding": "base64"}
+
+
+def decode_data(ctx: dict) -> bytes:
+    if ctx.get("encoding") == "base64":
+        import base64
+        return base64.b64decode(ctx["data"])
+    return ctx["data"].encode("utf-8")

@@ -14,8 +14,8 @@ import errno
 import os
 import subprocess
 
+from ...job.eventlog import decode_data
 from ..plugin import ShellPlugin
-from .output import decode_data
 
 
 class Input(ShellPlugin):

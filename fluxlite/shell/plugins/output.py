@@ -16,25 +16,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from ...job.eventlog import entry
+from ...job.eventlog import encode_data, entry
 from ...util import fluid
 from ..plugin import ShellPlugin
-
-
-def encode_data(data: bytes) -> dict:
-    """{data: text} when the bytes are UTF-8, else {data: base64, encoding: base64} (as Flux)."""
-    try:
-        return {"data": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        import base64
-        return {"data": base64.b64encode(data).decode(), "encoding": "base64"}
-
-
-def decode_data(ctx: dict) -> bytes:
-    if ctx.get("encoding") == "base64":
-        import base64
-        return base64.b64decode(ctx["data"])
-    return ctx["data"].encode("utf-8")
 
 
 def expand_path(template: str, jobid: int) -> str:
