@@ -117,18 +117,6 @@ def cmdline_of(pid: int) -> str:
         return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def children_of(pid: int) -> list[int]:
-    kids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if ppid_of(int(name)) == pid:
-                    kids.append(int(name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return kids
-
-
 def cli(inst: Instance, *args, timeout: float = 60.0) -> subprocess.CompletedProcess:
     """inst.cli that raises with the command and its stderr when it fails."""
     cp = inst.cli(*args, timeout=timeout)
@@ -305,7 +293,7 @@ def fig_rss(rows: list, quick: bool, ctx: dict) -> None:
             for rank in range(4):
                 pid = inst.broker_pid(rank)
                 brokers[rank] = proc_status(pid, "VmRSS")
-                kids = [k for k in children_of(pid) if cmdline_of(k).startswith("fluxlite-spawner")]
+                kids = [k for k in procs.children(pid) if cmdline_of(k).startswith("fluxlite-spawner")]
                 if len(kids) != 1:
                     raise RuntimeError(f"rank {rank} (pid {pid}) has {len(kids)} "
                                        "fluxlite-spawner children, expected 1")

@@ -157,13 +157,21 @@ class _Server:
             tag, kind = entry
             self._send({"op": "exited", "tag": tag, "pid": pid, "status": status})
             if kind == "shell":
-                # anything the shell left behind goes with it: its session, and orphans
-                # re-parented to us (e.g. a pty task in a session of its own).  After the
-                # report, so the scan of /proc does not delay the job's completion.
-                me = os.getpid()
-                orphans = {p for p, (ppid, _) in procs.process_table().items()
-                           if ppid == me and p not in self.children}
-                procs.kill_tree({pid} | orphans, {pid}, include_roots=bool(orphans))
+                self._kill_leftovers(pid)
+
+    def _kill_leftovers(self, shell_pid: int) -> None:
+        """Kill whatever an exited shell left behind.
+
+        We are a subreaper, so the shell's surviving descendants now hang below
+        children of ours that we did not start ("orphans").  Usually there are
+        none, and reading our own children list is far cheaper than a scan of
+        /proc after every job.  Orphans in the session of a child that still
+        runs (another job's shell, the initial program) are left to it."""
+        live = self.children.keys()
+        orphans = {p for p in procs.children(os.getpid()) - live
+                   if procs.session_of(p) not in live}
+        if orphans:
+            procs.kill_tree(orphans, {shell_pid}, include_roots=True)
 
     def _spawn(self, req: dict) -> None:
         tag, kind = req["tag"], req.get("kind", "exec")

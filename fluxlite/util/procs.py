@@ -57,6 +57,33 @@ def process_table() -> dict[int, tuple[int, int]]:
     return table
 
 
+def children(pid: int) -> set[int]:
+    """The live children of `pid`, from /proc/PID/task/*/children (no scan of /proc).
+
+    Falls back to a scan of the process table on kernels without that file."""
+    kids: set[int] = set()
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+        for tid in tids:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                kids.update(int(k) for k in f.read().split())
+    except FileNotFoundError:
+        return {p for p, (ppid, _) in process_table().items() if ppid == pid}
+    except OSError:
+        pass
+    return kids
+
+
+def session_of(pid: int) -> int | None:
+    """The session id of `pid`, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rfind(b")") + 2:].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def descendants(roots: set[int], sessions: set[int] = frozenset(),
                 table: dict[int, tuple[int, int]] | None = None) -> set[int]:
     """Every process below `roots`, plus every member of `sessions` and its descendants."""

@@ -157,6 +157,18 @@ def test_lingering_process_does_not_trigger_timer(instance_factory, nodes):
     assert "exception" not in cp.stderr
 
 
+def test_daemon_in_a_session_of_its_own_dies_with_its_job(inst1):
+    """A task's child that escapes its process group and session (setsid) is an
+    orphan of the spawner once the job's shell exits; it is killed then, not at
+    instance teardown."""
+    from fluxlite.testing import wait_pids_gone
+    cp = inst1.cli("run", "sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!",
+                   timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    pid = int(cp.stdout.split()[0])
+    assert wait_pids_gone({pid}, timeout=10) == set()
+
+
 def test_unknown_shell_option_is_an_error(inst1):
     cp = inst1.cli("run", "-o", "nosuchoption=1", "true")
     assert cp.returncode != 0 and "unknown shell option 'nosuchoption'" in cp.stderr
