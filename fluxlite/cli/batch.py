@@ -16,6 +16,7 @@ config's `batch.persist`.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 
@@ -46,14 +47,12 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
             persist = h.getattr("batch.persist") != "0"
         except FluxliteError:
             persist = True
-    opts = list(params.get("broker_opts") or ()) + list(extra_broker_opts)
+    opts = split_broker_opts(params.get("broker_opts") or ()) + list(extra_broker_opts)
     explicit = any("broker.critical-ranks=" in o for o in opts)
     if not persist and not explicit:
         opts.append("-Sbroker.critical-ranks=all")
-    for o in opts:
-        if not o.startswith("-"):
-            raise UsageError(f"--broker-opts {o!r}: broker options start with '-', e.g. "
-                             "-Stbon.topo=kary:2")
+    from .start import check_broker_opts
+    check_broker_opts(opts)
     command = [fluxlite_executable(), "broker", *opts, "--", *command_tail]
     extra = {"instance": 1}
     if "exit-timeout" not in (params.get("setopt") or {}):
@@ -64,6 +63,15 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
     return jobspec_from(command, p, per_node=1, extra_options=extra, system=system)
 
 
+def split_broker_opts(values) -> list[str]:
+    """Each --broker-opts value may hold several options separated by commas, as in
+    Flux; a comma inside a value (-Sbroker.critical-ranks=0,2) stays."""
+    out: list[str] = []
+    for v in values:
+        out += re.split(r",(?=-)", v)
+    return out
+
+
 def fluxlite_executable() -> str:
     """The absolute path of this `fluxlite`, so brokers start whatever PATH says."""
     from ..broker.launcher import fluxlite_bindir
@@ -71,28 +79,65 @@ def fluxlite_executable() -> str:
     return os.path.join(d, "fluxlite") if d else "fluxlite"
 
 
+_DIRECTIVE = re.compile(r"^\s*#\s*fluxlite:", re.IGNORECASE)
+
+
 def read_directives(script: str, name: str = "script") -> list[str]:
     """Options from '# fluxlite:' lines at the top of a script (after the #! line).
 
-    Each line is checked on its own first, so an error names the line."""
+    Directives end at the first line that is neither blank nor a comment; one
+    found after that is an error, as is a directive that is not an option.
+    Each line is checked on its own, so an error names the line."""
     args: list[str] = []
+    first_command = None
     for lineno, line in enumerate(script.splitlines()[1:], start=2):
         stripped = line.strip()
+        if first_command is not None:
+            if _DIRECTIVE.match(line):
+                raise UsageError(f"{name} line {lineno}: orphan 'fluxlite:' directive "
+                                 f"(directives must come before the first command, line "
+                                 f"{first_command})")
+            continue
         if not stripped:
             continue
         if not stripped.startswith("#"):
-            break
-        body = stripped[1:].strip()
-        if body.startswith("fluxlite:"):
-            try:
-                words = shlex.split(body[len("fluxlite:"):])
-                batch.make_context("batch", words + ["--", "script"])
-            except (ValueError, click.UsageError) as exc:
-                why = exc.format_message() if isinstance(exc, click.UsageError) else str(exc)
-                raise UsageError(f"argument parsing failed at {name} line {lineno}: {why}") \
-                    from None
-            args += words
+            first_command = lineno
+            continue
+        if not _DIRECTIVE.match(line):
+            continue
+        body = stripped.split(":", 1)[1]
+        try:
+            words = shlex.split(body)
+            sub = batch.make_context("batch", words + ["--", "script"])
+        except (ValueError, click.UsageError) as exc:
+            why = exc.format_message() if isinstance(exc, click.UsageError) else str(exc)
+            raise UsageError(f"argument parsing failed at {name} line {lineno}: {why}") \
+                from None
+        if sub.params["args"] != ("script",):
+            raise UsageError(f"{name} line {lineno}: unknown directive {body.strip()!r} "
+                             "(a directive holds batch options, e.g. '# fluxlite: -N2')")
+        if sub.params["wrap"]:
+            raise UsageError(f"{name} line {lineno}: --wrap cannot be a directive")
+        args += words
     return args
+
+
+def merge_directives(ctx: click.Context, params: dict, directives: list[str]) -> dict:
+    """The command line over the script's directives, as Flux's batch does: an option
+    given on the command line wins; repeatable ones (-o, -S, --env, --broker-opts)
+    add up, the command line's last."""
+    sub = batch.make_context("batch", directives + ["--", "script"], parent=ctx.parent)
+    merged = dict(params)
+    for key, value in sub.params.items():
+        if key not in params or key in ("args", "wrap"):
+            continue
+        if ctx.get_parameter_source(key).name == "DEFAULT":
+            merged[key] = value
+        elif isinstance(value, dict):
+            merged[key] = {**value, **params[key]}
+        elif isinstance(value, tuple):
+            merged[key] = value + tuple(params[key])
+    return merged
 
 
 @click.command(context_settings=NO_INTERSPERSED)
@@ -103,15 +148,17 @@ def read_directives(script: str, name: str = "script") -> list[str]:
 @click.option("--error", default=None, metavar="FILE", help="Where stderr goes (default: "
                                                              "with --output).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the job id.")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT [ARGS]...]")
 @click.pass_context
-def batch(ctx, wrap, output, error, quiet, args, **params):
+def batch(ctx, **params):
     """Submit SCRIPT (with ARGS) to run in a new instance of its own; print the job id.
 
     The script is stored with the job, so editing the file afterwards changes
     nothing.  '# fluxlite: OPTIONS' lines at its top add options (the command
-    line wins).  Instance jobs default to exit-timeout=none and --persist.
+    line wins).  Instance jobs default to exit-timeout=none (set
+    -o exit-timeout= to change it) and --persist.
     """
+    wrap, args = params.pop("wrap"), params.pop("args")
     if not args and sys.stdin.isatty():
         raise UsageError("give a SCRIPT, --wrap COMMAND, or a script on standard input")
     path = "stdin"
@@ -137,21 +184,15 @@ def batch(ctx, wrap, output, error, quiet, args, **params):
         raise UsageError(f"{path}: a batch script must start with '#!' (e.g. #!/bin/sh)")
     directives = read_directives(script, path)
     if directives:
-        sub = batch.make_context("batch", directives + ["--", "script"], parent=ctx.parent)
-        for key, value in sub.params.items():
-            if key in params and ctx.get_parameter_source(key).name == "DEFAULT":
-                params[key] = value
-        if output is None:
-            output = sub.params.get("output")
-    params["output"] = output or "fluxlite-{{id}}.out"
-    params["error"] = error
+        params = merge_directives(ctx, params, directives)
+    params["output"] = params["output"] or "fluxlite-{{id}}.out"
     with handle() as h:
         spec = _instance_spec(h, ["{{script}}", *script_args], params, name=name,
                               system={"batch": {"script": script}})
         from ..job import api
         from ..util import fluid
         resp = api.submit_full(h, spec, params["urgency"])
-    if not quiet:
+    if not params["quiet"]:
         click.echo(fluid.f58(resp["id"]))
     if "exception" in resp:
         print(f"fluxlite batch: job {fluid.f58(resp['id'])}: {resp['exception']['note']}",
@@ -171,6 +212,8 @@ def alloc(bg, command, **params):
 
     With COMMAND, it runs as the instance's initial program and alloc exits
     with its status; without, an interactive $SHELL runs inside the instance.
+    Instance jobs default to exit-timeout=none (set -o exit-timeout= to change
+    it) and --persist.
     """
     from ..job import api
     from ..util import fluid

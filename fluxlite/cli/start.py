@@ -56,9 +56,6 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
         interactive = sys.stdin.isatty()
     return launch(size, attrs, command, rundir=rundir, interactive=interactive)
 
-
-
-
 @click.command(context_settings=NO_INTERSPERSED, hidden=True)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable).")
@@ -69,3 +66,22 @@ def broker(setattrs, conf, command):
     """Run one broker of an instance that runs as a job (batch/alloc start these)."""
     from ..broker.nested import run_nested_broker
     return run_nested_broker(_build_attrs(conf, setattrs), list(command))
+
+
+def check_broker_opts(opts: list[str]) -> None:
+    """Refuse, at submit, --broker-opts that the new instance's brokers would refuse."""
+    from ..errors import UsageError
+    for o in opts:
+        if not o.startswith("-"):
+            raise UsageError(f"--broker-opts {o!r}: broker options start with '-', e.g. "
+                             "-Stbon.topo=kary:2")
+    try:
+        ctx = broker.make_context("broker", list(opts) + ["--", "true"])
+    except click.UsageError as exc:
+        raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: -S NAME=VALUE, "
+                         "--setattr NAME=VALUE, --conf FILE)") from None
+    try:
+        _build_attrs(ctx.params["conf"], ctx.params["setattrs"])
+    except UsageError as exc:
+        raise UsageError(f"--broker-opts: {exc.message}") from None
+

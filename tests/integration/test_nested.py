@@ -256,3 +256,70 @@ def test_batch_from_stdin_and_bad_directives(parent, tmp_path):
     assert f"argument parsing failed at {bad} line 2: No such option '--bogus'" in cp.stderr
     cp = parent.cli("batch", "/bin/true")
     assert cp.returncode != 0 and "does not appear to be a script" in cp.stderr
+
+
+def test_directives_merge_with_the_command_line(parent, tmp_path):
+    """As Flux's batch: the command line wins for single options, repeatable ones add up,
+    and every directive (--output, --error, -q) takes effect."""
+    script = write_script(tmp_path / "d.sh", """#!/bin/sh
+# fluxlite: -o exit-timeout=5s -N2
+# fluxlite: -S user.foo=1 --env=FOO=bar
+# fluxlite: --error=err.txt --output=out.txt -q
+
+echo "FOO=$FOO BAZ=$BAZ size=$(fluxlite getattr size)"
+echo to-stderr >&2
+""")
+    cp = parent.cli("batch", "-N1", "-o", "exit-on-error", "-S", "user.bar=2", "--env=BAZ=1",
+                    script, cwd=str(tmp_path))
+    assert cp.returncode == 0 and cp.stdout == "", cp.stderr   # -q from the directive
+    jobid = api.list_jobs(parent.handle(), "all")[0]["id"]
+    assert api.wait(parent.handle(), jobid, timeout=60)["success"]
+    assert (tmp_path / "out.txt").read_text() == "FOO=bar BAZ=1 size=1\n"
+    assert (tmp_path / "err.txt").read_text() == "to-stderr\n"
+    spec = json.loads(parent.cli("job", "info", fluid.f58(jobid), "jobspec", check=True).stdout)
+    opts = spec["attributes"]["system"]["shell"]["options"]
+    assert opts["exit-timeout"] == "5s" and opts["exit-on-error"] == 1
+    assert spec["attributes"]["user"] == {"foo": 1, "bar": 2}
+
+
+@pytest.mark.parametrize("body, words", [
+    ("# fluxlite: N2\ntrue\n", "line 2: unknown directive 'N2'"),
+    ("# fluxlite: -N1\necho hi\n# fluxlite: -N2\n", "line 4: orphan 'fluxlite:' directive"),
+    ("# fluxlite: --wrap\ntrue\n", "line 2: --wrap cannot be a directive"),
+])
+def test_bad_directives_are_refused(parent, tmp_path, body, words):
+    script = write_script(tmp_path / "bad.sh", "#!/bin/sh\n" + body)
+    cp = parent.cli("batch", script)
+    assert cp.returncode != 0 and words in cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1
+    assert api.list_jobs(parent.handle(), "all") == []
+
+
+@pytest.mark.parametrize("opt, words", [
+    ("-Snosuch.attr=1", "unknown attribute 'nosuch.attr'"),
+    ("-Stbon.topo=kary:x", "invalid value for tbon.topo"),
+    ("--bogus", "No such option '--bogus'"),
+    ("oops", "broker options start with '-'"),
+])
+def test_bad_broker_opts_are_refused_at_submit(parent, opt, words):
+    for cmd in (["batch", f"--broker-opts={opt}", "--wrap", "true"],
+                ["alloc", "--bg", f"--broker-opts={opt}"]):
+        cp = parent.cli(*cmd)
+        assert cp.returncode != 0 and words in cp.stderr, cp.stderr
+        assert len(cp.stderr.strip().splitlines()) == 1
+    assert api.list_jobs(parent.handle(), "all") == []
+
+
+def test_broker_opts_split_on_commas(parent):
+    cp = parent.cli("alloc", "-N2", "--broker-opts=-Stbon.topo=kary:1,-Sexec.kill-timeout=2s",
+                    "sh", "-c", "fluxlite getattr tbon.topo; fluxlite getattr exec.kill-timeout",
+                    timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.split() == ["kary:1", "2s"]
+
+
+@pytest.mark.parametrize("cmd", ["batch", "alloc"])
+def test_help_shows_instance_defaults(parent, cmd):
+    out = parent.cli(cmd, "--help", check=True).stdout
+    assert "exit-timeout=none" in " ".join(out.split())
+    assert "--no-persist" in out
