@@ -48,8 +48,8 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
         except FluxliteError:
             persist = True
     opts = split_broker_opts(params.get("broker_opts") or ()) + list(extra_broker_opts)
-    explicit = any("broker.critical-ranks=" in o for o in opts)
-    if not persist and not explicit:
+    if not persist:
+        # after the user's options, so --no-persist wins over a critical-ranks setting
         opts.append("-Sbroker.critical-ranks=all")
     from .start import check_broker_opts
     check_broker_opts(opts)
@@ -304,4 +304,9 @@ def proxy(jobid, command):
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
-        raise FluxliteError(f"{argv[0]}: {exc.strerror}") from None
+        # as a shell reports it: 127 command not found, 126 found but not executable
+        missing = isinstance(exc, FileNotFoundError)
+        err = FluxliteError(f"{argv[0]}: command not found" if missing and "/" not in argv[0]
+                            else f"{argv[0]}: {exc.strerror}")
+        err.exit_code = 127 if missing else 126
+        raise err from None

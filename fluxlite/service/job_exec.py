@@ -41,7 +41,7 @@ PENDING, RUNNING, EXITED, LOST = "pending", "running", "exited", "lost"
 
 
 class ShellProc:
-    __slots__ = ("shell_rank", "rank", "state", "pid", "status", "rpc", "failing")
+    __slots__ = ("shell_rank", "rank", "state", "pid", "status", "rpc", "failing", "lost_notice")
 
     def __init__(self, shell_rank: int, rank: int):
         self.shell_rank = shell_rank
@@ -51,6 +51,7 @@ class ShellProc:
         self.status: int | None = None
         self.rpc = None
         self.failing = False  # it reported its own failure and is exiting
+        self.lost_notice: dict | None = None  # the lost-shell notice for the leader
 
     @property
     def active(self) -> bool:
@@ -197,9 +198,9 @@ class JobExecService(Service):
             self._event(job, "shell.init", {"service": job.service,
                                             "leader-rank": job.ranks[0],
                                             "size": job.nshells})
+            # shells lost before the leader was up: their notices come with the answer
             answer = {"critical": {"ranks": idset.encode(job.critical), "seq": job.crit_seq},
-                      "lost": idset.encode(s.shell_rank for s in job.shells
-                                           if s.state == LOST)}
+                      "lost": [s.lost_notice for s in job.shells if s.lost_notice]}
         else:
             t = job.timers.pop("barrier", None)
             if t:
@@ -292,11 +293,10 @@ class JobExecService(Service):
         if job.fatal is None or not critical:
             self._raise(job, "node-failure", 0 if critical else 2, note, ctx)
         leader = job.shells[0]
+        shell.lost_notice = {"type": "lost-shell", "severity": 0 if critical else 2,
+                             "shell_rank": shell.shell_rank, "message": note}
         if shell.shell_rank != 0 and job.leader_up and leader.active:
-            self.send(f"{job.service}.exception",
-                      {"type": "lost-shell", "severity": 0 if critical else 2,
-                       "shell_rank": shell.shell_rank, "message": note},
-                      nodeid=leader.rank)
+            self.send(f"{job.service}.exception", shell.lost_notice, nodeid=leader.rank)
         for name in ("init", "start"):
             self._check_barrier(job, name)
         self._check_done(job)
@@ -308,8 +308,14 @@ class JobExecService(Service):
         for t in job.timers.values():
             t.cancel()
         job.timers.clear()
-        statuses = [s.status for s in job.shells if s.state == EXITED and s.status is not None]
-        status = max(statuses, key=_severity) if statuses else 1 << 8
+        exited = [s for s in job.shells if s.state == EXITED and s.status is not None]
+        # a non-critical shell's tasks do not decide how the job ended (a persisting
+        # instance's lost leaf broker must not turn the batch script's status into 137)
+        decisive = [s for s in exited if s.shell_rank in job.critical] or exited
+        status = max((s.status for s in decisive), key=_severity) if decisive else 1 << 8
+        if job.fatal is not None and "wait_status" in job.fatal:
+            # the exception names the task that ended the job (doom): its status wins
+            status = procs.wait_status_to_exit_code(job.fatal["wait_status"]) << 8
         if job.fatal is not None and status == 0:
             status = 1 << 8
         self._event(job, "complete", {"status": status})
@@ -345,6 +351,8 @@ class JobExecService(Service):
         if job is None or severity != 0 or job.fatal is not None:
             return {}
         job.fatal = {"type": etype, "severity": 0, "note": msg.payload.get("note", "")}
+        if type(msg.payload.get("wait_status")) is int:
+            job.fatal["wait_status"] = msg.payload["wait_status"]
         self._terminate(job, signal.SIGALRM if etype == "timeout" else signal.SIGTERM)
         return {}
 

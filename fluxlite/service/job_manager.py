@@ -249,12 +249,14 @@ class JobManagerService(Service):
     # --------------------------------------------------------- exceptions
     def raise_exception(self, job: Job, etype: str, severity: int, note: str,
                         context: dict | None = None, userid: int | None = None,
-                        notify_exec: bool = True) -> None:
+                        notify_exec: bool = True, wait_status: int | None = None) -> None:
         if job.state == states.INACTIVE:
             raise FluxliteError(f"job {fluid.f58(job.id)} is inactive", errno.EINVAL)
         ex = {"type": etype, "severity": severity, "note": note}
         if userid is not None:
             ex["userid"] = userid
+        if wait_status is not None:
+            ex["wait_status"] = wait_status
         if context:
             ex["context"] = context
         job.exceptions.append(ex)
@@ -267,16 +269,22 @@ class JobManagerService(Service):
             self.send("sched.cancel", {"id": job.id})
             self._post(job, "clean")
         elif prior == states.RUN and notify_exec:
-            self.send("job-exec.exception", {"id": job.id, "type": etype,
-                                             "severity": severity, "note": note})
+            fwd = {"id": job.id, "type": etype, "severity": severity, "note": note}
+            if wait_status is not None:
+                fwd["wait_status"] = wait_status
+            self.send("job-exec.exception", fwd)
 
     @request("job-manager.raise")
     def raise_rpc(self, msg):
         jobid, etype, severity = fields(msg, id=int, type=str, severity=int)
         note = msg.payload.get("note", "") or ""
         context = msg.payload.get("context")
+        wait_status = msg.payload.get("wait_status")
         if not 0 <= severity <= 7:
             raise FluxliteError("severity must be 0-7", errno.EINVAL)
+        if wait_status is not None and (type(wait_status) is not int or
+                                        not 0 <= wait_status < 1 << 16):
+            raise FluxliteError("wait_status must be a wait status (0-65535)", errno.EINVAL)
         if not etype or " " in etype or "=" in etype:
             raise FluxliteError(f"invalid exception type {etype!r}", errno.EINVAL)
         job = self._job(jobid)
@@ -284,7 +292,8 @@ class JobManagerService(Service):
         if job.state == states.INACTIVE:
             raise FluxliteError(f"job {fluid.f58(jobid)} is inactive", errno.EINVAL)
         self.raise_exception(job, etype, severity, str(note),
-                             context if isinstance(context, dict) else None, userid=msg.userid)
+                             context if isinstance(context, dict) else None, userid=msg.userid,
+                             wait_status=wait_status)
         return {}
 
     @request("job-manager.cancel")

@@ -56,6 +56,8 @@ class JobShell:
         self.critical_ranks: set[int] = idset.decode(crit.get("ranks", "")) if crit else \
             set(range(self.nshells))
         self.critical_seq: int = crit.get("seq", 0)
+        self._announced_seq: int | None = None  # the last set given to plugins
+        self.early_signals: list[int] = []  # forwarded signals, for tasks that start later
         self.done_shells: set[int] = set()
         self.lost_shells: set[int] = set()
         self._progress = asyncio.Event()
@@ -107,10 +109,15 @@ class JobShell:
             self._drained.set()
 
     async def raise_exception(self, etype: str, severity: int, note: str,
-                              context: dict | None = None) -> None:
+                              context: dict | None = None,
+                              wait_status: int | None = None) -> None:
+        """Raise an exception on the job; a fatal one with `wait_status` makes the job
+        finish with that task's status (as Flux's flux_shell_raise_exit_status)."""
         payload = {"id": self.jobid, "type": etype, "severity": severity, "note": note}
         if context:
             payload["context"] = context
+        if wait_status is not None:
+            payload["wait_status"] = int(wait_status)
         try:
             await self.h.call("job-manager.raise", payload)
         except FluxliteError as exc:
@@ -171,11 +178,13 @@ class JobShell:
             await registered.get()
         if self.is_leader:
             crit = resp.get("critical") or {}
-            self.set_critical(idset.decode(crit.get("ranks", "")), crit.get("seq", 0))
+            announce = self._adopt_critical(idset.decode(crit.get("ranks", "")),
+                                            crit.get("seq", 0))
+            if announce is not None:
+                await announce
             # shells lost before the barrier were never announced one by one
-            self.lost_shells |= idset.decode(resp.get("lost") or "")
-            await self.plugins.call("shell.critical-ranks", set(self.critical_ranks),
-                                    self.critical_seq)
+            for notice in resp.get("lost") or ():
+                self._lost_shell(notice)
         await self._start_tasks()
         try:
             await self.h.call("job-exec.shell-start", {"id": self.jobid,
@@ -321,24 +330,41 @@ class JobShell:
 
     def _m_exception(self, p: dict, msg) -> dict:
         if p.get("type") == "lost-shell":
-            sr = int(p["shell_rank"])
-            severity = int(p.get("severity", 0))
-            message = str(p.get("message", ""))
-            if message:
-                print(f"fluxlite-shell[0]: WARNING: {message}", file=sys.stderr, flush=True)
-            self.lost_shells.add(sr)
-            self._progress.set()
-            self._maybe_tasks_complete()
-            asyncio.ensure_future(self.plugins.call("shell.lost", sr, severity, message))
+            self._lost_shell(p)
         return {}
 
+    def _lost_shell(self, p: dict) -> None:
+        """job-exec says a shell is gone: stop waiting for it and tell the plugins (once)."""
+        sr = int(p["shell_rank"])
+        if sr in self.lost_shells:
+            return
+        severity = int(p.get("severity", 0))
+        message = str(p.get("message", ""))
+        if message:
+            print(f"fluxlite-shell[0]: WARNING: {message}", file=sys.stderr, flush=True)
+        self.lost_shells.add(sr)
+        self._progress.set()
+        self._maybe_tasks_complete()
+        asyncio.ensure_future(self.plugins.call("shell.lost", sr, severity, message))
+
     def _m_critical_ranks(self, p: dict, msg) -> dict:
-        ranks = idset.decode(p["ranks"])
-        seq = int(p["seq"])
-        if self.set_critical(ranks, seq):
-            self._progress.set()
-            asyncio.ensure_future(self.plugins.call("shell.critical-ranks", set(ranks), seq))
+        announce = self._adopt_critical(idset.decode(p["ranks"]), int(p["seq"]))
+        if announce is not None:
+            asyncio.ensure_future(announce)
         return {}
+
+    def _adopt_critical(self, ranks: set[int], seq: int):
+        """A critical-ranks update (pushed, or with the init answer): adopt it unless it
+        is stale.  Returns the `shell.critical-ranks` call to make (once per adopted
+        set; the first, with the set the job starts with, even if nothing changed),
+        or None."""
+        adopted = self.set_critical(ranks, seq)
+        if not adopted and self._announced_seq is not None:
+            return None
+        self._announced_seq = self.critical_seq
+        self._progress.set()
+        return self.plugins.call("shell.critical-ranks", set(self.critical_ranks),
+                                 self.critical_seq)
 
     async def _flush(self) -> None:
         out = self._output_plugin

@@ -68,6 +68,8 @@ class Task:
             self.done.set_result(None)
             return
         self.pid = self.proc.pid
+        for sig in self.shell.early_signals:  # sent to the job before this task existed
+            self.kill(sig)
         for stream, pipe in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
             if pipe is None:
                 continue

@@ -11,15 +11,22 @@ leader once.  The leader records the first exit in the exec eventlog
 failure, raises the fatal `exec` exception at once.  A lost shell counts as
 an abnormal exit of its tasks.  The timer stops when every task is complete.
 
-Critical ranks: doom follows `shell.critical-ranks`.  An exit or a lost shell
-on a shell rank outside the job's critical set never starts the timer and
-never triggers exit-on-error; it is recorded as `doom.ignore` in the exec
-eventlog so the user can see what was ignored.
+Critical ranks: doom subscribes to `shell.critical-ranks`.  An exit or a lost
+shell on a shell rank outside the job's critical set never starts the timer
+and never triggers exit-on-error; it is recorded as `doom.ignore` in the exec
+eventlog so the user can see what was ignored.  Every report is kept, so when
+the set changes the decision is made again: a timer armed by a rank that is
+no longer critical stops, and a report from a rank that became critical arms
+it (for what is left of the timeout).
+
+The fatal exception carries the failing task's wait status, and the job finishes with that status (a task's `exit 7` ends the job with 7,
+not with the SIGTERM its siblings got), as in Flux.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from ...util import fsd
 from .. import options as shell_options
@@ -41,6 +48,8 @@ class Doom(ShellPlugin):
         self.timer: asyncio.TimerHandle | None = None
         self.first: dict | None = None
         self.done = False
+        self.reports: list[dict] = []   # leader: every report, in arrival order
+        self.ignored: set[tuple] = set()  # reports already recorded as doom.ignore
 
     def methods(self) -> dict:
         return {"doom": self._report} if self.shell.is_leader else {}
@@ -79,7 +88,24 @@ class Doom(ShellPlugin):
             self.shell_tasks_complete()
             return
         self.check({"shell_rank": shell_rank, "lost": True, "message": message,
-                    "exitcode": 1, "rank": None})
+                    "exitcode": 1, "wait_status": 1 << 8, "rank": None})
+
+    def shell_critical_ranks(self, ranks: set, seq: int) -> None:
+        """The critical set changed: decide again on everything reported so far."""
+        if self.done or not self.shell.is_leader:
+            return
+        if self.first is not None and self.first["shell_rank"] not in ranks:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            self.first = None
+        for info in self.reports:
+            if info["shell_rank"] not in ranks:
+                self._ignore(info)
+            else:
+                self._decide(info)
+                if self.done:
+                    return
 
     def shell_tasks_complete(self) -> None:
         self.done = True
@@ -89,29 +115,43 @@ class Doom(ShellPlugin):
 
     # --------------------------------------------------------------- decision
     def check(self, info: dict) -> None:
-        shell = self.shell
-        sr = info["shell_rank"]
-        lost = bool(info.get("lost"))
-        if sr not in shell.critical_ranks:
-            ctx = {"shell_rank": sr, "what": "lost shell" if lost else "task exit"}
-            if not lost:
-                ctx.update(rank=info["rank"], disposition=info.get("disposition", ""))
-            shell.exec_event("doom.ignore", ctx)
+        """Leader: a shell reported a task exit, or a shell was lost."""
+        info = dict(info, received=time.monotonic())
+        self.reports.append(info)
+        if info["shell_rank"] not in self.shell.critical_ranks:
+            self._ignore(info)
             return
+        self._decide(info)
+
+    def _ignore(self, info: dict) -> None:
+        key = (info["shell_rank"], info.get("rank"), bool(info.get("lost")))
+        if key in self.ignored:
+            return
+        self.ignored.add(key)
+        lost = bool(info.get("lost"))
+        ctx = {"shell_rank": info["shell_rank"], "what": "lost shell" if lost else "task exit"}
+        if not lost:
+            ctx.update(rank=info["rank"], disposition=info.get("disposition", ""))
+        self.shell.exec_event("doom.ignore", ctx)
+
+    def _decide(self, info: dict) -> None:
+        """A report from a critical rank: record it, then fail at once or arm the timer."""
+        lost = bool(info.get("lost"))
         if not self.recorded and not lost:
             self.recorded = True
-            shell.exec_event("shell.task-exit", {
+            self.shell.exec_event("shell.task-exit", {
                 "localid": info["localid"], "rank": info["rank"], "state": "Exited",
                 "pid": info["pid"], "wait_status": info["wait_status"],
                 "signaled": info["signaled"], "exitcode": info["exitcode"]})
         if self.done:
             return
         if self.exit_on_error and info["exitcode"] != 0:
-            self._fatal(self._what(info, "failed") + " and exit-on-error is set")
+            self._fatal(self._what(info, "failed") + " and exit-on-error is set", info)
             return
         if self.timeout is not None and self.timer is None and self.first is None:
             self.first = info
-            self.timer = asyncio.get_running_loop().call_later(self.timeout, self._expired)
+            left = max(0.0, self.timeout - (time.monotonic() - info["received"]))
+            self.timer = asyncio.get_running_loop().call_later(left, self._expired)
 
     def _what(self, info: dict, verb: str) -> str:
         host = info.get("host") or self.shell.hostname
@@ -126,9 +166,13 @@ class Doom(ShellPlugin):
         if self.done:
             return
         self._fatal(self._what(self.first, "exited") +
-                    f" and exit-timeout={fsd.format(self.timeout)} has expired")
+                    f" and exit-timeout={fsd.format(self.timeout)} has expired", self.first)
 
-    def _fatal(self, note: str) -> None:
+    def _fatal(self, note: str, info: dict) -> None:
         self.done = True
         self.shell.log(f"doom: {note}", "FATAL")
-        asyncio.ensure_future(self.shell.raise_exception("exec", 0, note))
+        ctx = {"shell_rank": info["shell_rank"], "host": info.get("host") or self.shell.hostname}
+        if info.get("rank") is not None:
+            ctx["rank"] = info["rank"]
+        asyncio.ensure_future(self.shell.raise_exception(
+            "exec", 0, note, ctx, wait_status=info.get("wait_status", 0)))

@@ -44,5 +44,9 @@ class SignalForwarder(ShellPlugin):
             self.forward(sig)
 
     def forward(self, sig: int) -> None:
+        if sig not in (signal.SIGCONT, signal.SIGWINCH):
+            # tasks not started yet get it as they start (a job cancelled during its
+            # start must not wait for the kill timeout)
+            self.shell.early_signals.append(sig)
         for task in self.shell.tasks:
             task.kill(sig)
