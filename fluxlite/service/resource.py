@@ -3,8 +3,9 @@
 Every rank offers cores (default: all of this machine's, as Flux's test
 instances do; `resource.cores-per-rank` or a nested instance's allocation
 says otherwise).  A rank is up while its broker is online and not drained;
-torpid or offline ranks are down; a lost rank is removed for good (shrink),
-so work that can no longer fit fails at once instead of waiting.
+torpid ranks are down; a lost rank, or one whose broker left while the
+instance runs (nothing restarts a broker), is removed for good (shrink), so
+work that can no longer fit fails at once instead of waiting.
 
 The scheduler follows `resource.acquire` (RFC 28 style): first the whole
 inventory and the up set, then {up, down, shrink} updates.  Changes are also
@@ -17,6 +18,7 @@ import errno
 import time
 
 from ..broker.attrs import machine_cores
+from ..broker.state import CLEANUP
 from ..errors import FluxliteError
 from ..util import idset
 from .base import Service, fields, request
@@ -30,7 +32,8 @@ class ResourceService(Service):
         self.cores: dict[int, list[int]] = broker_inventory(broker)
         self.online: set[int] = set()
         self.torpid: set[int] = set()
-        self.lost: set[int] = set()
+        self.lost: set[int] = set()   # removed for good (shrink): lost, or left
+        self.left: set[int] = set()   # of those, the ones whose broker left cleanly
         self.drained: dict[int, tuple[float, str]] = {}
         self.acquirers: list = []
         self._last_up: set[int] = set()
@@ -73,22 +76,32 @@ class ResourceService(Service):
                 self.torpid |= ranks
                 self._eventlog("torpid", {"idset": idset.encode(ranks)})
             elif state == "lost":
-                newly = ranks - self.lost
-                self.lost |= ranks
-                self.online -= ranks
-                self.torpid -= ranks
-                if newly:
-                    self.log.warning("ranks lost: removing them from the resource set",
-                                     ranks=idset.encode(newly))
-                    self._eventlog("offline", {"idset": idset.encode(newly)})
-                    self._eventlog("shrink", {"idset": idset.encode(newly)})
-                    self._notify(shrink=newly)
+                self._shrink(ranks - self.lost, "lost")
             elif state == "offline":
                 gone = ranks & self.online
-                self.online -= ranks
-                if gone:
-                    self._eventlog("offline", {"idset": idset.encode(gone)})
+                if self.broker.sm.at_least(CLEANUP):
+                    # the instance is shutting down: its ranks leave, nothing to shrink for
+                    self.online -= ranks
+                    if gone:
+                        self._eventlog("offline", {"idset": idset.encode(gone)})
+                else:
+                    # a broker that left cleanly never comes back (nothing restarts it):
+                    # shrink as for a lost one, or full-size work would wait forever
+                    self.left |= gone
+                    self._shrink(gone, "offline")
         self._notify()
+
+    def _shrink(self, ranks: set[int], why: str) -> None:
+        """Remove ranks for good; the scheduler fails what no longer fits."""
+        self.lost |= ranks
+        self.online -= ranks
+        self.torpid -= ranks
+        if ranks:
+            self.log.warning(f"ranks {why}: removing them from the resource set",
+                             ranks=idset.encode(ranks))
+            self._eventlog("offline", {"idset": idset.encode(ranks)})
+            self._eventlog("shrink", {"idset": idset.encode(ranks)})
+            self._notify(shrink=ranks)
 
     def _notify(self, shrink: set[int] | None = None) -> None:
         up = self.up()
@@ -156,7 +169,7 @@ class ResourceService(Service):
         return {"hostname": hostname,
                 "ranks": {str(r): {"cores": idset.encode(c),
                                    "online": r in self.online, "torpid": r in self.torpid,
-                                   "lost": r in self.lost,
+                                   "lost": r in self.lost and r not in self.left,
                                    "drained": self.drained.get(r, (None, None))[1],
                                    "drain_time": self.drained.get(r, (None, None))[0]}
                           for r, c in self.cores.items()}}
