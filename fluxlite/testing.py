@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+import weakref
 
 TAG_VAR = "FLUXLITE_TEST_TAG"
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,8 +217,29 @@ class Instance:
         raise AssertionError(f"membership condition not met within {timeout}s: {last}")
 
 
+_pending: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def _readline(stream, timeout: float) -> str:
-    ready, _, _ = select.select([stream], [], [], timeout)
-    if not ready:
-        return ""
-    return stream.readline().decode(errors="replace")
+    """One line from a pipe within `timeout` ("" on timeout or end of file).
+
+    Reads the file descriptor directly and keeps what follows the line for the
+    next call: a buffered readline() could swallow a second line that select()
+    would then never report."""
+    buf = _pending.get(stream, b"")
+    deadline = time.monotonic() + timeout
+    fd = stream.fileno()
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, left))
+        if not ready:
+            _pending[stream] = buf
+            return ""
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            _pending[stream] = b""
+            return buf.decode(errors="replace")
+        buf += chunk
+    line, _, rest = buf.partition(b"\n")
+    _pending[stream] = rest
+    return (line + b"\n").decode(errors="replace")

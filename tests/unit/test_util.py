@@ -100,3 +100,18 @@ def test_fluid_known_values():
 def test_fluid_rejects(bad):
     with pytest.raises(ValueError):
         fluid.parse(bad)
+
+
+def test_readline_returns_every_line_of_one_write():
+    """Two lines written at once are two lines (a buffered readline once hid the second)."""
+    import os
+
+    from fluxlite.testing import _readline
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as stream:
+        os.write(w, b"ready\nready\npartial")
+        assert _readline(stream, 5) == "ready\n"
+        assert _readline(stream, 5) == "ready\n"
+        assert _readline(stream, 0.05) == ""      # no newline yet: a timeout
+        os.close(w)
+        assert _readline(stream, 5) == "partial"  # end of file
