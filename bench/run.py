@@ -283,6 +283,58 @@ def fig_rpc(rows: list, quick: bool, ctx: dict) -> None:
                             op=">=", bound=5000, note=f"{n} calls in {duration:g} s"))
     except Exception as exc:
         rows.append(Row("4", "RPC/s", None, "rpc/s", op=">=", bound=5000, error=str(exc)))
+    try:
+        rate = zmq_round_trip_rate(duration)
+        progress("rpc", f"bare ZeroMQ round trips: {rate:,.0f}/s")
+        rows.append(Row("4c", "bare ZeroMQ round trips/s (floor)", rate, "rpc/s",
+                        note="two processes, DEALER->ROUTER over ipc://, echo, no fluxlite: "
+                             "the ceiling for 4a on this machine"))
+    except Exception as exc:
+        rows.append(Row("4c", "bare ZeroMQ round trips/s", None, "rpc/s", error=str(exc)))
+
+
+def zmq_round_trip_rate(duration: float) -> float:
+    """Sequential round trips per second between two processes with bare pyzmq sockets
+    (a forked ROUTER echo server): what 4a would be if fluxlite cost nothing."""
+    import tempfile
+
+    import zmq
+    path = os.path.join(tempfile.mkdtemp(prefix="fl-bench-"), "echo")
+    endpoint = f"ipc://{path}"
+    pid = os.fork()
+    if pid == 0:  # the echo server: a fresh context after the fork
+        try:
+            sock = zmq.Context().socket(zmq.ROUTER)
+            sock.bind(endpoint)
+            while True:
+                frames = sock.recv_multipart()
+                sock.send_multipart(frames)
+                if frames[-1] == b"quit":
+                    break
+        finally:
+            os._exit(0)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.connect(endpoint)
+    try:
+        for _ in range(100):
+            sock.send_multipart([b"header", b"x"])
+            sock.recv_multipart()
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < duration:
+            sock.send_multipart([b"header", b"x"])
+            sock.recv_multipart()
+            n += 1
+        rate = n / (time.perf_counter() - t0)
+        sock.send_multipart([b"quit"])
+        sock.recv_multipart()
+        return rate
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        os.waitpid(pid, 0)
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
 
 
 def fig_rss(rows: list, quick: bool, ctx: dict) -> None:
