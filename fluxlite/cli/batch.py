@@ -32,10 +32,13 @@ INSTANCE = [
                       "--broker-opts=-Stbon.topo=kary:2 (repeatable)."),
     click.Option(["--persist/--no-persist", "persist"], default=None,
                  help="--persist (the default): the instance survives the loss of leaf "
-                      "ranks; it shrinks and jobs that no longer fit fail at once.  "
-                      "--no-persist: every rank is critical, so losing any node ends the "
-                      "job promptly with a node-failure exception.  The site default is "
-                      "the instance config's batch.persist."),
+                      "ranks; it shrinks, and jobs that no longer fit fail at once (a "
+                      "script of full-size jobs sees each one fail rather than hang, and "
+                      "runs to its end).  --no-persist: every rank is critical, so losing "
+                      "any node ends the job promptly with a node-failure exception; "
+                      "choose it when the work is useless without every node.  The site "
+                      "default is the instance config's batch.persist; docs/resilience.md "
+                      "explains the choice."),
 ]
 
 
