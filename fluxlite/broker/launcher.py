@@ -10,7 +10,12 @@ reaping every broker and removing the run directory (unless the user named it).
 
 Ctrl-C or SIGTERM: the launcher asks rank 0 to shut down (SIGTERM), which ends
 the initial program and takes the instance down leaves first; a second Ctrl-C
-kills every broker.
+kills every broker.  An instance taken down by Ctrl-C exits 130 (128+SIGINT),
+as a command interrupted on a terminal does, unless the initial program chose
+its own exit code.
+
+A run directory the user names with --rundir is kept; any part of its path
+that fluxlite creates is made mode 0700, whatever the umask.
 """
 
 from __future__ import annotations
@@ -34,6 +39,29 @@ def make_rundir(base: str | None = None) -> str:
     return tempfile.mkdtemp(prefix="fl-", dir=parent)
 
 
+def make_private_dirs(path: str) -> None:
+    """`mkdir -p path`, each directory it creates mode 0700 (umask or not); existing
+    ones are left as they are."""
+    path = os.path.abspath(path)
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise UsageError(f"--rundir: {d} exists and is not a directory") from None
+            continue
+        except OSError as exc:
+            raise UsageError(f"--rundir: cannot create {d}: {exc.strerror}") from None
+        os.chmod(d, 0o700)
+
+
 def fluxlite_bindir() -> str | None:
     """Directory holding the `fluxlite` command that runs us, for PATH inside the instance."""
     candidates = [os.path.join(sys.prefix, "bin"), os.path.dirname(os.path.abspath(sys.argv[0]))]
@@ -52,7 +80,7 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     if rundir is None:
         rundir = make_rundir()
     else:
-        os.makedirs(rundir, mode=0o700, exist_ok=True)
+        make_private_dirs(rundir)
     if len(os.path.join(rundir, f"local-{size}")) > 100:
         raise UsageError(f"run directory path is too long for a socket: {rundir}")
 
@@ -148,7 +176,10 @@ def _supervise(pids: dict[int, int], remove_rundir: str | None, interactive: boo
     if status is not None and os.WIFSIGNALED(status):
         print(f"fluxlite start: rank 0 broker (pid {rank0}) "
               f"{procs.signal_name(os.WTERMSIG(status))}", file=sys.stderr, flush=True)
-    return 1 if status is None else procs.wait_status_to_exit_code(status)
+    code = 1 if status is None else procs.wait_status_to_exit_code(status)
+    if interrupts and code > 128:  # the shutdown Ctrl-C asked for killed the program
+        code = 128 + signal.SIGINT
+    return code
 
 
 def _reap_within(pids: set[int], timeout: float) -> None:
