@@ -56,8 +56,11 @@ def _duration(ctx, param, value):
 COMMON = [
     click.Option(["-N", "--nodes"], type=click.IntRange(1, None), default=None,
                  help="Number of nodes (ranks), each wholly allocated to the job."),
-    click.Option(["-t", "--time-limit"], callback=_duration, default=None, metavar="FSD",
-                 help="Time limit, e.g. 30s, 10m, 1.5h (the job gets a timeout exception)."),
+    click.Option(["-t", "--time-limit"], callback=_duration, default=None,
+                 metavar="MINUTES|FSD",
+                 help="Time limit: minutes when a bare number (-t 5 is five minutes), "
+                      "else a duration such as 30s, 10m, 1.5h; 0 or none: no limit (the job "
+                      "gets a timeout exception when it expires)."),
     click.Option(["-o", "--setopt", "setopt"], multiple=True, callback=_setopt_list,
                  metavar="KEY[=VAL]",
                  help="Shell option, e.g. -o exit-timeout=none, -o exit-on-error "

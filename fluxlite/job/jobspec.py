@@ -185,12 +185,22 @@ def validate(spec) -> Request:
 
 
 def parse_duration(text: str) -> float:
-    """-t/--time-limit: a Flux Standard Duration ("30s", "2m"); 0 or none means no limit."""
+    """-t/--time-limit in seconds: MINUTES or a Flux Standard Duration, as Flux's -t.
+
+    A bare number is minutes ("5" is 5m, "0.5" is 30s); with a unit it is an FSD
+    ("30s", "2m", "1.5h").  0 or none means no limit.
+    """
     try:
         v = fsd.parse_timeout(text)
-    except ValueError as exc:
-        raise UsageError(f"invalid time limit: {exc}") from None
-    return 0.0 if v is None else v
+    except ValueError:
+        raise UsageError(f"invalid time limit: {text!r} is not MINUTES or a Flux Standard "
+                         "Duration (e.g. 5 for five minutes, 30s, 1.5h; 0 or none for no "
+                         "limit)") from None
+    if v is None:
+        return 0.0
+    if not str(text).strip()[-1:].isalpha():  # a valid FSD ends in a letter iff it has a unit
+        v *= 60.0
+    return v
 
 
 def command_name(spec: dict) -> str:

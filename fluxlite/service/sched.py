@@ -4,11 +4,11 @@ Requests are served strictly in submit order (a job that does not fit yet
 blocks the ones behind it, so nothing starves).  `-N` asks for whole nodes;
 otherwise slots of c cores are packed onto ranks in rank order.
 
-A request that can never fit is denied at once with Flux's wording,
-"unsatisfiable request: need 4 exclusive node(s), only 3 eligible", at submit
-and again, for every pending job, whenever ranks are lost and the resource
-set shrinks.  Down (drained, torpid, offline) ranks still count toward what
-could fit; lost ranks do not.
+A request that can never fit is denied at once, in the words of Flux's
+schedulers ("unsatisfiable request: need 4 exclusive node(s) with 1 core(s)
+each, only 3 eligible"), at submit and again, for every pending job, whenever
+ranks are lost and the resource set shrinks.  Down (drained, torpid, offline)
+ranks still count toward what could fit; lost ranks do not.
 """
 
 from __future__ import annotations
@@ -71,21 +71,35 @@ class SchedService(Service):
 
     # -------------------------------------------------------- decisions
     def unsatisfiable(self, req: js.Request) -> str | None:
-        """Why `req` can never fit in what remains, or None if it could."""
+        """Why `req` can never fit in what remains, or None if it could.
+
+        The sentence says what was asked (nodes and cores per node, or slots of
+        c cores) and what the limit is: too few nodes, or nodes too small.
+        """
         eligible = [r for r in self.total if r not in self.removed]
+        largest = max((len(self.total[r]) for r in eligible), default=0)
+        have = f"{len(eligible)} eligible node(s) have at most {largest} core(s) each"
         if req.nnodes is not None:
             need = req.slots_per_node * req.cores_per_slot
             n = sum(1 for r in eligible if len(self.total[r]) >= need)
-            if n < req.nnodes:
-                return (f"unsatisfiable request: need {req.nnodes} exclusive node(s), "
-                        f"only {n} eligible")
-            return None
+            if n >= req.nnodes:
+                return None
+            asked = (f"unsatisfiable request: need {req.nnodes} exclusive node(s) with "
+                     f"{need} core(s) each")
+            if n == len(eligible):  # every node is big enough; there are too few
+                return f"{asked}, only {n} eligible"
+            if n == 0:
+                return f"{asked}, but the {have}"
+            return (f"{asked}, only {n} of the {len(eligible)} eligible node(s) have "
+                    f"{need} or more cores")
         c = req.cores_per_slot
         slots = sum(len(self.total[r]) // c for r in eligible)
         if slots < req.nslots:
+            asked = f"unsatisfiable request: need {req.nslots} slot(s) of {c} core(s)"
+            if eligible and c > largest:  # a slot lives on one node
+                return f"{asked}, but the {have} (a slot must fit on one node)"
             total = sum(len(self.total[r]) for r in eligible)
-            return (f"unsatisfiable request: need {req.nslots} slot(s) of {c} core(s), "
-                    f"only {slots} such slot(s) available (total cores: {total})")
+            return f"{asked}, only {slots} such slot(s) available (total cores: {total})"
         return None
 
     def _try_alloc(self, req: js.Request) -> dict[int, list[int]] | None:

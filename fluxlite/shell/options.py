@@ -56,6 +56,14 @@ def _any(v) -> None:
     return None
 
 
+OUTPUT_MODES = ("truncate", "append")
+
+
+def _output_mode(v) -> None:
+    if v not in OUTPUT_MODES:
+        raise ValueError
+
+
 OPTIONS = {
     "exit-timeout": (_exit_timeout, "doom",
                      "after the first task exits, how long others may run: FSD or none"),
@@ -65,6 +73,8 @@ OPTIONS = {
     "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
     "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
                                "output.label: prefix lines with the task rank"),
+    "output.mode": (_output_mode, "output", "truncate (default) or append: how output "
+                                            "files are opened"),
     "input": (_any, "input", "tasks read stdin from the job's input log (set by run), or "
                              "input.path=FILE"),
 }
@@ -73,6 +83,7 @@ _MESSAGES = {
     "exit-timeout": "exit-timeout is not a valid Flux Standard Duration (e.g. 30s, 1.5m, none)",
     "exit-on-error": "exit-on-error takes no value, or true/false",
     "plugins": "plugins must be a path or a list of paths",
+    "output.mode": "output.mode must be truncate or append",
 }
 
 
@@ -90,9 +101,11 @@ def parse_setopt(text: str) -> tuple[str, object]:
 
 
 def lookup(name: str):
-    """The table entry for an option name (output.* and pty.* share one entry)."""
+    """The table entry for an option name (other output.*, pty.*, input.* share one entry)."""
+    if name in OPTIONS:
+        return OPTIONS[name]
     return OPTIONS.get(name.split(".", 1)[0]
-                       if name.startswith(("pty.", "output.", "input.")) else name)
+                       if name.startswith(("pty.", "output.", "input.")) else None)
 
 
 def validate(options: dict) -> None:

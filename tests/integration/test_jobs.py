@@ -213,14 +213,14 @@ def test_time_limit(inst1):
 
 def test_bad_time_limit(inst1):
     cp = inst1.cli("run", "-t", "soon", "true")
-    assert cp.returncode == 2 and "not a valid Flux Standard Duration" in cp.stderr
+    assert cp.returncode == 2 and "is not MINUTES or a Flux Standard Duration" in cp.stderr
 
 
 def test_unsatisfiable_at_submit(inst4):
     cp = inst4.cli("run", "-N", "99", "true")
     assert cp.returncode == 1
-    assert "type=alloc severity=0 unsatisfiable request: need 99 exclusive node(s), " \
-           "only 4 eligible" in cp.stderr
+    assert "type=alloc severity=0 unsatisfiable request: need 99 exclusive node(s) with " \
+           "1 core(s) each, only 4 eligible" in cp.stderr
     cp = inst4.cli("submit", "-n", "9999", "true")
     assert cp.returncode == 1
     assert fluid.parse(cp.stdout.strip())  # the job exists, with its exception

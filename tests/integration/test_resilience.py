@@ -129,7 +129,8 @@ def test_shrink_fails_what_no_longer_fits(parent):
     parent.kill_broker(3)  # rank 3 runs the -N1 job; the -N3 job is on 0-2
     r = api.wait(h, pending, timeout=10)
     assert r["result"] == "FAILED"
-    assert "unsatisfiable request: need 4 exclusive node(s), only 3 eligible" in r["errstr"]
+    assert "unsatisfiable request: need 4 exclusive node(s) with 1 core(s) each, " \
+        "only 3 eligible" in r["errstr"]
     assert api.wait(h, small, timeout=10)["result"] == "FAILED"  # it ran on the lost rank
     assert api.info(h, running)["state"] == "RUN"  # untouched
     assert api.info(h, behind)["state"] == "SCHED"
@@ -214,8 +215,8 @@ def test_full_size_jobs_fail_fast_after_a_loss(parent, tmp_path):
     text = out.read_text()
     assert r["returncode"] == 4, text  # the script continued to its end
     assert "full-size job failed" in text
-    assert "unsatisfiable request: need 2 exclusive node(s), only 1 eligible" in \
-        (tmp_path / "err").read_text()
+    assert "unsatisfiable request: need 2 exclusive node(s) with 1 core(s) each, " \
+        "only 1 eligible" in (tmp_path / "err").read_text()
 
 
 def test_interior_rank_is_critical_leaf_is_not(instance_factory):

@@ -8,7 +8,11 @@ streams end with an `eof` mark, which `run` and `job attach` wait for.
 
 Options: output.stdout.path / output.stderr.path write to files instead
 ("{{id}}" or "{id}" in the name is the job id; stderr follows stdout when only
-stdout is named), output.label prefixes every line with "RANK: ".
+stdout is named), output.label prefixes every line with "RANK: ",
+output.mode=truncate|append: a file is emptied when the job starts (the
+default, as in Flux) or added to.  Only the leader truncates, during
+shell.init; every shell writes in append mode, and no task writes before the
+init barrier, so no shell's output is cut off by another's open.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class Output(ShellPlugin):
         err = opts.get("output.stderr.path") or out
         self.label = bool(opts.get("output.label"))
         cwd = self.shell.jobspec["attributes"]["system"].get("cwd") or "/"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        if opts.get("output.mode", "truncate") == "truncate" and self.shell.is_leader:
+            flags |= os.O_TRUNC
         opened: dict[str, int] = {}
         for stream, template in (("stdout", out), ("stderr", err)):
             if not template:
@@ -50,7 +57,7 @@ class Output(ShellPlugin):
             path = os.path.join(cwd, expand_path(str(template), self.shell.jobid))
             if path not in opened:
                 try:
-                    opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    opened[path] = os.open(path, flags, 0o644)
                 except OSError as exc:
                     raise ValueError(f"cannot open {stream} file {path}: {exc.strerror}") \
                         from None
