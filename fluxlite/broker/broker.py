@@ -137,6 +137,30 @@ class Broker:
             os.umask(old)
         self.local = Channel(sock, self.router.on_client_frames)
         self.router.local_send = lambda ident, frames: self.local.send([ident] + frames)
+        # a client killed without saying goodbye: only its connection closing tells us
+        self.local_monitor = Channel(sock.get_monitor_socket(events=zmq.EVENT_DISCONNECTED),
+                                     self._on_local_disconnect)
+        self._probe_timer: asyncio.TimerHandle | None = None
+        self._last_disconnect = 0.0
+
+    # ZeroMQ drops a closed connection's pipe a moment after reporting it, so the
+    # clients are probed a little later (one probe for a burst of disconnects)
+    _PROBE_DELAY = 0.05
+
+    def _on_local_disconnect(self, frames: list[bytes]) -> None:
+        self._last_disconnect = time.monotonic()
+        self._schedule_probe()
+
+    def _schedule_probe(self) -> None:
+        if self._probe_timer is None:
+            self._probe_timer = asyncio.get_running_loop().call_later(self._PROBE_DELAY,
+                                                                      self._probe_clients)
+
+    def _probe_clients(self) -> None:
+        self._probe_timer = None
+        self.router.probe_clients()
+        if time.monotonic() - self._last_disconnect < self._PROBE_DELAY / 2:
+            self._schedule_probe()  # one that closed just now may not be dropped yet
 
     def transition(self, event: str) -> str:
         old, new = self.sm.post(event)
@@ -374,6 +398,9 @@ class Broker:
         if self.spawner is not None:
             self.spawner.close()
         self.overlay.close()
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
+        self.local_monitor.close()
         self.local.close()
         self.ctx.term()
 

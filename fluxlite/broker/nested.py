@@ -9,6 +9,12 @@ before the spawner is forked (run_broker does that first).
 The instance's attributes say where it sits: instance-level (the parent's + 1),
 jobid (its id in the parent), parent-uri.  Its resources are the job's
 allocation, rank by rank.
+
+Its run directory lives inside its job's private directory (the shell's
+`tmpdir`, FLUXLITE_RUNDIR_BASE), which the parent's spawner removes when the
+job shell is reaped, so a broker killed with its job leaves nothing behind.
+When its initial program runs on the job's terminal (an interactive alloc),
+the broker ends it with SIGHUP, as for an interactive `fluxlite start`.
 """
 
 from __future__ import annotations
@@ -67,9 +73,7 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
     size = _env_int("FLUXLITE_BOOTSTRAP_SIZE")
     chan = BootstrapChannel(_env_int("FLUXLITE_BOOTSTRAP_FD"))
     k = tree.parse_topo(attrs["tbon.topo"])
-    # inside the enclosing broker's run directory, so it goes when that instance does
-    base = os.environ.get("FLUXLITE_RUNDIR_BASE")
-    rundir = make_rundir(base if base and os.path.isdir(base) else None)
+    rundir = _make_rundir(os.environ.get("FLUXLITE_RUNDIR_BASE"), rank)
     bind = f"ipc://{rundir}/tbon" if tree.children(rank, size, k) else None
     try:
         chan.put(f"ep.{rank}", bind)
@@ -94,7 +98,8 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
     cfg = BrokerConfig(rank=rank, size=size, attrs=attrs, rundir=rundir,
                        bind_endpoint=bind, parent_endpoint=parent_ep,
                        local_path=f"{rundir}/local", initial_program=command or None,
-                       initial_pgid=0, owns_rundir=True)
+                       initial_pgid=0, owns_rundir=True,
+                       interactive=os.isatty(0))  # the job's terminal (pty plugin)
     cfg.resources = resources
     cfg.nested = True
     # inside the child, FLUXLITE_URI means the child; the parent stays in parent-uri
@@ -107,6 +112,23 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
         return run_broker(cfg)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
+
+
+def _make_rundir(base: str | None, rank: int) -> str:
+    """A short run directory inside the job's private directory (`base`), so it goes
+    when the job does; a fresh one in the system temp dir without it."""
+    if not base or not os.path.isdir(base):
+        return make_rundir(None)
+    path = os.path.join(base, f"b{rank}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        path = make_rundir(base)
+    if len(os.path.join(path, "local")) > 100:
+        shutil.rmtree(path, ignore_errors=True)
+        raise FluxliteError(f"instances nested too deeply: the run directory {path} is too "
+                            "long for a socket path")
+    return path
 
 
 def critical_ranks(attrs: dict[str, str], size: int) -> set[int]:

@@ -10,7 +10,10 @@ subscribed services and clients in order.
 
 In-flight requests are remembered per next hop, so when a child, the parent or
 a client vanishes, every RPC still waiting on it fails at once with
-EHOSTUNREACH instead of hanging.
+EHOSTUNREACH instead of hanging.  A local client vanishes when it says
+`disconnect`, when a send to it fails, when the spawner reports its pid's
+exit, or, for one killed without a word, when its connection closes (the
+broker then probes the clients it remembers: see probe_clients).
 """
 
 from __future__ import annotations
@@ -237,6 +240,19 @@ class Router:
                                   flags=m.NORESPONSE)
             msg.route = [ident]
             self.route_request(msg)
+
+    def probe_clients(self) -> None:
+        """A local connection closed: send every remembered client a `keepalive` control
+        message.  One that vanished without saying goodbye (killed) refuses it and is
+        forgotten like one that did (clients ignore control messages)."""
+        if not self.clients:
+            return
+        frames = m.encode(Message.control("keepalive"))
+        for ident in list(self.clients):
+            try:
+                self.local_send(ident, frames)
+            except zmq.ZMQError:
+                self.client_gone(ident, "client connection closed")
 
     def client_gone_by_pid(self, pid: int) -> None:
         for ident, st in list(self.clients.items()):

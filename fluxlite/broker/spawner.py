@@ -7,7 +7,8 @@ interpreter start-up), and creates its own ZeroMQ context after the fork.
 
 Broker and spawner talk over a Unix stream socket carrying msgpack maps:
 
-    broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, stdio, info}
+    broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, stdio, info,
+                         tmpdir_in}
                         {op: kill, tag, signum}      {op: killall}
     spawner -> broker   {op: started, tag, pid}      {op: failed, tag, error}
                         {op: exited, tag, status}
@@ -16,6 +17,11 @@ Death follows the node model.  The spawner gets SIGTERM when the broker
 dies (PR_SET_PDEATHSIG); it is a child subreaper, so orphans stay below it; on
 SIGTERM, on a closed socket or on `killall` it SIGKILLs every descendant.  When
 a job shell exits, whatever is left in its session is killed too.
+
+With `tmpdir_in`, the spawner makes a private directory there for the process
+(a shell finds it as `tmpdir` in its info) and removes it once the process is
+reaped and its leftovers killed, before it reports the exit, or when the
+spawner itself ends: a job's scratch files go with its shell however it ends.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import errno
 import os
 import selectors
 import signal
+import shutil
 import socket
 import sys
+import tempfile
 import traceback
 
 import msgpack
@@ -58,6 +66,7 @@ class _Server:
         self.name = name
         self.shell_log = shell_log
         self.children: dict[int, tuple[int, str]] = {}   # pid -> (tag, kind)
+        self.tmpdirs: dict[int, str] = {}                 # pid -> its private directory
         self.sel = selectors.DefaultSelector()
         self.unpacker = _unpacker()
         self.exiting = False
@@ -83,6 +92,8 @@ class _Server:
                 self._reap()
         self._killall()
         self._reap_all()
+        for path in self.tmpdirs.values():
+            shutil.rmtree(path, ignore_errors=True)
 
     def _on_term(self, signum, frame) -> None:
         self.exiting = True
@@ -155,9 +166,12 @@ class _Server:
             if entry is None:
                 continue  # an adopted orphan
             tag, kind = entry
-            self._send({"op": "exited", "tag": tag, "pid": pid, "status": status})
             if kind == "shell":
                 self._kill_leftovers(pid)
+            tmpdir = self.tmpdirs.pop(pid, None)
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            self._send({"op": "exited", "tag": tag, "pid": pid, "status": status})
 
     def _kill_leftovers(self, shell_pid: int) -> None:
         """Kill whatever an exited shell left behind.
@@ -175,6 +189,22 @@ class _Server:
 
     def _spawn(self, req: dict) -> None:
         tag, kind = req["tag"], req.get("kind", "exec")
+        tmpdir = None
+        if req.get("tmpdir_in"):
+            tmpdir = tempfile.mkdtemp(prefix="j", dir=req["tmpdir_in"])  # short: sockets
+            if isinstance(req.get("info"), dict):
+                req["info"]["tmpdir"] = tmpdir
+        pid = None
+        try:
+            pid = self._fork(req, tag, kind)
+        finally:
+            if tmpdir is not None and pid is None:
+                shutil.rmtree(tmpdir, ignore_errors=True)  # it never started
+            elif tmpdir is not None:
+                self.tmpdirs[pid] = tmpdir
+
+    def _fork(self, req: dict, tag: int, kind: str) -> int | None:
+        """Fork and start the process; its pid, or None if it failed to start."""
         errpipe_r, errpipe_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
@@ -202,9 +232,10 @@ class _Server:
         if error:
             os.waitpid(pid, 0)
             self._send({"op": "failed", "tag": tag, "error": error.decode(errors="replace")})
-            return
+            return None
         self.children[pid] = (tag, kind)
         self._send({"op": "started", "tag": tag, "pid": pid})
+        return pid
 
     def _child(self, req: dict, kind: str, errpipe_w: int) -> None:
         signal.set_wakeup_fd(-1)
@@ -408,14 +439,16 @@ class Spawner:
 
     def spawn(self, kind: str = "exec", *, argv=None, env=None, cwd=None, pgid=None,
               setsid: bool = False, ctty: bool = False, stdio: str = "inherit",
-              info=None) -> SpawnedProcess:
+              info=None, tmpdir_in: str | None = None) -> SpawnedProcess:
+        """Start a process; with `tmpdir_in`, it gets a private directory made there,
+        removed once it is reaped."""
         tag = self._next
         self._next += 1
         p = SpawnedProcess(tag, kind)
         self.procs[tag] = p
         self._send({"op": "spawn", "tag": tag, "kind": kind, "argv": argv, "env": env,
                     "cwd": cwd, "pgid": pgid, "setsid": setsid, "ctty": ctty, "stdio": stdio,
-                    "info": info})
+                    "info": info, "tmpdir_in": tmpdir_in})
         return p
 
     def kill(self, proc: SpawnedProcess, signum: int) -> None:

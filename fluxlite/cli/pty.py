@@ -1,5 +1,12 @@
 """The terminal side of an interactive `fluxlite alloc`: raw mode, keystrokes in,
-screen out, window size changes, then the job's exit code."""
+screen out, window size changes, then the job's exit code.
+
+SIGHUP or SIGTERM (the terminal closed, the ssh connection dropped) detaches:
+the terminal is restored, the connection closed, and alloc exits 128+signal.
+The job's pty plugin sees its client go (as it does when alloc is killed
+outright) and hangs up the job's terminal, so the interactive shell exits and
+the instance ends on its own.
+"""
 
 from __future__ import annotations
 
@@ -59,13 +66,18 @@ def attach_pty(h, jobid: int) -> int:
 
     sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     old_wakeup = signal.set_wakeup_fd(sig_w)
-    old_winch = signal.signal(signal.SIGWINCH, lambda *a: None)
+    old_handlers = {s: signal.signal(s, lambda *a: None)
+                    for s in (signal.SIGWINCH, signal.SIGHUP, signal.SIGTERM)}
 
     def on_signal():
         try:
-            os.read(sig_r, 64)
+            sigs = os.read(sig_r, 64)
         except BlockingIOError:
-            pass
+            return
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            if sig in sigs:
+                done["hangup"] = sig
+                return
         resize()
 
     saved = termios.tcgetattr(sys.stdin.fileno())
@@ -74,15 +86,22 @@ def attach_pty(h, jobid: int) -> int:
         resize()
         h.add_fd(sys.stdin.fileno(), on_stdin)
         h.add_fd(sig_r, on_signal)
-        h.run_until(lambda: done["pty"] or not h.connected)
+        h.run_until(lambda: done["pty"] or "hangup" in done or not h.connected)
     finally:
         h.remove_fd(sys.stdin.fileno())
         h.remove_fd(sig_r)
-        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+        try:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+        except termios.error:
+            pass  # the terminal is gone (hung up)
         signal.set_wakeup_fd(old_wakeup)
-        signal.signal(signal.SIGWINCH, old_winch)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
         os.close(sig_r)
         os.close(sig_w)
+    if "hangup" in done:
+        # leaving closes our connection: the job's terminal is hung up behind us
+        return 128 + done["hangup"]
     if done.get("error"):
         print(f"fluxlite alloc: terminal: {done['error']}", file=sys.stderr)
     status = fatal = None
@@ -91,7 +110,23 @@ def attach_pty(h, jobid: int) -> int:
             status = e["context"]["status"]
         elif e["name"] == "exception" and e["context"].get("severity") == 0:
             fatal = e["context"]
-            print(f"fluxlite alloc: {e['context'].get('type')}: {e['context'].get('note')}",
-                  file=sys.stderr)
+            print(f"fluxlite alloc: {describe_exception(fatal)}", file=sys.stderr)
     return states.exit_code(status, fatal is not None)
 
+
+def describe_exception(ctx: dict) -> str:
+    """'cancel: NOTE', or 'cancel by USER' when a cancel has no note."""
+    etype, note = ctx.get("type", "exception"), ctx.get("note") or ""
+    if note:
+        return f"{etype}: {note}"
+    if etype == "cancel" and ctx.get("userid") is not None:
+        return f"cancel by {_user_name(ctx['userid'])}"
+    return str(etype)
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, ValueError, TypeError):
+        return f"uid {uid}"

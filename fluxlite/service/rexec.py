@@ -1,7 +1,10 @@
 """The `rexec` service (every rank): spawn, signal and reap local processes.
 
 job-exec uses it to start job shells (kind "shell": a fork of the warm
-spawner) and could start plain commands (kind "exec").  `rexec.exec` is a
+spawner) and could start plain commands (kind "exec").  Each shell gets a
+private directory in the broker's run directory (`tmpdir` in its info: the
+batch script, a nested instance's run directories), which the spawner removes
+once the shell is reaped, before the exit is reported.  `rexec.exec` is a
 streaming RPC: {type: started, pid}, then {type: exited, status}, then the
 end of the stream.  Processes are named by a label so they can be signalled
 without knowing their pid.  SIGKILL takes a shell's whole process tree.
@@ -42,7 +45,8 @@ class RexecService(Service):
             info["broker_rank"] = self.broker.rank
             info["local_uri"] = self.broker.local_uri
             info["rundir"] = self.broker.rundir
-            proc = spawner.spawn("shell", info=info, setsid=True, stdio="log")
+            proc = spawner.spawn("shell", info=info, setsid=True, stdio="log",
+                                 tmpdir_in=self.broker.rundir)
         elif kind == "exec":
             argv = p.get("argv")
             if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):

@@ -8,6 +8,12 @@ each gets all the keys back.  Shells meet at the leader's `bootstrap-fence`
 method.  The batch script travels in the jobspec; for task 0 the plugin
 writes it to a private file and puts its path where the command says
 {{script}}, so editing the script after submitting changes nothing.
+
+The script and the brokers' run directories live in the job's private
+directory (`tmpdir` in the shell's start-up information, as Flux's
+{{tmpdir}}), which the broker's spawner creates for the shell and removes
+once the shell is reaped: nothing is left behind even when the job is
+SIGKILLed and no shell.exit runs.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class Bootstrap(ShellPlugin):
 
     # ----------------------------------------------------------- per task
     def task_init(self, task) -> None:
+        info = self.shell.info
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         ours.setblocking(False)
         task.pass_fds = (theirs.fileno(),)
@@ -49,10 +56,10 @@ class Bootstrap(ShellPlugin):
             "FLUXLITE_BOOTSTRAP_FD": str(theirs.fileno()),
             "FLUXLITE_BOOTSTRAP_RANK": str(task.rank),
             "FLUXLITE_BOOTSTRAP_SIZE": str(self.shell.ntasks),
-            "FLUXLITE_BOOTSTRAP_CORES": idset.encode(self.shell.info["cores"]),
-            "FLUXLITE_INSTANCE_LEVEL": str(self.shell.info.get("instance_level", 0) + 1),
+            "FLUXLITE_BOOTSTRAP_CORES": idset.encode(info["cores"]),
+            "FLUXLITE_INSTANCE_LEVEL": str(info.get("instance_level", 0) + 1),
             "FLUXLITE_JOB_ID": fluid.f58(self.shell.jobid),
-            "FLUXLITE_RUNDIR_BASE": self.shell.info.get("rundir", ""),
+            "FLUXLITE_RUNDIR_BASE": info.get("tmpdir") or info.get("rundir", ""),
         })
         self.socks[task.rank] = ours
         task._bootstrap_theirs = theirs
@@ -62,8 +69,10 @@ class Bootstrap(ShellPlugin):
         if "{{script}}" in task.argv and task.rank == 0:
             script = self.shell.jobspec["attributes"]["system"].get("batch", {}).get("script")
             if script is not None:
-                self.tmpdir = tempfile.mkdtemp(prefix="fl-job-")
-                path = os.path.join(self.tmpdir, "script")
+                tmpdir = self.shell.info.get("tmpdir")
+                if not tmpdir:  # a shell started without one: ours to remove at exit
+                    tmpdir = self.tmpdir = tempfile.mkdtemp(prefix="fl-job-")
+                path = os.path.join(tmpdir, "script")
                 with open(path, "w") as f:
                     f.write(script)
                 os.chmod(path, 0o700)

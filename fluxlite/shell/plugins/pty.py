@@ -9,6 +9,16 @@ shell keeps the master and offers three methods on the job's shell service:
                  attach is kept and sent first)
     pty-write    {data: bytes} typed by the user
     pty-resize   {rows, cols}
+
+Hang-up.  The terminal is hung up (the master is closed: the kernel sends
+SIGHUP to the session on it, whose reads then end) as a real one is:
+  - when the last attached client goes away: the broker sends the service
+    `disconnect` for a client that closed its connection, was killed or
+    refused a message (protocol.md, local clients), and nobody is left to
+    type into the terminal;
+  - when the shell gets a terminating signal (SIGTERM, SIGALRM or SIGHUP from
+    job-exec ending the job): an interactive shell ignores SIGTERM, and
+    would otherwise hold the job until the kill timeout.
 """
 
 from __future__ import annotations
@@ -17,12 +27,14 @@ import asyncio
 import errno
 import fcntl
 import os
+import signal
 import struct
 import termios
 
 from ..plugin import NO_REPLY, ShellPlugin
 
 _BACKLOG = 1 << 16
+HANGUP_SIGNALS = (signal.SIGTERM, signal.SIGALRM, signal.SIGHUP)
 
 
 class Pty(ShellPlugin):
@@ -35,10 +47,11 @@ class Pty(ShellPlugin):
         self.backlog = b""
         self.clients: list = []
         self.closed = False
+        self.hung_up = False
 
     def methods(self) -> dict:
         return {"pty-attach": self._attach, "pty-write": self._write,
-                "pty-resize": self._resize}
+                "pty-resize": self._resize, "disconnect": self._disconnect}
 
     def shell_init(self) -> None:
         # before the init barrier, so the terminal exists once `shell.init` is posted
@@ -56,7 +69,21 @@ class Pty(ShellPlugin):
         os.close(self.slave)
         self.slave = None
         os.set_blocking(self.master, False)
-        asyncio.get_running_loop().add_reader(self.master, self._readable)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.master, self._readable)
+        self._chain_signals(loop)
+
+    def _chain_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hang up on a terminating signal, keeping whatever handles it already (the
+        signal plugin forwards it to the tasks through its wakeup pipe)."""
+        for sig in HANGUP_SIGNALS:
+            previous = signal.getsignal(sig)
+
+            def handler(signum, frame, previous=previous):
+                loop.call_soon_threadsafe(self.hangup, f"signal {signal.Signals(signum).name}")
+                if callable(previous):
+                    previous(signum, frame)
+            signal.signal(sig, handler)
 
     def _readable(self) -> None:
         try:
@@ -83,8 +110,19 @@ class Pty(ShellPlugin):
             self.shell.h.respond(msg, None, errno.ENODATA)
         self.clients.clear()
 
+    def hangup(self, why: str) -> None:
+        """Close the master: the session on the terminal gets SIGHUP, its reads end."""
+        if self.hung_up or self.master is None or self.slave is not None:
+            return  # already done, or the task has not started yet
+        self.hung_up = True
+        if not self.closed:
+            self.shell.log(f"pty: hanging up the terminal ({why})")
+        self._close()
+        os.close(self.master)
+        self.master = None
+
     def _attach(self, payload: dict, msg):
-        if self.master is None:
+        if self.master is None and not self.hung_up:
             raise ValueError("this job has no terminal")
         if self.backlog:
             self.shell.h.respond(msg, {"data": self.backlog})
@@ -93,6 +131,17 @@ class Pty(ShellPlugin):
             self.shell.h.respond(msg, None, errno.ENODATA)
         else:
             self.clients.append(msg)
+        return NO_REPLY
+
+    def _disconnect(self, payload: dict, msg):
+        """The broker says a client is gone: forget its streams; hang up if it was the last."""
+        route = tuple(msg.route)
+        gone = [m for m in self.clients if tuple(m.route) == route]
+        if not gone:
+            return NO_REPLY
+        self.clients = [m for m in self.clients if tuple(m.route) != route]
+        if not self.clients:
+            self.hangup("its client went away")
         return NO_REPLY
 
     def _write(self, payload: dict, msg):
@@ -113,3 +162,4 @@ class Pty(ShellPlugin):
     def shell_exit(self) -> None:
         if self.master is not None:
             os.close(self.master)
+            self.master = None
