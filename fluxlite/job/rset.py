@@ -56,6 +56,13 @@ def layout(req, alloc: dict[int, list[int]]) -> list[int]:
     slots = [len(alloc[r]) // req.cores_per_slot for r in ranks_]
     if req.nnodes is not None and req.slots_per_node:
         slots = [min(s, req.slots_per_node) for s in slots]
+    elif req.nnodes is None:
+        # an exclusive slot request gets whole nodes: run the slots asked for, not
+        # one per core of those nodes
+        left = req.nslots
+        for i, s in enumerate(slots):
+            slots[i] = min(s, left)
+            left -= slots[i]
     if req.total is None:
         return [s * req.per_slot for s in slots]
     counts, left = [], req.total
