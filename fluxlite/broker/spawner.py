@@ -9,7 +9,7 @@ Broker and spawner talk over a Unix stream socket carrying msgpack maps:
 
     broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, stdio, info,
                          tmpdir_in}
-                        {op: kill, tag, signum}      {op: killall}
+                        {op: kill, tag, signum, below}  {op: killall}
     spawner -> broker   {op: started, tag, pid}      {op: failed, tag, error}
                         {op: exited, tag, status}
 
@@ -129,7 +129,11 @@ class _Server:
     def _kill(self, req: dict) -> None:
         tag, sig = req.get("tag"), int(req.get("signum", signal.SIGTERM))
         for pid, (t, kind) in list(self.children.items()):
-            if t == tag:
+            if t == tag and req.get("below"):
+                # what the shell runs, not the shell (SIGKILL or SIGSTOP from
+                # `fluxlite job kill` are for the tasks)
+                procs.kill_tree({pid}, sig=sig)
+            elif t == tag:
                 try:
                     os.kill(pid, sig)
                 except ProcessLookupError:
@@ -451,9 +455,10 @@ class Spawner:
                     "info": info, "tmpdir_in": tmpdir_in})
         return p
 
-    def kill(self, proc: SpawnedProcess, signum: int) -> None:
+    def kill(self, proc: SpawnedProcess, signum: int, *, below: bool = False) -> None:
+        """Signal the process, or with `below` every process under it but not itself."""
         if proc.tag in self.procs:
-            self._send({"op": "kill", "tag": proc.tag, "signum": int(signum)})
+            self._send({"op": "kill", "tag": proc.tag, "signum": int(signum), "below": below})
 
     def killall(self) -> None:
         if not self.closed:

@@ -367,19 +367,28 @@ class JobExecService(Service):
         # a job whose shells never started has nothing to wait for
         self._check_done(job)
 
-    def _signal(self, job: ExecJob, sig: int) -> None:
+    def _signal(self, job: ExecJob, sig: int, *, tasks: bool = False) -> None:
+        """Signal the job's shells (which forward termination signals to their tasks),
+        or with `tasks` the processes below each shell directly."""
         for s in job.shells:
             if s.active and (not s.failing or sig == signal.SIGKILL):
-                self.send("rexec.kill", {"label": f"{fluid.f58_plain(job.id)}.{s.shell_rank}",
-                                         "signum": int(sig)}, nodeid=s.rank)
+                payload = {"label": f"{fluid.f58_plain(job.id)}.{s.shell_rank}",
+                           "signum": int(sig)}
+                if tasks:
+                    payload["tasks"] = True
+                self.send("rexec.kill", payload, nodeid=s.rank)
 
     @request("job-exec.kill")
     def kill(self, msg):
+        """`fluxlite job kill`: the signal is for the tasks, whatever it is (SIGKILL
+        and SIGSTOP cannot be forwarded by a shell, and must not stop the shell)."""
         jobid, signum = fields(msg, id=int, signum=int)
         job = self.jobs.get(jobid)
         if job is None:
             raise FluxliteError(f"job {fluid.f58(jobid)} is not running", errno.ENOENT)
-        self._signal(job, signum)
+        if not 0 < signum < signal.NSIG:
+            raise FluxliteError(f"invalid signal {signum}", errno.EINVAL)
+        self._signal(job, signum, tasks=True)
         return {}
 
     # ------------------------------------------------------ critical ranks

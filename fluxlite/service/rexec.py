@@ -80,7 +80,7 @@ class RexecService(Service):
                                 errno.ESRCH)
         if not 0 < signum < signal.NSIG:
             raise FluxliteError(f"invalid signal {signum}", errno.EINVAL)
-        self.broker.spawner.kill(proc, signum)
+        self.broker.spawner.kill(proc, signum, below=bool(msg.payload.get("tasks")))
         return {}
 
     @request("rexec.list")

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import textwrap
+import time
 
 import pytest
 
@@ -240,6 +241,40 @@ def test_kill_signal(inst1):
     assert r["returncode"] == 128 + 10 and r["result"] == "FAILED"
     cp = inst1.cli("job", "kill", "-s", "NOSUCH", fluid.f58(jobid))
     assert cp.returncode != 0 and "invalid signal" in cp.stderr
+
+
+def test_job_kill_signals_the_tasks_not_the_shell(instance_factory):
+    """SIGKILL and SIGSTOP cannot be forwarded by a shell: they go to the tasks, so
+    the job ends as 'task(s) Killed' (137) with no exception, and a stopped job's
+    shells keep serving."""
+    from fluxlite.testing import tagged_processes
+    inst = instance_factory(2)
+    h = inst.handle()
+
+    def state_of(name: str) -> set[str]:
+        out = set()
+        for pid, cmd in tagged_processes(inst.tag).items():
+            if cmd.startswith(name):
+                with open(f"/proc/{pid}/stat") as f:
+                    out.add(f.read().rsplit(")", 1)[1].split()[0])
+        return out
+
+    jobid = jobid_of(inst.cli("submit", "-N2", "sleep", "300", check=True))
+    for e in api.event_watch(h, jobid, "exec", timeout=30):
+        if e["name"] == "shell.start":
+            break
+    inst.cli("job", "kill", "-s", "STOP", fluid.f58(jobid), check=True)
+    # a stop has no event to wait on: look at the tasks' state, for a bounded time
+    deadline = time.monotonic() + 10
+    while state_of("sleep") != {"T"} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state_of("sleep") == {"T"}
+    assert "T" not in state_of("fluxlite-shell")
+    inst.cli("job", "kill", "-s", "CONT", fluid.f58(jobid), check=True)
+    inst.cli("job", "kill", "-s", "KILL", fluid.f58(jobid), check=True)
+    r = api.wait(h, jobid, timeout=30)
+    assert r["returncode"] == 137 and r["result"] == "FAILED"
+    assert not [e for e in api.event_watch(h, jobid, follow=False) if e["name"] == "exception"]
 
 
 def test_many_jobs_in_a_row(inst4):
