@@ -70,7 +70,7 @@ def loop_script(tmp_path, fifo, body="fluxlite run -n1 true || echo small job fa
             i=$((i+1))
             if [ $i -eq 3 ]; then echo running > {fifo}; fi
         done
-        echo "final: $(fluxlite resource list -no '{{nnodes}}' -s up)"
+        echo "final: $(fluxlite resource list -no '{{nnodes}}' -s all)"
         fluxlite resource list
         exit 4
         """))
@@ -157,7 +157,7 @@ def test_batch_survives_loss_of_a_leaf(parent, tmp_path):
     r = api.wait(h, jobid, timeout=120)
     text = out.read_text()
     assert r["returncode"] == 4, text          # the script ran to its end
-    assert "final: 1" in text                 # the child shrank to one rank
+    assert "final: 1" in text                 # the child shrank to one rank (-s all)
     ex = exceptions(h, jobid)
     assert [(e["type"], e["severity"]) for e in ex] == [("node-failure", 2)]
     assert ex[0]["context"]["shell_rank"] == 1 and ex[0]["context"]["rank"] == 1
@@ -168,14 +168,27 @@ def test_batch_with_exit_timeout_still_survives(parent, tmp_path):
     os.mkfifo(fifo)
     out = tmp_path / "out"
     h = parent.handle()
+    script = tmp_path / "outlive.sh"
+    # small jobs until the child has shrunk, then 2 s more: a timer that the loss had
+    # armed (exit-timeout=1s) would fire in that time, so surviving proves it ignored
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo running > {fifo}
+        while [ "$(fluxlite resource list -s all -no '{{nnodes}}')" != 1 ]; do
+            fluxlite run -n1 true
+        done
+        sleep 2
+        echo "final: $(fluxlite resource list -s all -no '{{nnodes}}')"
+        exit 4
+        """))
+    script.chmod(0o755)
     jobid = jobid_of(parent.cli("batch", "-N2", "-o", "exit-timeout=1s", "--output", str(out),
-                                loop_script(tmp_path, fifo, count=60)))
+                                str(script)))
     wait_fifo(fifo)
-    t_kill = time.time()
     parent.kill_broker(1)
     r = api.wait(h, jobid, timeout=120)
     assert r["returncode"] == 4, out.read_text()
-    assert time.time() - t_kill > 1.0 or "final: 1" in out.read_text()
+    assert "final: 1" in out.read_text()
     ignored = [e["context"] for e in api.event_watch(h, jobid, "exec", follow=False)
                if e["name"] == "doom.ignore"]
     assert {"shell_rank": 1, "what": "lost shell"} in ignored
@@ -195,8 +208,14 @@ def test_batch_no_persist_ends_promptly(parent, tmp_path):
     elapsed = time.monotonic() - t0
     fatal = [e for e in exceptions(h, jobid) if e["severity"] == 0]
     assert fatal and fatal[0]["type"] == "node-failure"
-    assert re.search(r"node failure on \S+ \(rank 1, shell rank 1\)", fatal[0]["note"])
+    host = os.uname().nodename
+    assert f"node failure on {host} (rank 1, shell rank 1)" in fatal[0]["note"]
+    assert fatal[0]["context"] == {"shell_rank": 1, "rank": 1, "host": host,
+                                   "reason": "node failure"}
     assert r["result"] == "FAILED"
+    # promptly: the 400-job script was cut short, not left to run to its end (the time
+    # itself is a benchmark figure: `make bench`, figure 11)
+    assert "final:" not in (tmp_path / "out").read_text()
     print(f"--no-persist job inactive {elapsed:.3f}s after the kill")
 
 
