@@ -3,10 +3,10 @@ and `fluxlite cancel`."""
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import sys
-import time
 
 import click
 
@@ -74,9 +74,21 @@ def eventlog(path, follow, fmt, human, jobid):
                        format_entry(e, human=human, t0=t0))
 
 
+def _fsd_timeout(ctx, param, value):
+    if value is None:
+        return None
+    from ..util import fsd
+    try:
+        return fsd.parse_timeout(value)
+    except fsd.FSDError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @job.command("wait-event", context_settings=HELP)
 @click.option("-p", "--path", type=click.Choice(PATHS), default="eventlog", show_default=True)
-@click.option("-t", "--timeout", type=float, default=None, help="Give up after SECONDS.")
+@click.option("-t", "--timeout", callback=_fsd_timeout, default=None, metavar="FSD",
+              help="Give up after this long: a Flux Standard Duration such as 0.5s, 10, "
+                   "2m or none.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the event.")
 @click.option("-m", "--match-context", "matches", multiple=True, metavar="KEY=VAL",
               help="Only an event whose context has KEY equal to VAL (repeatable).")
@@ -97,7 +109,7 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
             want[k] = json.loads(v)
         except ValueError:
             want[k] = v
-    deadline = None if timeout is None else time.monotonic() + timeout
+    log = "the eventlog" if _path(path) == "eventlog" else f"the {_path(path)} eventlog"
     with handle() as h:
         api.info(h, jobid)
         try:
@@ -107,12 +119,16 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
                     if not quiet:
                         click.echo(json.dumps(e) if fmt == "json" else format_entry(e))
                     return 0
-                if deadline is not None and time.monotonic() > deadline:
-                    break
         except RPCTimeout:
-            pass
-    raise FluxliteError(f"wait-event timeout on event '{name}'" if timeout is not None else
-                        f"event '{name}' never appeared: the eventlog is complete", 62)
+            raise FluxliteError(f"wait-event timeout on event '{name}'",
+                                errno.ETIMEDOUT) from None
+        except FluxliteError as exc:
+            if exc.errnum != errno.ENOENT:
+                raise
+            raise FluxliteError(f"event '{name}' never appeared: {exc.message}",
+                                errno.ENOENT) from None
+    raise FluxliteError(f"event '{name}' never appeared: {log} is complete",
+                        errno.ENODATA)
 
 
 @job.command(context_settings=HELP)
@@ -129,24 +145,35 @@ def attach(label_io, jobid):
 
 
 @job.command(context_settings=HELP)
-@click.option("-a", "--all", "all_", is_flag=True, help="Wait for every active job.")
+@click.option("-a", "--all", "all_", is_flag=True,
+              help="Wait for every job not waited for yet, finished or not.")
 @click.option("-v", "--verbose", is_flag=True, help="Print a line for each job.")
 @click.argument("jobid", type=JOBID, required=False)
 def wait(all_, verbose, jobid):
-    """Wait for a job (or, with --all, every job not waited for yet); exit 1 if any failed."""
+    """Wait for a job to finish; exit 1 if it failed (its error on stderr).
+
+    With no JOBID, wait for the next job to finish among those not waited for
+    yet (one that already finished comes first), print its id and exit as
+    `job wait JOBID` would; exit 2 if there are none.  With --all, wait for
+    every job not waited for yet; exit 1 if any failed.
+    """
     from ..job import api
     from ..util import fluid
-    if (jobid is None) == (not all_):
-        raise UsageError("give one JOBID, or --all")
+    if jobid is not None and all_:
+        raise click.UsageError("give one JOBID or --all, not both")
     with handle() as h:
-        # --all: every job not waited for yet, finished or not (as Flux reaps them)
-        ids = [j["id"] for j in api.list_jobs(h, "all") if not j["waited"]] if all_ \
-            else [jobid]
-        pending = [h.rpc("job-manager.wait", {"id": i}) for i in ids]
+        if all_:  # every job not waited for yet, finished or not (as Flux reaps them)
+            pending = [h.rpc("job-manager.wait", {"id": j["id"]})
+                       for j in api.list_jobs(h, "all") if not j["waited"]]
+            results = _responses(h, pending)
+        elif jobid is None:
+            r = api.wait_any(h)
+            click.echo(fluid.f58(r["id"]))
+            results = [r]
+        else:
+            results = [api.wait(h, jobid)]
         failed = 0
-        for p in pending:
-            h.wait(p)
-            r = p.take()
+        for r in results:
             if not r["success"]:
                 failed += 1
                 print(f"fluxlite job wait: {fluid.f58(r['id'])}: {r['errstr']}",
@@ -156,21 +183,35 @@ def wait(all_, verbose, jobid):
     sys.exit(1 if failed else 0)
 
 
+def _responses(h, pending):
+    """The response of each RPC, in order, as it arrives (they were all sent at once)."""
+    for p in pending:
+        h.wait(p)
+        yield p.take()
+
+
+INFO_KEYS = ("jobspec", "R", "eventlog", "guest.exec.eventlog", "guest.output")
+
+
 @job.command(context_settings=HELP)
 @click.argument("jobid", type=JOBID)
-@click.argument("key", type=click.Choice(["jobspec", "R", "eventlog", "guest.exec.eventlog",
-                                          "guest.output"]))
+@click.argument("key", type=click.Choice(INFO_KEYS), required=False)
 def info(jobid, key):
-    """Print a job's jobspec, R or an eventlog as JSON."""
+    """Print a job's KEY as JSON: jobspec, R, eventlog, guest.exec.eventlog or guest.output."""
+    from ..job import api, states
     from ..job.eventlog import job_key
-    from ..job import api
+    from ..util import fluid
+    if key is None:  # click's own message lists the choices on tab-indented lines
+        raise click.UsageError(f"Missing argument 'KEY': one of {', '.join(INFO_KEYS)}")
     with handle() as h:
-        api.info(h, jobid)
+        state = api.info(h, jobid)["state"]
         try:
             value = h.call("kvs.get", {"key": job_key(jobid, key)})["value"]
         except FluxliteError as exc:
-            if exc.errnum == 2:
-                raise FluxliteError(f"job has no {key} (yet)", 2) from None
+            if exc.errnum == errno.ENOENT:
+                yet = "" if state == states.INACTIVE else " yet"
+                raise FluxliteError(f"job {fluid.f58(jobid)} has no {key}{yet}",
+                                    errno.ENOENT) from None
             raise
     click.echo(json.dumps(value))
 

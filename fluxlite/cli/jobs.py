@@ -9,12 +9,14 @@ nodelist (every rank of this machine has the same hostname).
 
 from __future__ import annotations
 
+import errno
 import json
 import pwd
 import time
 
 import click
 
+from ..errors import FluxliteError
 from ..job import states as st
 from ..util import fluid, idset
 from .common import HELP, handle, parse_jobid
@@ -154,7 +156,8 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
 def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
     """List jobs: by default the pending and running ones, newest first.
 
-    With JOBIDS, list only those jobs (in any state).
+    With JOBIDS, list only those jobs (in any state); an unknown id is an
+    error (exit 1), after the known ones are listed.
     """
     if instances and fmt == "default":
         fmt = "instances"
@@ -168,6 +171,8 @@ def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
         found = h.call("job-manager.list", payload)["jobs"]
         need_host = as_json or {"nodelist", "contextual_info"} & set(out.fields)
         hostname = h.getattr("hostname") if need_host and found else ""
+    known = {j["id"] for j in found}
+    unknown = list(dict.fromkeys(i for i in ids if i not in known))
     if words:
         found = [j for j in found if _matches(j, words)]
     if instances:
@@ -180,10 +185,14 @@ def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
         keep = ("id.f58", "username", "status", "runtime", "nodelist")
         listed = [dict(j, **{k.replace(".", "_"): v[k] for k in keep})
                   for j, v in zip(found, rows)]
-        click.echo(json.dumps({"jobs": listed}))
-        return
-    lines = [out.format(values) for values in rows]  # a bad spec fails before any output
-    if not no_header:
-        lines.insert(0, out.header())
-    if lines:
-        click.echo("\n".join(lines))
+        if found or not unknown:
+            click.echo(json.dumps({"jobs": listed}))
+    else:
+        lines = [out.format(values) for values in rows]  # a bad spec fails before any output
+        if not no_header and (found or not unknown):
+            lines.insert(0, out.header())
+        if lines:
+            click.echo("\n".join(lines))
+    if unknown:  # the known ones are listed all the same, as Flux does
+        raise FluxliteError(f"unknown job id{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(fluid.f58(i) for i in unknown)}", errno.ENOENT)

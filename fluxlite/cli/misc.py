@@ -49,12 +49,15 @@ def getattr(rank, name):  # noqa: A001 - the command is called getattr
         click.echo(h.call("broker.getattr", {"name": name}, nodeid=rank)["value"])
 
 
-@click.command(context_settings=HELP)
+@click.command(context_settings=dict(HELP, ignore_unknown_options=True))
 @click.option("-r", "--rank", type=RANK, default=None, help="Set on this rank (default: local).")
 @click.argument("name")
 @click.argument("value")
 def setattr(rank, name, value):  # noqa: A001
-    """Set broker attribute NAME to VALUE (only attributes that may change at run time)."""
+    """Set broker attribute NAME to VALUE (only attributes that may change at run time).
+
+    A VALUE that starts with '-' (e.g. -1) is a value, not an option.
+    """
     with handle() as h:
         h.call("broker.setattr", {"name": name, "value": value}, nodeid=rank)
 

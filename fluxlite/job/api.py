@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 import errno
+import time
 
-from ..errors import FluxliteError
+from ..errors import EndOfStream, FluxliteError, RPCTimeout
+from ..util import fluid
 from . import eventlog as jel
+from . import states
 
 
 def submit(h, jobspec: dict, urgency: int = 16) -> int:
@@ -28,6 +31,39 @@ def submit_full(h, jobspec: dict, urgency: int = 16) -> dict:
 def wait(h, jobid: int, timeout: float | None = None) -> dict:
     """Block until the job is inactive: {id, success, errstr, result, returncode}."""
     return h.call("job-manager.wait", {"id": jobid}, timeout=timeout)
+
+
+def wait_any(h, timeout: float | None = None) -> dict:
+    """Wait for one job not waited for yet, as wait() does: the one that finished
+    first if any has, else the next to finish (its main eventlog followed, not
+    polled).  FluxliteError(ECHILD) if every job has been waited for."""
+    jobs = [j for j in list_jobs(h, "all") if not j["waited"]]
+    if not jobs:
+        err = FluxliteError("there are no waitable jobs", errno.ECHILD)
+        err.exit_code = 2  # as `flux job wait`
+        raise err
+    done = [j for j in jobs if j["state"] == states.INACTIVE]
+    if not done:
+        finished: list[int] = []
+        watches = {}
+
+        def on_entries(jobid, msg):
+            if not msg.errnum and any(e.get("name") == "clean"
+                                      for e in msg.payload["entries"]):
+                finished.append(jobid)
+
+        for j in jobs:
+            key = jel.eventlog_key(j["id"])
+            watches[key] = p = _watch(h, key)
+            p.on_response = lambda msg, jobid=j["id"]: on_entries(jobid, msg)
+        try:
+            if not h.run_until(lambda: finished, timeout):
+                raise RPCTimeout(f"no job finished within {timeout:g}s")
+        finally:
+            for key, p in watches.items():
+                _unwatch(h, key, p)
+        done = [{"id": finished[0], "t_inactive": 0.0}]
+    return wait(h, min(done, key=lambda j: j["t_inactive"])["id"], timeout)
 
 
 def info(h, jobid: int) -> dict:
@@ -61,20 +97,117 @@ def watch_rpc(h, jobid: int, path: str = "eventlog", follow: bool = True):
 
 def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
                 timeout: float | None = None):
-    """Yield entries of a job eventlog; with follow, until its last entry is written."""
-    final = {"eventlog": "clean", "exec": "done"}.get(path)
+    """Yield the entries of a job eventlog (path: eventlog, exec, output, input).
+
+    Without `follow`, the entries there now.  With it, entries as they are
+    appended, until the log can grow no more: the main log after `clean`, the
+    exec log after `done`, the output log once every task's streams reached
+    eof, and any log once the job is inactive (its main log's `clean` is
+    watched alongside; the KVS answers in commit order, so every entry written
+    before `clean` has been yielded by then).  A log the job never created
+    raises FluxliteError(ENOENT) saying why, at once without `follow`, once
+    the job is inactive with it.  `timeout` bounds the whole watch (RPCTimeout).
+    """
+    path = "eventlog" if path == "main" else path
+    key = jel.eventlog_key(jobid, path)
     if not follow:
         try:
-            value = h.call("kvs.get", {"key": jel.eventlog_key(jobid, path)})["value"]
+            value = h.call("kvs.get", {"key": key})["value"]
         except FluxliteError as exc:
             if exc.errnum == errno.ENOENT:
-                raise FluxliteError(f"job {jobid} has no {path} eventlog yet", errno.ENOENT)
+                raise _no_eventlog(h, jobid, path) from None
             raise
         yield from value
         return
-    for resp in h.stream("kvs.watch", {"key": jel.eventlog_key(jobid, path),
-                                       "waitcreate": True, "append": True}, timeout=timeout):
-        for e in resp["entries"]:
-            yield e
-            if final and e.get("name") == final:
-                return
+    deadline = None if timeout is None else time.monotonic() + timeout
+    end = _LogEnd(path)
+    watch = _watch(h, key)
+    # the main log second: its `clean` arrives after everything committed before it
+    main = None if path == "eventlog" else _watch(h, jel.eventlog_key(jobid))
+    main_entries: list[dict] = []
+    created = False
+    try:
+        while True:
+            while watch.ready():
+                try:
+                    resp = watch.take()
+                except EndOfStream:  # the key was removed: nothing more will come
+                    return
+                created = True
+                for e in resp["entries"]:
+                    yield e
+                    if end.reached(e):
+                        return
+            if main is not None and main.ready():
+                try:
+                    resp = main.take()
+                except EndOfStream:
+                    return
+                main_entries += resp["entries"]
+                if any(e.get("name") == "clean" for e in resp["entries"]):
+                    if not created:
+                        raise _no_eventlog(h, jobid, path, main_entries)
+                    return
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if not h.run_until(lambda: watch.ready() or (main is not None and main.ready()),
+                               left):
+                raise RPCTimeout(f"job {fluid.f58(jobid)}: no end of its {path} eventlog "
+                                 f"within {timeout:g}s")
+    finally:
+        _unwatch(h, key, watch)
+        if main is not None:
+            _unwatch(h, jel.eventlog_key(jobid), main)
+
+
+class _LogEnd:
+    """Recognises the entry after which an eventlog can grow no more: `clean`
+    (main), `done` (exec), the last stream's eof (output); other logs end only
+    with the job."""
+
+    def __init__(self, path: str):
+        self.final = {"eventlog": "clean", "exec": "done"}.get(path)
+        self.output = path == "output"
+        self.count: dict[str, int] | None = None
+        self.eofs: dict[str, set] = {}
+
+    def reached(self, e: dict) -> bool:
+        name = e.get("name")
+        if self.final is not None:
+            return name == self.final
+        if not self.output:
+            return False
+        ctx = e.get("context") or {}
+        if name == "header":
+            self.count = dict(ctx.get("count") or {})
+        elif name == "data" and ctx.get("eof"):
+            self.eofs.setdefault(ctx.get("stream"), set()).add(ctx.get("rank"))
+        return bool(self.count) and all(len(self.eofs.get(s, ())) >= n
+                                        for s, n in self.count.items())
+
+
+def _watch(h, key: str):
+    return h.rpc("kvs.watch", {"key": key, "waitcreate": True, "append": True},
+                 streaming=True)
+
+
+def _unwatch(h, key: str, p) -> None:
+    """Stop a watch early, here and in the KVS (not only when the handle closes)."""
+    if p.done:
+        return
+    p.cancel()
+    if h.connected and not getattr(getattr(h, "sock", None), "closed", False):
+        h.send("kvs.unwatch", {"key": key, "matchtag": p.matchtag})
+
+
+def _no_eventlog(h, jobid: int, path: str, main: list[dict] | None = None) -> FluxliteError:
+    """ENOENT for a missing job eventlog, saying whether the job may still write it."""
+    job = fluid.f58(jobid)
+    if info(h, jobid)["state"] != states.INACTIVE:
+        return FluxliteError(f"job {job} has no {path} eventlog yet", errno.ENOENT)
+    if main is None:
+        main = h.call("kvs.get", {"key": jel.eventlog_key(jobid)})["value"]
+    if not any(e.get("name") == "start" for e in main):
+        return FluxliteError(f"job {job} never started, so it has no {path} eventlog",
+                             errno.ENOENT)
+    return FluxliteError(f"job {job} has no {path} eventlog", errno.ENOENT)
