@@ -82,6 +82,22 @@ def assert_no_leaks(tag: str, timeout: float = 10.0) -> None:
         raise AssertionError(f"{len(procs)} process(es) left behind: {listing}")
 
 
+def jobid_of(cp: subprocess.CompletedProcess) -> int:
+    """The job id a successful submitting command (submit, batch, alloc --bg) printed last."""
+    from .util import fluid
+    assert cp.returncode == 0, cp.stderr
+    return fluid.parse(cp.stdout.strip().splitlines()[-1])
+
+
+def wait_event(h, jobid: int, name: str, path: str = "eventlog", timeout: float = 60) -> dict:
+    """Follow a job's eventlog until entry `name` appears (it may be there already)."""
+    from .job import api
+    for e in api.event_watch(h, jobid, path, timeout=timeout):
+        if e["name"] == name:
+            return e
+    raise AssertionError(f"no {name} event in the {path} of job {jobid}")
+
+
 class Instance:
     """A real fluxlite instance started with `fluxlite start`, for tests and demos."""
 

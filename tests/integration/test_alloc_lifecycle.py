@@ -11,13 +11,9 @@ import pexpect
 import pytest
 
 from fluxlite.job import api
-from fluxlite.testing import fluxlite_command
+from fluxlite.testing import fluxlite_command, jobid_of
 from fluxlite.util import fluid
 
-
-def jobid_of(cp) -> int:
-    assert cp.returncode == 0, cp.stderr
-    return fluid.parse(cp.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture

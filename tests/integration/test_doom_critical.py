@@ -4,29 +4,18 @@ leader is up, signals that arrive while a job is still starting, and --no-persis
 winning over a critical-ranks broker option."""
 
 import os
-import select
 import textwrap
 
-import pytest
 
 from fluxlite.job import api
+from fluxlite.testing import jobid_of, wait_event
 from fluxlite.util import fluid
 
-
-def jobid_of(cp) -> int:
-    assert cp.returncode == 0, cp.stderr
-    return fluid.parse(cp.stdout.strip().splitlines()[-1])
 
 
 def events(h, jobid, path="eventlog"):
     return list(api.event_watch(h, jobid, path, follow=False))
 
-
-def wait_event(h, jobid, name, path="eventlog", timeout=60):
-    for e in api.event_watch(h, jobid, path, timeout=timeout):
-        if e["name"] == name:
-            return e
-    raise AssertionError(f"no {name} event in {path}")
 
 
 def gate_plugin(tmp_path, topic: str, shell_rank: int = 0) -> tuple[str, str]:

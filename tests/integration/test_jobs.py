@@ -3,7 +3,6 @@ t2614-job-shell-doom.t), cancel, time limits, unsatisfiable requests, output,
 many jobs in a row, plugins."""
 
 import json
-import os
 import re
 import textwrap
 import time

@@ -11,15 +11,11 @@ import subprocess
 import pytest
 
 from fluxlite.job import api
-from fluxlite.testing import fluxlite_command
+from fluxlite.testing import fluxlite_command, jobid_of
 from fluxlite.util import fluid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def jobid_of(cp) -> int:
-    assert cp.returncode == 0, cp.stderr
-    return fluid.parse(cp.stdout.strip().splitlines()[-1])
 
 
 def duration_of(inst, jobid: int) -> float:

@@ -14,20 +14,10 @@ import pytest
 
 from fluxlite.client.sync import Handle
 from fluxlite.job import api
-from fluxlite.testing import tagged_processes, wait_pids_gone
-from fluxlite.util import fluid, idset
+from fluxlite.testing import jobid_of, wait_event, wait_pids_gone
+from fluxlite.util import fluid
 
 
-def jobid_of(cp) -> int:
-    assert cp.returncode == 0, cp.stderr
-    return fluid.parse(cp.stdout.strip().splitlines()[-1])
-
-
-def wait_event(h, jobid, name, path="eventlog", timeout=60):
-    for e in api.event_watch(h, jobid, path, timeout=timeout):
-        if e["name"] == name:
-            return e
-    raise AssertionError(f"no {name} event")
 
 
 def wait_fifo(path, timeout=60) -> str:

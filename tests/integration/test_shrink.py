@@ -7,12 +7,9 @@ import signal
 
 from fluxlite.client.sync import Handle
 from fluxlite.job import api
+from fluxlite.testing import jobid_of
 from fluxlite.util import fluid, idset
 
-
-def jobid_of(cp) -> int:
-    assert cp.returncode == 0, cp.stderr
-    return fluid.parse(cp.stdout.strip().splitlines()[-1])
 
 
 def wait_offline(h, rank: int, timeout: float = 30) -> None:
