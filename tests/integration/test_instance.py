@@ -1,5 +1,6 @@
 """Real instances: joining, routing, events, exit status, broker loss, bad input."""
 
+import json
 import os
 import signal
 import subprocess
@@ -328,3 +329,29 @@ def test_leak_check_sees_brokers_spawners_and_shells(inst4):
     assert sum(n.startswith("sleep") for n in names) == 2
     inst4.cli("cancel", fluid.f58(jobid), check=True)
     api.wait(h, jobid, timeout=30)
+
+
+def test_conf_file_getattr_rank_ping_service_and_json_views(instance_factory, tmp_path):
+    """`start --conf FILE` from the command line, `getattr --rank`, `ping SERVICE`,
+    `overlay status --json`, and the JSON-lines log in the run directory."""
+    conf = tmp_path / "site.toml"
+    conf.write_text('[tbon]\ntopo = "kary:1"\n')
+    inst = instance_factory(3, conf=str(conf))
+    assert inst.cli("getattr", "tbon.topo", check=True).stdout.strip() == "kary:1"
+    assert inst.cli("getattr", "--rank", "2", "rank", check=True).stdout.strip() == "2"
+    ping = inst.cli("ping", "--count", "2", "kvs", check=True).stdout.splitlines()
+    assert len(ping) == 2 and all(line.startswith("0!kvs.ping") for line in ping)
+    status = json.loads(inst.cli("overlay", "status", "--json", check=True).stdout)
+    assert status["size"] == 3 and status["topo"] == "kary:1"
+    assert [(r["rank"], r["parent"], r["state"]) for r in status["ranks"]] == \
+        [(0, None, "online"), (1, 0, "online"), (2, 1, "online")]
+    rundir = inst.cli("getattr", "rundir", check=True).stdout.strip()
+    with open(os.path.join(rundir, "broker-0.log")) as f:
+        first = json.loads(f.readline())
+    assert first["rank"] == 0 and first["event"] == "parent-none: join->init"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[tbon]\nnosuch = 1\n")
+    cp = subprocess.run(fluxlite_command() + ["start", "--conf", str(bad), "true"],
+                        capture_output=True, text=True, timeout=30)
+    assert cp.returncode != 0 and len(cp.stderr.strip().splitlines()) == 1
+    assert "nosuch" in cp.stderr
