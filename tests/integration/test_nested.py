@@ -158,6 +158,25 @@ def test_child_declares_critical_ranks(parent, topo, expected):
     assert api.wait(h, jobid, timeout=60)["result"] == "CANCELED"
 
 
+@pytest.mark.parametrize("topo,expected", [("kary:2", "0-1"), ("kary:0", "0")])
+def test_batch_declares_critical_ranks(parent, tmp_path, topo, expected):
+    """The same for a -N4 batch job: its script holds the instance up until the test
+    has looked (it reads a FIFO the test writes), then the job completes."""
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    jobid = jobid_of(parent.cli("batch", "-N4", f"--broker-opts=-Stbon.topo={topo}",
+                                "--output", str(tmp_path / "out"), "--wrap", "read x <", str(fifo)))
+    h = parent.handle()
+    for e in api.event_watch(h, jobid, "exec", timeout=60):
+        if e["name"] == "critical-ranks":
+            assert e["context"]["ranks"] == expected
+            break
+    assert h.call("job-exec.critical-ranks-get", {"id": jobid})["ranks"] == expected
+    with open(fifo, "w") as f:
+        f.write("go\n")
+    assert api.wait(h, jobid, timeout=60)["success"]
+
+
 def test_no_persist_keeps_every_rank_critical(parent):
     jobid = jobid_of(parent.cli("alloc", "-N2", "--bg", "--no-persist", timeout=60))
     h = parent.handle()
