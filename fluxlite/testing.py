@@ -98,6 +98,18 @@ def wait_event(h, jobid: int, name: str, path: str = "eventlog", timeout: float 
     raise AssertionError(f"no {name} event in the {path} of job {jobid}")
 
 
+def wait_fifo(path, timeout: float = 60) -> str:
+    """Wait until something is written to the FIFO at `path` (a script saying it got
+    somewhere) and return it; fails after `timeout`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        assert ready, f"nothing written to {path} within {timeout}s"
+        return os.read(fd, 4096).decode()
+    finally:
+        os.close(fd)
+
+
 class Instance:
     """A real fluxlite instance started with `fluxlite start`, for tests and demos."""
 

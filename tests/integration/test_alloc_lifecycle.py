@@ -4,14 +4,13 @@ script that ignores SIGTERM (nothing of the job is left on disk)."""
 
 import os
 import pwd
-import select
 import signal
 
 import pexpect
 import pytest
 
 from fluxlite.job import api
-from fluxlite.testing import fluxlite_command, jobid_of
+from fluxlite.testing import fluxlite_command, jobid_of, wait_fifo
 from fluxlite.util import fluid
 
 
@@ -97,12 +96,7 @@ fluxlite batch --output /dev/null {inner} >/dev/null
 exec sleep 300
 """)
     jobid = jobid_of(parent.cli("batch", "-N2", "--output", str(tmp_path / "out"), outer))
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        ready, _, _ = select.select([fd], [], [], 60)
-        assert ready, "the inner batch never started"
-    finally:
-        os.close(fd)
+    wait_fifo(fifo)  # the inner batch started
     dirs = paths.read_text().split()  # each level's script directory and run directory
     assert len(dirs) == 4 and all(os.path.isdir(d) for d in dirs)
     parent.cli("cancel", fluid.f58(jobid), check=True)

@@ -11,7 +11,7 @@ import pytest
 
 from fluxlite.client.sync import Handle
 from fluxlite.job import api
-from fluxlite.testing import fluxlite_command, jobid_of
+from fluxlite.testing import fluxlite_command, jobid_of, wait_fifo
 from fluxlite.util import fluid
 
 
@@ -226,13 +226,7 @@ echo started > {fifo}
 fluxlite job wait $id
 """)
     jobid = jobid_of(parent.cli("batch", "-N2", "--output", str(tmp_path / "o"), script))
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        import select
-        ready, _, _ = select.select([fd], [], [], 60)
-        assert ready, "the inner job never started"
-    finally:
-        os.close(fd)
+    wait_fifo(fifo)  # the inner job started
     parent.cli("cancel", fluid.f58(jobid), check=True)
     r = api.wait(parent.handle(), jobid, timeout=60)
     assert r["result"] == "CANCELED"

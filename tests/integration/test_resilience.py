@@ -6,7 +6,6 @@ no broker, shell or task process is left behind afterwards."""
 
 import os
 import re
-import select
 import textwrap
 import time
 
@@ -14,20 +13,10 @@ import pytest
 
 from fluxlite.client.sync import Handle
 from fluxlite.job import api
-from fluxlite.testing import jobid_of, wait_event, wait_pids_gone
+from fluxlite.testing import jobid_of, wait_event, wait_fifo, wait_pids_gone
 from fluxlite.util import fluid
 
 
-
-
-def wait_fifo(path, timeout=60) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        assert ready, f"nothing written to {path} within {timeout}s"
-        return os.read(fd, 4096).decode()
-    finally:
-        os.close(fd)
 
 
 def exceptions(h, jobid):
