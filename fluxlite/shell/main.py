@@ -17,6 +17,10 @@ def preload() -> None:
 
 
 def run_forked_shell(info: dict, env: dict | None = None) -> int:
+    import signal
+    # as Flux's shell: writing to a task's closed stdin is an EPIPE error to handle,
+    # not a SIGPIPE that kills the shell (tasks get the default back when they start)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     from ..util import fluid
     from ..util.proctitle import set_title
     set_title(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} rank={info['shell_rank']}")

@@ -9,6 +9,7 @@ open does not hold the task (or the job) up.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import subprocess
@@ -64,7 +65,9 @@ class Task:
                 self.start_error = f"cannot change directory to {self.cwd}: {exc.strerror}"
             else:
                 self.start_error = f"{what}: {exc.strerror}"
-            self.status = 127 << 8
+            # as a shell says it: 127 not found, 126 found but not executable
+            self.status = (126 if exc.errno in (errno.EACCES, errno.EISDIR, errno.ENOEXEC)
+                           else 127) << 8
             self.done.set_result(None)
             return
         self.pid = self.proc.pid

@@ -3,6 +3,7 @@ t2614-job-shell-doom.t), cancel, time limits, unsatisfiable requests, output,
 many jobs in a row, plugins."""
 
 import json
+import os
 import re
 import textwrap
 import time
@@ -510,3 +511,26 @@ def test_binary_output_and_input_file_are_exact(inst1, tmp_path):
     cp = subprocess.run(fluxlite_command() + ["run", "cat"], env=inst1.env, input=blob,
                         capture_output=True, timeout=60)
     assert cp.returncode == 0 and cp.stdout == blob
+
+
+def test_piped_input_a_task_does_not_read_is_no_failure(instance_factory):
+    """The shell ignores SIGPIPE (as Flux's): tasks that never read, or close, their
+    stdin leave the rest of a piped input unread and the job still succeeds."""
+    inst = instance_factory(2)
+    lots = "".join(f"{i}\n" for i in range(100000))
+    cp = inst.cli("run", "-N2", "hostname", input=lots, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.split() == [os.uname().nodename] * 2
+    cp = inst.cli("run", "sh", "-c", "exec 0<&-; echo closed", input=lots, timeout=60)
+    assert (cp.returncode, cp.stdout) == (0, "closed\n"), cp.stderr
+
+
+def test_unreadable_input_file_and_unrunnable_command(inst1, tmp_path):
+    cp = inst1.cli("run", "--input", str(tmp_path / "nosuch"), "cat")
+    assert cp.returncode == 1
+    assert f"cannot open input file {tmp_path / 'nosuch'}: No such file or directory" in cp.stderr
+    assert "ValueError" not in cp.stderr
+    cp = inst1.cli("run", str(tmp_path))   # a directory: found, not executable
+    assert cp.returncode == 126 and "Permission denied" in cp.stderr
+    cp = inst1.cli("run", "no-such-command-here")
+    assert cp.returncode == 127 and "No such file or directory" in cp.stderr

@@ -29,6 +29,15 @@ class Input(ShellPlugin):
         self.eof = False
         self.watch = None
 
+    def shell_init(self) -> None:
+        """An input file that cannot be read fails the job before any task starts."""
+        if self.path:
+            try:
+                os.close(os.open(self.path, os.O_RDONLY))
+            except OSError as exc:
+                raise ValueError(f"cannot open input file {self.path}: {exc.strerror}") \
+                    from None
+
     def task_init(self, task) -> None:
         if self.path:
             try:
