@@ -52,8 +52,8 @@ HEADINGS = {  # the first ones are suggested when a field is unknown
 # -f words: groups of states, single states, or results
 FILTER_GROUPS = {"pending": set(st.PENDING), "running": set(st.RUNNING),
                  "active": set(st.ORDER) - {st.INACTIVE}, "inactive": {st.INACTIVE}}
-FILTER_WORDS = sorted(FILTER_GROUPS) + [s.lower() for s in st.ORDER] + \
-    [r.lower() for r in st.RESULT_ABBREV]
+FILTER_WORDS = list(dict.fromkeys(sorted(FILTER_GROUPS) + [s.lower() for s in st.ORDER] +
+                                  [r.lower() for r in st.RESULT_ABBREV]))
 
 
 def _filter(ctx, param, value):
