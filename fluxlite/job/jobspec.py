@@ -69,6 +69,9 @@ def build(command: list[str], *, ntasks: int | None = None, nnodes: int | None =
     core = {"type": "core", "count": cores_per_task}
     if nnodes is not None:
         if per_node is not None:
+            if ntasks is not None and ntasks < nnodes:
+                raise UsageError(f"node count ({nnodes}) must not be greater than slot "
+                                 f"count ({ntasks})")
             slots_per_node = max(1, math.ceil((ntasks or nnodes) / nnodes))
             count = {"per_node": per_node}
         else:

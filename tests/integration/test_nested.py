@@ -331,3 +331,13 @@ def test_help_shows_instance_defaults(parent, cmd):
     out = parent.cli(cmd, "--help", check=True).stdout
     assert "exit-timeout=none" in " ".join(out.split())
     assert "--no-persist" in out
+
+
+@pytest.mark.parametrize("cmd", [["batch", "--wrap", "true"], ["alloc", "true"]])
+def test_fewer_slots_than_nodes_is_refused(parent, cmd):
+    """As `run -N2 -n1` is: every node of an instance job holds at least one slot."""
+    cp = parent.cli(cmd[0], "-N2", "-n1", *cmd[1:])
+    assert cp.returncode != 0
+    assert cp.stderr.strip() == \
+        f"fluxlite {cmd[0]}: node count (2) must not be greater than slot count (1)"
+    assert api.list_jobs(parent.handle(), "all") == []
