@@ -401,7 +401,8 @@ class Broker:
         if self._probe_timer is not None:
             self._probe_timer.cancel()
         self.local_monitor.close()
-        self.local.close()
+        # answers already queued (e.g. to `fluxlite shutdown`) get a moment to leave
+        self.local.close(linger=100)
         self.ctx.term()
 
     # ---------------------------------------------------------- events in

@@ -95,8 +95,16 @@ def dmesg(rank, clear, as_json):
 @click.option("--reason", default="", help="Why (logged by the broker).")
 def shutdown(reason):
     """Shut the instance down: running jobs are cancelled, brokers leave leaves-first."""
+    import errno
+
+    from ..errors import FluxliteError
     with handle() as h:
-        h.call("broker.shutdown", {"reason": reason or "fluxlite shutdown"}, nodeid=0)
+        try:
+            h.call("broker.shutdown", {"reason": reason or "fluxlite shutdown"}, nodeid=0)
+        except FluxliteError as exc:
+            # the broker may be gone before its answer reaches us: that is what we asked
+            if exc.errnum != errno.EHOSTUNREACH:
+                raise
 
 
 @click.command(context_settings=HELP)
