@@ -244,6 +244,9 @@ class JobShell:
             "FLUXLITE_URI": self.local_uri,
             "FLUXLITE_SHELL_RANK": str(self.rank),
         })
+        if self.info.get("tmpdir"):
+            # as Flux's FLUX_JOB_TMPDIR: private to the job on this node, removed with it
+            env["FLUXLITE_JOB_TMPDIR"] = self.info["tmpdir"]
         cwd = self.jobspec["attributes"]["system"].get("cwd") or "/"
         on_output = self._on_output
         for localid in range(self.nlocal):

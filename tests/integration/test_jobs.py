@@ -65,6 +65,17 @@ def test_task_environment(inst4):
     assert len({r[4] for r in rows}) == 1 and rows[0][4].startswith(("ƒ", "f"))
 
 
+def test_job_tmpdir_is_private_and_goes_with_the_job(inst4):
+    """FLUXLITE_JOB_TMPDIR: one directory per job per rank, writable by the tasks,
+    gone once the job is over."""
+    cp = inst4.cli("run", "-N2", "sh", "-c",
+                   'test -d "$FLUXLITE_JOB_TMPDIR" && touch "$FLUXLITE_JOB_TMPDIR/x" && '
+                   'echo "$FLUXLITE_JOB_TMPDIR"', check=True)
+    dirs = set(cp.stdout.split())
+    assert len(dirs) == 2
+    assert not any(os.path.exists(d) for d in dirs)
+
+
 def test_output_to_file(inst1, tmp_path):
     cp = inst1.cli("run", "--output", str(tmp_path / "out-{{id}}.txt"), "-l", "sh", "-c",
                    "echo one; echo two >&2", check=True)
