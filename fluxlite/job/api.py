@@ -34,36 +34,15 @@ def wait(h, jobid: int, timeout: float | None = None) -> dict:
 
 
 def wait_any(h, timeout: float | None = None) -> dict:
-    """Wait for one job not waited for yet, as wait() does: the one that finished
-    first if any has, else the next to finish (its main eventlog followed, not
-    polled).  FluxliteError(ECHILD) if every job has been waited for."""
-    jobs = [j for j in list_jobs(h, "all") if not j["waited"]]
-    if not jobs:
-        err = FluxliteError("there are no waitable jobs", errno.ECHILD)
-        err.exit_code = 2  # as `flux job wait`
-        raise err
-    done = [j for j in jobs if j["state"] == states.INACTIVE]
-    if not done:
-        finished: list[int] = []
-        watches = {}
-
-        def on_entries(jobid, msg):
-            if not msg.errnum and any(e.get("name") == "clean"
-                                      for e in msg.payload["entries"]):
-                finished.append(jobid)
-
-        for j in jobs:
-            key = jel.eventlog_key(j["id"])
-            watches[key] = p = _watch(h, key)
-            p.on_response = lambda msg, jobid=j["id"]: on_entries(jobid, msg)
-        try:
-            if not h.run_until(lambda: finished, timeout):
-                raise RPCTimeout(f"no job finished within {timeout:g}s")
-        finally:
-            for key, p in watches.items():
-                _unwatch(h, key, p)
-        done = [{"id": finished[0], "t_inactive": 0.0}]
-    return wait(h, min(done, key=lambda j: j["t_inactive"])["id"], timeout)
+    """Wait for one of the caller's jobs not waited for yet, as wait() does: the one
+    that ended first if any has, else the next to end (the job-manager decides, so
+    two callers never get the same job).  FluxliteError(ECHILD) if there is none."""
+    try:
+        return h.call("job-manager.wait", {}, timeout=timeout)
+    except FluxliteError as exc:
+        if exc.errnum == errno.ECHILD:
+            exc.exit_code = 2  # as `flux job wait`
+        raise
 
 
 def info(h, jobid: int) -> dict:

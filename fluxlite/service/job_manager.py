@@ -93,6 +93,7 @@ class JobManagerService(Service):
     def __init__(self, broker):
         super().__init__(broker)
         self.jobs: dict[int, Job] = {}
+        self.any_waiters: list = []   # job-manager.wait without an id, in arrival order
         self.gen = fluid.FluidGenerator(0)
         self.kvs = None
         self.hostname = broker.attrs["hostname"]
@@ -141,6 +142,12 @@ class JobManagerService(Service):
             self.untrack_stream(w)
             self.respond(w, self._wait_result(job))
         job.waiters.clear()
+        for w in list(self.any_waiters):
+            if self._waitable(w, job):  # the first waiting for any job gets it
+                self.any_waiters.remove(w)
+                self.untrack_stream(w)
+                self.respond(w, self._wait_result(job))
+                break
         if not any(j.state != states.INACTIVE for j in self.jobs.values()):
             self._idle.set()
 
@@ -332,12 +339,35 @@ class JobManagerService(Service):
     # ------------------------------------------------------------ queries
     @request("job-manager.wait")
     def wait(self, msg):
+        """Wait for one job (`{id}`), or without an id for any job of the caller's
+        not waited for yet: the one that ended first, else the next to end."""
+        payload = msg.payload if isinstance(msg.payload, dict) else {}
+        if payload.get("id") is None:
+            return self._wait_any(msg)
         jobid = fields(msg, id=int)
         job = self._job(jobid)
         if job.state == states.INACTIVE:
             return self._wait_result(job)
         job.waiters.append(msg)
         self.track_stream(msg, lambda: job.waiters.remove(msg) if msg in job.waiters else None)
+        return self.no_reply
+
+    def _waitable(self, msg, job: Job) -> bool:
+        """A job `msg`'s sender may get from a wait for any job: its own, not waited
+        for yet, and nobody waiting for it by id."""
+        return job.userid == msg.userid and not job.waited and not job.waiters
+
+    def _wait_any(self, msg):
+        done = [j for j in self.jobs.values()
+                if j.state == states.INACTIVE and self._waitable(msg, j)]
+        if done:
+            return self._wait_result(min(done, key=lambda j: j.t_inactive))
+        pending = [j for j in self.jobs.values() if self._waitable(msg, j)]
+        if len(pending) <= sum(1 for w in self.any_waiters if w.userid == msg.userid):
+            raise FluxliteError("there are no waitable jobs", errno.ECHILD)
+        self.any_waiters.append(msg)
+        self.track_stream(msg, lambda: self.any_waiters.remove(msg)
+                          if msg in self.any_waiters else None)
         return self.no_reply
 
     @request("job-manager.list")

@@ -196,3 +196,22 @@ def test_job_info_without_key_lists_keys_on_one_line(inst1):
     line = one_error_line(cp)
     assert cp.returncode == 2 and "\t" not in line
     assert "jobspec, R, eventlog, guest.exec.eventlog, guest.output" in line
+
+
+def test_concurrent_job_waits_get_different_jobs(inst1):
+    """The job-manager hands each waiting `job wait` its own job, never the same one."""
+    jobs = {inst1.cli("submit", "sleep", "0.5", check=True).stdout.strip() for _ in range(2)}
+    waiters = [subprocess.Popen(fluxlite_command() + ["job", "wait"], env=inst1.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    try:
+        got = {w.communicate(timeout=30)[0].strip() for w in waiters}
+    finally:
+        for w in waiters:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    assert got == jobs
+    assert [w.returncode for w in waiters] == [0, 0]
+    cp = inst1.cli("job", "wait")
+    assert cp.returncode == 2 and "there are no waitable jobs" in cp.stderr
