@@ -545,3 +545,23 @@ def test_unreadable_input_file_and_unrunnable_command(inst1, tmp_path):
     assert cp.returncode == 126 and "Permission denied" in cp.stderr
     cp = inst1.cli("run", "no-such-command-here")
     assert cp.returncode == 127 and "No such file or directory" in cp.stderr
+
+
+def test_lines_of_tasks_writing_at_once_never_splice(instance_factory, tmp_path):
+    """stdout is line-buffered: 4 tasks printing 100,000 lines each, to the terminal
+    and to one file, give 400,000 whole lines, none lost."""
+    inst = instance_factory(2)
+    expected = sorted(str(i) for i in range(1, 100001)) * 4
+    cp = inst.cli("run", "-n4", "seq", "1", "100000", timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(cp.stdout.splitlines()) == sorted(expected)
+    out = tmp_path / "seq.out"
+    inst.cli("run", "-n4", "--output", str(out), "seq", "1", "100000", check=True, timeout=120)
+    assert sorted(out.read_text().splitlines()) == sorted(expected)
+
+
+def test_labelled_file_output_ends_an_unfinished_last_line(inst1, tmp_path):
+    out = tmp_path / "lab.out"
+    inst1.cli("run", "-n2", "-l", "--output", str(out), "sh", "-c", r'printf "a\nb"',
+              check=True)
+    assert sorted(out.read_text().splitlines()) == ["0: a", "0: b", "1: a", "1: b"]

@@ -5,6 +5,8 @@ KVS (bytes that are not UTF-8 travel base64-encoded, so output is kept
 exactly; no leader in the path, so no shell ever waits for another's output).
 Data read in the same turn of the event loop goes out in one commit; a task's
 streams end with an `eof` mark, which `run` and `job attach` wait for.
+stdout is line-buffered (as in Flux), so lines of tasks writing at the same
+time never splice together; stderr goes out as it comes.
 
 Options: output.stdout.path / output.stderr.path write to files instead
 ("{{id}}" or "{id}" in the name is the job id; stderr follows stdout when only
@@ -23,6 +25,9 @@ import os
 from ...job.eventlog import encode_data, entry
 from ...util import fluid
 from ..plugin import ShellPlugin
+
+
+LINE_LIMIT = 64 << 10  # a partial line longer than this goes out anyway
 
 
 def expand_path(template: str, jobid: int) -> str:
@@ -69,14 +74,16 @@ class Output(ShellPlugin):
                                       for s, t in (("stdout", out), ("stderr", err)) if t])
 
     def add(self, task, stream: str, data: bytes, eof: bool = False) -> None:
+        key = (task.rank, stream)
         fd = self.files.get(stream)
-        if fd is not None and data:
-            self._write_file(fd, task, stream, data)
+        if stream == "stdout" or (fd is not None and self.label):
+            # stdout is line-buffered, as in Flux: the lines of tasks writing at once
+            # never splice into one another (stderr goes out as it comes)
+            data = self._whole_lines(key, data, eof)
+        if fd is not None:
+            if data:
+                self._write_file(fd, task, data, eof)
             data = b""
-        if fd is not None and eof:
-            rest = self.partial.pop((task.rank, stream), b"")
-            if rest:
-                os.write(fd, (f"{task.rank}: ".encode() if self.label else b"") + rest)
         if not data and not eof:
             return
         ctx = {"stream": stream, "rank": str(task.rank)}
@@ -89,18 +96,26 @@ class Output(ShellPlugin):
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def _write_file(self, fd: int, task, stream: str, data: bytes) -> None:
-        if not self.label:
-            os.write(fd, data)
-            return
-        key = (task.rank, stream)
+    def _whole_lines(self, key: tuple[int, str], data: bytes, eof: bool) -> bytes:
+        """What can go out now: up to the last newline; the rest waits for its newline,
+        the stream's end, or LINE_LIMIT bytes (a stream that never ends a line)."""
         buf = self.partial.pop(key, b"") + data
-        *lines, rest = buf.split(b"\n")
-        if lines:
+        cut = buf.rfind(b"\n") + 1
+        if eof or len(buf) - cut >= LINE_LIMIT:
+            return buf
+        if cut < len(buf):
+            self.partial[key] = buf[cut:]
+        return buf[:cut]
+
+    def _write_file(self, fd: int, task, data: bytes, eof: bool) -> None:
+        if self.label:
             prefix = f"{task.rank}: ".encode()
-            os.write(fd, b"".join(prefix + line + b"\n" for line in lines))
-        if rest:
-            self.partial[key] = rest
+            lines = data.split(b"\n")
+            if lines[-1] == b"":
+                lines.pop()
+            # a last line without its newline still ends the task's line in the file
+            data = b"".join(prefix + line + b"\n" for line in lines)
+        os.write(fd, data)
 
     def flush(self) -> None:
         self._scheduled = False
