@@ -24,6 +24,19 @@ def _duration(v) -> str:
     return v if isinstance(v, str) else f"{v}s"
 
 
+def _positive_duration(v) -> str:
+    if fsd.parse(v) <= 0:
+        raise ValueError(f"{v!r} must be longer than 0s")
+    return v if isinstance(v, str) else f"{v}s"
+
+
+def _idset(v) -> str:
+    s = str(v)
+    if s:
+        idset.decode(s)
+    return s
+
+
 def _timeout(v) -> str:
     fsd.parse_timeout(v)
     return v if isinstance(v, str) else f"{v}s"
@@ -96,9 +109,9 @@ ATTRIBUTES: dict[str, Attr] = {
     "tbon.parent-endpoint": Attr(None, _text, False, "endpoint of the parent", config=False),
     # tree and liveness
     "tbon.topo": Attr(tree.DEFAULT_TOPO, _topo, False, "tree shape: kary:K (kary:0 is flat)"),
-    "tbon.keepalive-period": Attr("0.1s", _duration, True,
+    "tbon.keepalive-period": Attr("0.1s", _positive_duration, True,
                                   "how often each link sends a keepalive both ways"),
-    "tbon.torpid-timeout": Attr("3s", _duration, True,
+    "tbon.torpid-timeout": Attr("3s", _positive_duration, True,
                                 "silence after which a peer is torpid (kept out of scheduling)"),
     "tbon.lost-timeout": Attr("10s", _timeout, True,
                               "silence after which a peer is declared lost ('none': never); "
@@ -125,7 +138,7 @@ ATTRIBUTES: dict[str, Attr] = {
     # resources and exec
     "resource.cores-per-rank": Attr("0", _uint, False,
                                     "cores each rank offers (0: all of this machine's cores)"),
-    "resource.cores": Attr("", _text, False,
+    "resource.cores": Attr("", _idset, False,
                            "core ids each rank offers, e.g. 0-3 (overrides cores-per-rank; "
                            "set for nested instances)"),
     "exec.kill-timeout": Attr("5s", _duration, True,

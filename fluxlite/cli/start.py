@@ -49,6 +49,13 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
     attrs = _build_attrs(conf, setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
+    crit = attrs.get("broker.critical-ranks", "")
+    if crit not in ("", "all"):
+        from ..util import idset
+        if max(idset.decode(crit), default=0) >= size:
+            from ..errors import UsageError
+            raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: "
+                             f"this instance has ranks 0-{size - 1}")
     interactive = False
     command = list(command)
     if not command:

@@ -127,6 +127,9 @@ def test_sigterm_to_launcher_shuts_down_cleanly():
     (["--frobnicate"], "no such option"),
     (["-S", "nosuch=1"], "unknown attribute"),
     (["-S", "tbon.lost-timeout=soon"], "invalid value for tbon.lost-timeout"),
+    (["-S", "tbon.keepalive-period=0"], "must be longer than 0s"),
+    (["-S", "resource.cores=abc"], "invalid value for resource.cores"),
+    (["-S", "broker.critical-ranks=0-5"], "this instance has ranks 0-0"),
 ])
 def test_start_bad_input(args, words):
     cp = subprocess.run(fluxlite_command() + ["start"] + args + ["true"],
