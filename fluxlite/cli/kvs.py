@@ -73,5 +73,11 @@ def eventlog(watch, key):
                 for e in resp["entries"]:
                     click.echo(format_entry(e))
             return
-        for e in h.call("kvs.get", {"key": key}, nodeid=0)["value"]:
+        value = h.call("kvs.get", {"key": key}, nodeid=0)["value"]
+        if not isinstance(value, list) or not all(
+                isinstance(e, dict) and "name" in e for e in value):
+            from ..errors import UsageError
+            raise UsageError(f"{key} is not an eventlog (a list of entries with a name); "
+                             "use `fluxlite kvs get` to read it")
+        for e in value:
             click.echo(format_entry(e))

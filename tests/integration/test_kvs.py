@@ -59,3 +59,13 @@ def test_bad_requests(inst1):
             h.call("kvs.commit", payload)
     with pytest.raises(FluxliteError, match="not found"):
         h.call("kvs.watch", {"key": "nosuch"})
+
+
+def test_eventlog_of_a_key_that_is_not_one(inst1):
+    inst1.cli("kvs", "put", "c=hello", check=True)
+    cp = inst1.cli("kvs", "eventlog", "c")
+    assert cp.returncode == 1
+    assert cp.stderr.strip() == ("fluxlite kvs eventlog: c is not an eventlog (a list of "
+                                 "entries with a name); use `fluxlite kvs get` to read it")
+    assert "resource-define" in inst1.cli("kvs", "eventlog", "resource.eventlog",
+                                          check=True).stdout
