@@ -85,7 +85,8 @@ def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
     watched alongside; the KVS answers in commit order, so every entry written
     before `clean` has been yielded by then).  A log the job never created
     raises FluxliteError(ENOENT) saying why, at once without `follow`, once
-    the job is inactive with it.  `timeout` bounds the whole watch (RPCTimeout).
+    the job is inactive with it.  An unknown job id raises FluxliteError(ENOENT).
+    `timeout` bounds the whole watch (RPCTimeout).
     """
     path = "eventlog" if path == "main" else path
     key = jel.eventlog_key(jobid, path)
@@ -98,6 +99,7 @@ def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
             raise
         yield from value
         return
+    info(h, jobid)  # an unknown id is an error now, not a wait for a log never written
     deadline = None if timeout is None else time.monotonic() + timeout
     end = _LogEnd(path)
     watch = _watch(h, key)

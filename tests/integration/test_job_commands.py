@@ -215,3 +215,13 @@ def test_concurrent_job_waits_get_different_jobs(inst1):
     assert [w.returncode for w in waiters] == [0, 0]
     cp = inst1.cli("job", "wait")
     assert cp.returncode == 2 and "there are no waitable jobs" in cp.stderr
+
+
+def test_following_an_unknown_job_is_an_error_at_once(inst1):
+    import errno
+
+    from fluxlite.errors import FluxliteError
+    h = inst1.handle()
+    with pytest.raises(FluxliteError) as info:
+        next(api.event_watch(h, 12345, timeout=30))
+    assert info.value.errnum == errno.ENOENT
