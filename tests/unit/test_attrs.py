@@ -47,6 +47,12 @@ def test_shipped_config_is_valid():
     here = os.path.dirname(__file__)
     values = attrs.load_config(os.path.join(here, "..", "..", "etc", "fluxlite.toml"))
     assert values["tbon.topo"] == "kary:32"
+    # it writes out every configurable key, each with its default
+    configurable = {k for k, a in attrs.ATTRIBUTES.items() if a.config and a.default is not None}
+    missing = configurable - set(values) - {"instance-level", "jobid", "parent-uri"}
+    assert not missing, f"etc/fluxlite.toml lacks {sorted(missing)}"
+    for k in set(values) & configurable:
+        assert values[k] == attrs.check(k, attrs.ATTRIBUTES[k].default), k
 
 
 def test_state_machine_paths():
