@@ -119,14 +119,7 @@ def describe_exception(ctx: dict) -> str:
     etype, note = ctx.get("type", "exception"), ctx.get("note") or ""
     if note:
         return f"{etype}: {note}"
-    if etype == "cancel" and ctx.get("userid") is not None:
-        return f"cancel by {_user_name(ctx['userid'])}"
+    if etype == "cancel" and isinstance(ctx.get("userid"), int):
+        from .jobs import username
+        return f"cancel by {username(ctx['userid'])}"
     return str(etype)
-
-
-def _user_name(uid: int) -> str:
-    import pwd
-    try:
-        return pwd.getpwuid(int(uid)).pw_name
-    except (KeyError, ValueError, TypeError):
-        return f"uid {uid}"

@@ -58,6 +58,7 @@ class JobShell:
         self.critical_seq: int = crit.get("seq", 0)
         self._announced_seq: int | None = None  # the last set given to plugins
         self.early_signals: list[int] = []  # forwarded signals, for tasks that start later
+        self.signal_listeners: list = []    # callback(signum) for each signal received
         self.done_shells: set[int] = set()
         self.lost_shells: set[int] = set()
         self._progress = asyncio.Event()

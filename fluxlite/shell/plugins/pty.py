@@ -69,21 +69,13 @@ class Pty(ShellPlugin):
         os.close(self.slave)
         self.slave = None
         os.set_blocking(self.master, False)
-        loop = asyncio.get_running_loop()
-        loop.add_reader(self.master, self._readable)
-        self._chain_signals(loop)
+        asyncio.get_running_loop().add_reader(self.master, self._readable)
+        self.shell.signal_listeners.append(self._signalled)
 
-    def _chain_signals(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Hang up on a terminating signal, keeping whatever handles it already (the
-        signal plugin forwards it to the tasks through its wakeup pipe)."""
-        for sig in HANGUP_SIGNALS:
-            previous = signal.getsignal(sig)
-
-            def handler(signum, frame, previous=previous):
-                loop.call_soon_threadsafe(self.hangup, f"signal {signal.Signals(signum).name}")
-                if callable(previous):
-                    previous(signum, frame)
-            signal.signal(sig, handler)
+    def _signalled(self, signum: int) -> None:
+        """The signal plugin received a signal: a terminating one hangs up too."""
+        if signum in HANGUP_SIGNALS:
+            self.hangup(f"signal {signal.Signals(signum).name}")
 
     def _readable(self) -> None:
         try:

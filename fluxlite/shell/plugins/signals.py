@@ -2,6 +2,8 @@
 
 job-exec sends SIGTERM (SIGALRM for a time limit) to the shells to end a job,
 and `fluxlite job kill -s SIG` sends any signal; the shell passes them on.
+Other plugins that must act on a signal add a callback(signum) to the
+shell's `signal_listeners` instead of installing handlers of their own.
 
 The signals arrive through a wakeup pipe read by the event loop, as asyncio's
 own `add_signal_handler` does, but without its per-call validation of every
@@ -50,3 +52,5 @@ class SignalForwarder(ShellPlugin):
             self.shell.early_signals.append(sig)
         for task in self.shell.tasks:
             task.kill(sig)
+        for listener in self.shell.signal_listeners:  # e.g. the pty plugin's hang-up
+            listener(sig)
