@@ -14,6 +14,7 @@ still alive (after a bounded wait for processes that are already dying).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -198,6 +199,19 @@ class Instance:
         return self._stderr.read().decode(errors="replace")[-n:]
 
     # ------------------------------------------------------------ talking
+    @contextlib.contextmanager
+    def cli_background(self, *args):
+        """`fluxlite ARGS...` running (text pipes) while the block runs; killed if it
+        is still running when the block ends."""
+        p = subprocess.Popen(fluxlite_command() + list(args), env=self.env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            yield p
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
     def cli(self, *args, check: bool = False, timeout: float = 60.0, input: str | None = None,
             env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
         """Run `fluxlite ARGS...` against this instance; stdout/stderr captured as text."""

@@ -2,12 +2,9 @@
 following eventlogs that can grow no more, jobs that never started, waiting
 for any job, durations, unknown ids and values that look like options."""
 
-import subprocess
-
 import pytest
 
 from fluxlite.job import api
-from fluxlite.testing import fluxlite_command
 from fluxlite.util import fluid
 
 
@@ -97,16 +94,9 @@ def test_wait_event_started_before_the_cancel_ends(instance_factory):
     inst = instance_factory(1, cores_per_rank=1)
     blocker = jobid_of(inst.cli("submit", "sleep", "60", check=True))
     pending = jobid_of(inst.cli("submit", "true", check=True))
-    follower = subprocess.Popen(
-        fluxlite_command() + ["job", "wait-event", "-p", "exec", pending, "start"],
-        env=inst.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with inst.cli_background("job", "wait-event", "-p", "exec", pending, "start") as follower:
         inst.cli("cancel", pending, check=True)
         _, err = follower.communicate(timeout=30)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.wait()
     assert follower.returncode == 1 and "never started" in err
     inst.cli("cancel", blocker, check=True)
     api.wait(inst.handle(), fluid.parse(blocker), timeout=30)
@@ -125,15 +115,9 @@ def test_job_wait_without_id_waits_for_any_job(inst1):
     assert one_error_line(cp) == \
         f"fluxlite job wait: {failed}: task(s) exited with exit code 3"
 
-    waiter = subprocess.Popen(fluxlite_command() + ["job", "wait"], env=inst1.env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with inst1.cli_background("job", "wait") as waiter:
         inst1.cli("cancel", sleeper, check=True)
         out, err = waiter.communicate(timeout=30)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
     assert (waiter.returncode, out) == (1, sleeper + "\n")
     assert err.strip().endswith(f"{sleeper}: cancel exception")
 
@@ -201,16 +185,9 @@ def test_job_info_without_key_lists_keys_on_one_line(inst1):
 def test_concurrent_job_waits_get_different_jobs(inst1):
     """The job-manager hands each waiting `job wait` its own job, never the same one."""
     jobs = {inst1.cli("submit", "sleep", "0.5", check=True).stdout.strip() for _ in range(2)}
-    waiters = [subprocess.Popen(fluxlite_command() + ["job", "wait"], env=inst1.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
-    try:
+    with inst1.cli_background("job", "wait") as w1, inst1.cli_background("job", "wait") as w2:
+        waiters = [w1, w2]
         got = {w.communicate(timeout=30)[0].strip() for w in waiters}
-    finally:
-        for w in waiters:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
     assert got == jobs
     assert [w.returncode for w in waiters] == [0, 0]
     cp = inst1.cli("job", "wait")
