@@ -213,3 +213,13 @@ def machine_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def critical_ranks(attrs: dict[str, str], size: int) -> set[int]:
+    """The ranks whose loss ends this instance: rank 0 plus every interior rank by default."""
+    text = attrs.get("broker.critical-ranks", "")
+    if text == "all":
+        return set(range(size))
+    if text:
+        return idset.decode(text)
+    return set(tree.critical_ranks(size, tree.parse_topo(attrs["tbon.topo"])))

@@ -29,9 +29,9 @@ import zmq
 from ..errors import FluxliteError
 from ..protocol.transport import Channel
 from ..util import fsd, procs, tree
-from . import logging as blog
+from ..util import log as blog
 from . import state as st
-from .router import Router
+from ..router.router import Router
 
 log = blog.get_logger("broker")
 
@@ -215,7 +215,7 @@ class Broker:
             svc = cls(self)
             self.services.append(svc)
             self.router.services[svc.name] = svc
-        from ..overlay.service import OverlayService
+        from ..service.overlay import OverlayService
         ov = OverlayService(self)
         self.services.append(ov)
         self.router.services[ov.name] = ov
@@ -243,7 +243,7 @@ class Broker:
         """Nested rank 0: record our URI in the parent job and declare our critical ranks."""
         from ..client.aio import AsyncHandle
         from ..util import fluid, idset
-        from .nested import critical_ranks
+        from .attrs import critical_ranks
         jobid = fluid.parse(self.attrs["jobid"])
         crit = critical_ranks(self.attrs, self.size)
         h = AsyncHandle(self.attrs["parent-uri"], ctx=self.ctx)
@@ -281,7 +281,7 @@ class Broker:
     async def _run_initial_program(self) -> None:
         env = dict(os.environ)
         env["FLUXLITE_URI"] = self.local_uri
-        from .launcher import fluxlite_bindir
+        from ..util.paths import fluxlite_bindir
         bindir = fluxlite_bindir()
         if bindir and bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")

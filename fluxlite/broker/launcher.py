@@ -24,51 +24,13 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 
 from ..errors import UsageError
 from ..util import procs, tree
+from ..util.paths import fluxlite_bindir, make_private_dirs, make_rundir
 
 MAX_SIZE = 1024
-
-
-def make_rundir(base: str | None = None) -> str:
-    """A short private run directory (Unix socket paths must stay under ~107 bytes)."""
-    parent = base or ("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
-    return tempfile.mkdtemp(prefix="fl-", dir=parent)
-
-
-def make_private_dirs(path: str) -> None:
-    """`mkdir -p path`, each directory it creates mode 0700 (umask or not); existing
-    ones are left as they are."""
-    path = os.path.abspath(path)
-    missing = []
-    while not os.path.isdir(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            if not os.path.isdir(d):
-                raise UsageError(f"--rundir: {d} exists and is not a directory") from None
-            continue
-        except OSError as exc:
-            raise UsageError(f"--rundir: cannot create {d}: {exc.strerror}") from None
-        os.chmod(d, 0o700)
-
-
-def fluxlite_bindir() -> str | None:
-    """Directory holding the `fluxlite` command that runs us, for PATH inside the instance."""
-    candidates = [os.path.join(sys.prefix, "bin"), os.path.dirname(os.path.abspath(sys.argv[0]))]
-    for d in candidates:
-        if os.access(os.path.join(d, "fluxlite"), os.X_OK):
-            return d
-    return None
 
 
 def launch(size: int, attrs: dict[str, str], command: list[str], *,
@@ -91,8 +53,9 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     # warm image: everything a broker and a job shell need, imported once
     from ..broker.broker import BrokerConfig
     from ..broker.main import run_broker
-    from . import broker as _b, router as _r  # noqa: F401
-    from ..overlay import overlay as _o, service as _os  # noqa: F401
+    from . import broker as _b  # noqa: F401
+    from ..router import router as _r  # noqa: F401
+    from ..overlay import overlay as _o  # noqa: F401
     from .. import service as _svc
     _svc.service_classes(0)
     from ..shell.main import preload

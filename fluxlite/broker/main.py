@@ -10,7 +10,7 @@ import asyncio
 import os
 
 from ..util.proctitle import set_title
-from . import logging as blog
+from ..util import log as blog
 from .broker import Broker, BrokerConfig
 from .spawner import start_spawner
 

@@ -27,7 +27,8 @@ import socket
 from ..errors import FluxliteError
 from ..util import idset, tree
 from .broker import BrokerConfig
-from .launcher import make_rundir
+from ..util.paths import make_rundir
+from .attrs import critical_ranks
 
 
 class BootstrapChannel:
@@ -129,13 +130,3 @@ def _make_rundir(base: str | None, rank: int) -> str:
         raise FluxliteError(f"instances nested too deeply: the run directory {path} is too "
                             "long for a socket path")
     return path
-
-
-def critical_ranks(attrs: dict[str, str], size: int) -> set[int]:
-    """The ranks whose loss ends this instance: rank 0 plus every interior rank by default."""
-    text = attrs.get("broker.critical-ranks", "")
-    if text == "all":
-        return set(range(size))
-    if text:
-        return idset.decode(text)
-    return set(tree.critical_ranks(size, tree.parse_topo(attrs["tbon.topo"])))

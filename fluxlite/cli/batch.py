@@ -77,7 +77,7 @@ def split_broker_opts(values) -> list[str]:
 
 def fluxlite_executable() -> str:
     """The absolute path of this `fluxlite`, so brokers start whatever PATH says."""
-    from ..broker.launcher import fluxlite_bindir
+    from ..util.paths import fluxlite_bindir
     d = fluxlite_bindir()
     return os.path.join(d, "fluxlite") if d else "fluxlite"
 

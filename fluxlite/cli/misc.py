@@ -84,7 +84,7 @@ def lsattr(values, rank):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entry.")
 def dmesg(rank, clear, as_json):
     """Print the broker's recent log entries."""
-    from ..broker.logging import format_entry
+    from ..util.log import format_entry
     with handle() as h:
         entries = h.call("broker.dmesg", {"clear": clear}, nodeid=rank)["entries"]
     for e in entries:

@@ -18,7 +18,7 @@ from ..errors import UsageError
 
 
 def _setopt_list(ctx, param, values):
-    from ..shell.options import parse_setopt
+    from ..job.shell_options import parse_setopt
     out = {}
     for v in values:
         k, val = parse_setopt(v)

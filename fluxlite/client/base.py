@@ -11,7 +11,7 @@ from ..errors import FluxliteError
 from ..protocol import message as m
 from ..protocol.message import Message
 from .connect import credentials
-from .rpc import PendingRPC, RPCTracker
+from ..protocol.rpc import PendingRPC, RPCTracker
 
 
 class HandleCore:

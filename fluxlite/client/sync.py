@@ -23,7 +23,7 @@ from ..errors import FluxliteError, RPCTimeout
 from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
 from .connect import resolve_uri
-from .rpc import PendingRPC
+from ..protocol.rpc import PendingRPC
 
 
 class Handle(HandleCore):

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..shell import options as shell_options
+from . import shell_options
 from ..util import fsd
 
 MAX_COUNT = 1 << 20

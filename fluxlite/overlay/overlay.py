@@ -31,7 +31,7 @@ import time
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from ..broker.logging import get_logger
+from ..util.log import get_logger
 from ..errors import ProtocolError
 from ..protocol import message as m
 from ..protocol.message import Message

@@ -55,7 +55,7 @@ class Channel:
             try:
                 self.on_frames(frames)
             except Exception:  # one bad message must not stall the rest of the queue
-                from ..broker.logging import get_logger
+                from ..util.log import get_logger
                 get_logger("transport").error("message handler failed", exc_info=True)
         self._schedule()
 

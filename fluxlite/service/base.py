@@ -19,7 +19,7 @@ import asyncio
 import errno
 import inspect
 
-from ..broker.logging import get_logger
+from ..util.log import get_logger
 from ..errors import FluxliteError, ProtocolError
 from ..protocol.message import NORESPONSE, STREAMING, Message
 

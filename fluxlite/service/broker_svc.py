@@ -7,7 +7,7 @@ import errno
 import time
 
 from ..broker import attrs as battrs
-from ..broker import logging as blog
+from ..util import log as blog
 from ..errors import FluxliteError
 from .base import Service, fields, request
 

@@ -218,7 +218,7 @@ class JobShell:
         for path in paths:
             for p in self.plugins.load_file(path):
                 claimed.update(getattr(p, "options", {}) or {})
-        from . import options as shell_options
+        from ..job import shell_options
         for name, value in self.options.items():
             if shell_options.lookup(name) is not None:
                 continue

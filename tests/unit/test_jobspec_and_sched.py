@@ -8,7 +8,7 @@ import pytest
 from fluxlite.errors import UsageError
 from fluxlite.job import jobspec as js
 from fluxlite.service.sched import SchedService
-from fluxlite.shell import options as shell_options
+from fluxlite.job import shell_options
 from fluxlite.util import fsd
 
 

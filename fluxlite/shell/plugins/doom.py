@@ -29,7 +29,7 @@ import asyncio
 import time
 
 from ...util import fsd
-from .. import options as shell_options
+from ...job import shell_options
 from ..plugin import ShellPlugin
 
 DEFAULT_TIMEOUT = 30.0

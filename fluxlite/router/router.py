@@ -23,12 +23,12 @@ from typing import Callable
 
 import zmq
 
-from ..client.rpc import PendingRPC, RPCTracker
+from ..protocol.rpc import PendingRPC, RPCTracker
 from ..errors import FluxliteError, ProtocolError
 from ..protocol import message as m
 from ..protocol.message import Message
 from ..util import tree
-from .logging import get_logger
+from ..util.log import get_logger
 
 INTERNAL = b""
 PARENT = -1

@@ -11,7 +11,7 @@ import errno
 import time
 
 from ..errors import FluxliteError
-from ..service.base import Service, request
+from .base import Service, request
 from ..util import idset, tree
 
 

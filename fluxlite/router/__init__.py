@@ -1,0 +1,1 @@
+"""Routing: where each message a broker handles goes next (router.py)."""
