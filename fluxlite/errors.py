@@ -1,16 +1,29 @@
 """The exception tree.  One error type crosses the wire: an errno name plus a sentence.
 
-    FluxliteError            errnum (POSIX errno) + a human sentence; what an RPC fails with
-     ├── ProtocolError       EPROTO: bytes that are not a valid message, or a payload of the wrong shape
-     ├── HostUnreachable     EHOSTUNREACH: the peer (a broker, a rank) is gone; in-flight RPCs fail with it
-     ├── NoService           ENOSYS: nothing registered the topic's service
-     ├── RPCTimeout          ETIMEDOUT: no answer within the caller's bound
-     ├── EndOfStream         ENODATA: a streaming RPC ended cleanly (not a failure)
-     └── UsageError          EINVAL: bad input from a user (options, durations, ids)
+    FluxliteError              errnum (POSIX errno) + a sentence; what an RPC fails with;
+     │                         exit_code: what a command exits with when it ends on it (1)
+     ├── ProtocolError         EPROTO: bytes that are not a valid message, a payload of
+     │                         the wrong shape, a peer that breaks the protocol
+     ├── UsageError            EINVAL: bad input from a user (options, durations, ids)
+     ├── NotFound              ENOENT: no such job, key, attribute, process
+     ├── PermissionDenied      EPERM: the caller may not do this
+     ├── AlreadyExists         EEXIST: a name that is taken
+     ├── Canceled              ECANCELED: the work was called off (a job being terminated)
+     ├── NoChild               ECHILD: nothing to wait for
+     ├── TryAgain              EAGAIN: not now (the instance is shutting down)
+     ├── NoService             ENOSYS: nothing registered the topic's service or method
+     ├── HostUnreachable       EHOSTUNREACH: the peer (a broker, a rank, a client) is gone;
+     │    │                    in-flight RPCs fail with it
+     │    └── ConnectFailed    a broker could not join its parent (refused, or timed out)
+     ├── RPCTimeout            ETIMEDOUT: no answer within the caller's bound
+     ├── EndOfStream           ENODATA: a streaming RPC ended cleanly (not a failure)
+     ├── InvalidTransition     EINVAL: an event a state machine does not accept now
+     └── PluginError           EINVAL: a job shell plugin failed to load or to initialise
 
-`FluxliteError.from_errnum()` picks the subclass for an errno so that callers
-can catch the kind of failure they care about.  The CLI turns any of these
-into one line on stderr and a nonzero exit.
+`FluxliteError.from_errnum()` picks the class for an errno, so a caller catches
+the kind of failure it cares about (`except NotFound`) rather than comparing
+numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
+of these into one line on stderr and exits with `exit_code`.
 """
 
 from __future__ import annotations
@@ -24,9 +37,10 @@ class FluxliteError(Exception):
 
     default_errnum = _errno.EIO
 
-    def __init__(self, message: str = "", errnum: int | None = None):
+    def __init__(self, message: str = "", errnum: int | None = None, *, exit_code: int = 1):
         self.errnum = self.default_errnum if errnum is None else errnum
         self.message = message or os.strerror(self.errnum)
+        self.exit_code = exit_code
         super().__init__(self.message)
 
     @property
@@ -38,17 +52,56 @@ class FluxliteError(Exception):
         cls = _BY_ERRNO.get(errnum, FluxliteError)
         return cls(message, errnum)
 
+    @staticmethod
+    def from_oserror(exc: OSError, what: str = "") -> "FluxliteError":
+        """The error for a failed system call, keeping its errno: 'WHAT: strerror'."""
+        num = exc.errno if exc.errno is not None else _errno.EIO
+        reason = exc.strerror or str(exc)
+        return FluxliteError.from_errnum(num, f"{what}: {reason}" if what else reason)
+
 
 class ProtocolError(FluxliteError):
     default_errnum = _errno.EPROTO
+
+
+class UsageError(FluxliteError):
+    default_errnum = _errno.EINVAL
+
+
+class NotFound(FluxliteError):
+    default_errnum = _errno.ENOENT
+
+
+class PermissionDenied(FluxliteError):
+    default_errnum = _errno.EPERM
+
+
+class AlreadyExists(FluxliteError):
+    default_errnum = _errno.EEXIST
+
+
+class Canceled(FluxliteError):
+    default_errnum = _errno.ECANCELED
+
+
+class NoChild(FluxliteError):
+    default_errnum = _errno.ECHILD
+
+
+class TryAgain(FluxliteError):
+    default_errnum = _errno.EAGAIN
+
+
+class NoService(FluxliteError):
+    default_errnum = _errno.ENOSYS
 
 
 class HostUnreachable(FluxliteError):
     default_errnum = _errno.EHOSTUNREACH
 
 
-class NoService(FluxliteError):
-    default_errnum = _errno.ENOSYS
+class ConnectFailed(HostUnreachable):
+    """A broker could not join its parent: refused at hello, or no answer in time."""
 
 
 class RPCTimeout(FluxliteError):
@@ -59,15 +112,25 @@ class EndOfStream(FluxliteError):
     default_errnum = _errno.ENODATA
 
 
-class UsageError(FluxliteError):
+class InvalidTransition(FluxliteError):
+    default_errnum = _errno.EINVAL
+
+
+class PluginError(FluxliteError):
     default_errnum = _errno.EINVAL
 
 
 _BY_ERRNO = {
     _errno.EPROTO: ProtocolError,
-    _errno.EHOSTUNREACH: HostUnreachable,
+    _errno.EINVAL: UsageError,
+    _errno.ENOENT: NotFound,
+    _errno.EPERM: PermissionDenied,
+    _errno.EEXIST: AlreadyExists,
+    _errno.ECANCELED: Canceled,
+    _errno.ECHILD: NoChild,
+    _errno.EAGAIN: TryAgain,
     _errno.ENOSYS: NoService,
+    _errno.EHOSTUNREACH: HostUnreachable,
     _errno.ETIMEDOUT: RPCTimeout,
     _errno.ENODATA: EndOfStream,
-    _errno.EINVAL: UsageError,
 }

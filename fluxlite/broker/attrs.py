@@ -54,6 +54,32 @@ def _uint(v) -> str:
     return s
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(v) -> int:
+    """Bytes from '65536', '64k', '64M', '1g' (binary units)."""
+    s = str(v).strip().lower().removesuffix("b").removesuffix("i")
+    num, unit = (s[:-1], s[-1]) if s[-1:] in "kmg" else (s, "")
+    if not num.isdigit():
+        raise ValueError(f"{v!r} is not a size (bytes, or a number with k, M or G)")
+    return int(num) * _SIZE_UNITS[unit]
+
+
+def _size(v) -> str:
+    n = parse_size(v)
+    if not 4096 <= n <= 1 << 31:
+        raise ValueError(f"{v!r} must be between 4k and 2G")
+    return str(v)
+
+
+def _queue(v) -> str:
+    s = _uint(v)
+    if not 16 <= int(s) <= 1_000_000:
+        raise ValueError(f"{v!r} must be between 16 and 1000000 messages")
+    return s
+
+
 def _bool(v) -> str:
     s = str(v).lower()
     if s in ("1", "true", "yes", "on"):
@@ -131,6 +157,12 @@ ATTRIBUTES: dict[str, Attr] = {
                                    "how long cleanup waits for running jobs to end"),
     "broker.rc2-none": Attr("0", _bool, False,
                             "run no initial program: the instance stays up until shutdown"),
+    "broker.max-message-size": Attr("64M", _size, False,
+                                    "largest message frame a peer or client may send "
+                                    "(larger ones close its connection)"),
+    "broker.client-queue": Attr("4096", _queue, False,
+                                "messages that may wait for one local client; a client "
+                                "that lets more pile up without reading is dropped"),
     # logging
     "log-stderr-level": Attr("error", _level, True, "lowest level printed on stderr"),
     "log-level": Attr("info", _level, True, "lowest level kept in the ring and log file"),

@@ -14,6 +14,11 @@ in-process, and drives the state machine in state.py:
 
 A broker that loses its parent shuts down at once, killing its job shells
 (its spawner kills every process below it), like a node that died.
+
+This is the one place where the parts are wired together: the overlay reports
+through callbacks, the router sends through the overlay and the local
+endpoint, and each service gets a ServiceContext plus exactly the objects it
+needs, named at construction (see _build_services).
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ import time
 
 import zmq
 
-from ..errors import FluxliteError
-from ..protocol.transport import Channel
-from ..util import fsd, procs, tree
-from ..util import log as blog
-from . import state as st
+from ..errors import ConnectFailed, FluxliteError
+from ..overlay.overlay import Overlay, OverlayCallbacks, Timeouts
+from ..router.local import LocalEndpoint
 from ..router.router import Router
+from ..service.base import ServiceContext
+from ..util import fsd, idset, procs, tree
+from ..util import log as blog
+from . import attrs as battrs
+from . import state as st
 
 log = blog.get_logger("broker")
 
@@ -73,7 +81,10 @@ class Broker:
         self.local_uri = "local://" + cfg.local_path
         self.spawner = cfg.spawner
         self.sm = st.StateMachine()
-        self.router = Router(self)
+        self.overlay: Overlay | None = None
+        self.local: LocalEndpoint | None = None
+        self.router = Router(rank=self.rank, size=self.size, fanout=self.fanout,
+                             userid=self.userid, links=_Links(self))
         self.services: list = []
         self.exit_code = 0
         self.start_time = time.time()
@@ -105,11 +116,22 @@ class Broker:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self.ctx = zmq.Context(io_threads=1)
-        from ..overlay.overlay import Overlay
-        self.overlay = Overlay(self, self.ctx, self.cfg.bind_endpoint, self.cfg.parent_endpoint)
-        self.router.overlay = self.overlay
+        max_message = battrs.parse_size(self.attrs["broker.max-message-size"])
+        self.overlay = Overlay(
+            rank=self.rank, size=self.size, fanout=self.fanout, ctx=self.ctx,
+            bind_endpoint=self.cfg.bind_endpoint, parent_endpoint=self.cfg.parent_endpoint,
+            timeouts=self._timeouts(), max_message=max_message,
+            callbacks=OverlayCallbacks(message=self.router.deliver,
+                                       parent_lost=self.parent_lost,
+                                       child_gone=self.child_gone,
+                                       membership=self.membership_changed,
+                                       shutdown=self.request_shutdown))
         self.overlay.bind()
-        self._bind_local()
+        self.local = LocalEndpoint(
+            self.ctx, self.cfg.local_path, owner=self.userid, max_message=max_message,
+            queue_limit=int(self.attrs["broker.client-queue"]),
+            on_message=self.router.deliver, on_client_gone=self.router.client_gone,
+            known_clients=lambda: list(self.router.clients))
         if self.spawner is not None:
             self.spawner.attach()
             self.spawner.on_exit = self.router.client_gone_by_pid
@@ -124,43 +146,16 @@ class Broker:
             self._teardown()
         return self.exit_code
 
-    def _bind_local(self) -> None:
-        sock = self.ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        sock.setsockopt(zmq.SNDHWM, 0)
-        sock.setsockopt(zmq.RCVHWM, 0)
-        sock.setsockopt(zmq.LINGER, 0)
-        old = os.umask(0o077)
-        try:
-            sock.bind("ipc://" + self.cfg.local_path)
-        finally:
-            os.umask(old)
-        self.local = Channel(sock, self.router.on_client_frames)
-        self.router.local_send = lambda ident, frames: self.local.send([ident] + frames)
-        # a client killed without saying goodbye: only its connection closing tells us
-        self.local_monitor = Channel(sock.get_monitor_socket(events=zmq.EVENT_DISCONNECTED),
-                                     self._on_local_disconnect)
-        self._probe_timer: asyncio.TimerHandle | None = None
-        self._last_disconnect = 0.0
+    def _timeouts(self) -> Timeouts:
+        a = self.attrs
+        return Timeouts(keepalive=fsd.parse(a["tbon.keepalive-period"]),
+                        torpid=fsd.parse(a["tbon.torpid-timeout"]),
+                        lost=fsd.parse_timeout(a["tbon.lost-timeout"]),
+                        connect=fsd.parse(a["tbon.connect-timeout"]))
 
-    # ZeroMQ drops a closed connection's pipe a moment after reporting it, so the
-    # clients are probed a little later (one probe for a burst of disconnects)
-    _PROBE_DELAY = 0.05
-
-    def _on_local_disconnect(self, frames: list[bytes]) -> None:
-        self._last_disconnect = time.monotonic()
-        self._schedule_probe()
-
-    def _schedule_probe(self) -> None:
-        if self._probe_timer is None:
-            self._probe_timer = asyncio.get_running_loop().call_later(self._PROBE_DELAY,
-                                                                      self._probe_clients)
-
-    def _probe_clients(self) -> None:
-        self._probe_timer = None
-        self.router.probe_clients()
-        if time.monotonic() - self._last_disconnect < self._PROBE_DELAY / 2:
-            self._schedule_probe()  # one that closed just now may not be dropped yet
+    def _attr_changed(self, name: str, value: str) -> None:
+        if name.startswith("tbon."):
+            self.overlay.set_timeouts(self._timeouts())
 
     def transition(self, event: str) -> str:
         old, new = self.sm.post(event)
@@ -174,8 +169,8 @@ class Broker:
         else:
             try:
                 await self.overlay.join()
-            except ConnectionError as exc:
-                log.error("cannot join the instance", reason=str(exc))
+            except ConnectFailed as exc:
+                log.error("cannot join the instance", reason=exc.message)
                 self.exit_code = 1
                 self.transition("parent-fail")
                 await self._shutdown_phase()
@@ -209,16 +204,55 @@ class Broker:
             await self._cleanup_phase()
         await self._shutdown_phase()
 
+    def _context(self) -> ServiceContext:
+        r = self.router
+        return ServiceContext(rank=self.rank, size=self.size, owner=self.userid,
+                              hostname=self.attrs["hostname"], attrs=self.attrs,
+                              rpc=r.rpc, send=r.send_noresponse, respond=r.respond,
+                              publish=r.publish, state=lambda: self.sm.state,
+                              at_least=self.sm.at_least)
+
+    def _build_services(self) -> list:
+        """Every service of this rank, in start order, each with what it needs."""
+        from ..service import broker_svc, overlay, rexec
+        ctx = self._context()
+        out = [broker_svc.BrokerService(ctx, clients=self.router, on_setattr=self._attr_changed,
+                                        request_shutdown=self.request_shutdown,
+                                        start_time=self.start_time),
+               rexec.RexecService(ctx, spawner=self.spawner, local_uri=self.local_uri,
+                                  rundir=self.rundir)]
+        if self.rank == 0:
+            from ..service import job_exec, job_manager, kvs, resource, sched
+            store = kvs.KVSService(ctx)
+            jm = job_manager.JobManagerService(ctx, kvs=store)
+            out += [store,
+                    resource.ResourceService(ctx, inventory=self._inventory(),
+                                             membership=lambda: self.overlay.membership,
+                                             on_membership=self.on_membership, kvs=store),
+                    sched.SchedService(ctx),
+                    job_exec.JobExecService(ctx, kvs=store, known_job=lambda i: i in jm.jobs),
+                    jm]
+        out.append(overlay.OverlayService(ctx, overlay=self.overlay,
+                                          on_membership=self.on_membership))
+        return out
+
+    def _inventory(self) -> dict[int, list[int]]:
+        """Cores per rank: a nested instance's allocation, or N cores on every rank."""
+        given = self.cfg.resources
+        if given:
+            return {int(r): list(c) for r, c in given.items()}
+        cores_attr = self.attrs.get("resource.cores") or ""
+        if cores_attr:
+            cores = sorted(idset.decode(cores_attr))
+        else:
+            n = int(self.attrs.get("resource.cores-per-rank") or 0) or battrs.machine_cores()
+            cores = list(range(n))
+        return {r: list(cores) for r in range(self.size)}
+
     async def _start_services(self) -> None:
-        from ..service import service_classes
-        for cls in service_classes(self.rank):
-            svc = cls(self)
-            self.services.append(svc)
+        self.services = self._build_services()
+        for svc in self.services:
             self.router.services[svc.name] = svc
-        from ..service.overlay import OverlayService
-        ov = OverlayService(self)
-        self.services.append(ov)
-        self.router.services[ov.name] = ov
         for svc in self.services:
             await svc.start()
 
@@ -398,11 +432,7 @@ class Broker:
         if self.spawner is not None:
             self.spawner.close()
         self.overlay.close()
-        if self._probe_timer is not None:
-            self._probe_timer.cancel()
-        self.local_monitor.close()
-        # answers already queued (e.g. to `fluxlite shutdown`) get a moment to leave
-        self.local.close(linger=100)
+        self.local.close()
         self.ctx.term()
 
     # ---------------------------------------------------------- events in
@@ -419,6 +449,7 @@ class Broker:
 
     def parent_lost(self, reason: str) -> None:
         log.error("lost parent: shutting down", reason=reason)
+        self.router.fail_inflight(-1, f"overlay disconnect: {reason}")
         self.parent_failed = True
         if self.exit_code == 0:
             self.exit_code = 1
@@ -426,7 +457,9 @@ class Broker:
             self.spawner.killall()
         self.request_shutdown(reason)
 
-    def child_gone(self, rank: int) -> None:
+    def child_gone(self, rank: int, state: str, reason: str) -> None:
+        self.router.fail_inflight(rank, f"rank {rank} {state}: {reason}")
+        self.router.subtree_gone(rank)
         self._children_changed.set()
 
     def on_membership(self, hook) -> None:
@@ -443,3 +476,31 @@ class Broker:
                 hook(changes)
             except Exception:
                 log.error("membership hook failed", exc_info=True)
+
+
+class _Links:
+    """The router's way out: the overlay's sockets and the local endpoint."""
+
+    __slots__ = ("b",)
+
+    def __init__(self, broker: Broker):
+        self.b = broker
+
+    def parent_connected(self) -> bool:
+        return self.b.overlay is not None and self.b.overlay.parent_connected()
+
+    def send_parent(self, frames: list[bytes]) -> None:
+        self.b.overlay.send_parent(frames)
+
+    def child_state(self, rank: int) -> str:
+        return self.b.overlay.child_state(rank) if self.b.overlay is not None else "offline"
+
+    def send_child(self, rank: int, frames: list[bytes]) -> bool:
+        return self.b.overlay is not None and self.b.overlay.send_child(rank, frames)
+
+    def send_children(self, frames: list[bytes]) -> None:
+        if self.b.overlay is not None:
+            self.b.overlay.send_children(frames)
+
+    def send_client(self, ident: bytes, frames: list[bytes]) -> bool:
+        return self.b.local is not None and self.b.local.send(ident, frames)

@@ -56,8 +56,10 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     from . import broker as _b  # noqa: F401
     from ..router import router as _r  # noqa: F401
     from ..overlay import overlay as _o  # noqa: F401
+    import importlib
     from .. import service as _svc
-    _svc.service_classes(0)
+    for name in _svc.MODULES:
+        importlib.import_module(f"{_svc.__name__}.{name}")
     from ..shell.main import preload
     preload()
 

@@ -17,9 +17,11 @@ from .spawner import start_spawner
 
 def run_broker(cfg: BrokerConfig) -> int:
     """Run one broker to completion; returns its exit code."""
+    from ..shell.main import preload, run_forked_shell
     set_title(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
     cfg.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
-                                os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"))
+                                os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"),
+                                entry=run_forked_shell, preload=preload)
     a = cfg.attrs
     blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
                    level=a["log-level"], stderr_level=a["log-stderr-level"],

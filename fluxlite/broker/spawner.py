@@ -10,13 +10,17 @@ Broker and spawner talk over a Unix stream socket carrying msgpack maps:
     broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, stdio, info,
                          tmpdir_in}
                         {op: kill, tag, signum, below}  {op: killall}
-    spawner -> broker   {op: started, tag, pid}      {op: failed, tag, error}
+    spawner -> broker   {op: started, tag, pid}      {op: failed, tag, error, errno}
                         {op: exited, tag, status}
 
 Death follows the node model.  The spawner gets SIGTERM when the broker
 dies (PR_SET_PDEATHSIG); it is a child subreaper, so orphans stay below it; on
 SIGTERM, on a closed socket or on `killall` it SIGKILLs every descendant.  When
 a job shell exits, whatever is left in its session is killed too.
+
+The spawner knows no job shell: what a "shell" process runs is the `entry`
+function the broker gives start_spawner() (fluxlite.shell.main.run_forked_shell),
+and `preload` imports its modules before the first fork.
 
 With `tmpdir_in`, the spawner makes a private directory there for the process
 (a shell finds it as `tmpdir` in its info) and removes it once the process is
@@ -61,10 +65,11 @@ def _unpacker() -> msgpack.Unpacker:
 
 # ---------------------------------------------------------------- spawner side
 class _Server:
-    def __init__(self, sock: socket.socket, name: str, shell_log: str | None):
+    def __init__(self, sock: socket.socket, name: str, shell_log: str | None, entry):
         self.sock = sock
         self.name = name
         self.shell_log = shell_log
+        self.entry = entry  # entry(info, env) -> exit code: what a "shell" process runs
         self.children: dict[int, tuple[int, str]] = {}   # pid -> (tag, kind)
         self.tmpdirs: dict[int, str] = {}                 # pid -> its private directory
         self.sel = selectors.DefaultSelector()
@@ -124,7 +129,8 @@ class _Server:
                 elif op == "killall":
                     self._killall()
             except Exception as exc:  # a bad request must not kill the spawner
-                self._send({"op": "failed", "tag": req.get("tag"), "error": repr(exc)})
+                self._send({"op": "failed", "tag": req.get("tag"), "error": repr(exc),
+                            "errno": getattr(exc, "errno", None) or errno.EIO})
 
     def _kill(self, req: dict) -> None:
         tag, sig = req.get("tag"), int(req.get("signum", signal.SIGTERM))
@@ -216,7 +222,8 @@ class _Server:
             try:
                 self._child(req, kind, errpipe_w)
             except BaseException as exc:
-                msg = _exec_error(req, exc)
+                num = exc.errno if isinstance(exc, OSError) and exc.errno else errno.EIO
+                msg = f"{num}:{_exec_error(req, exc)}"
                 try:
                     os.write(errpipe_w, msg.encode()[:4000])
                 except OSError:
@@ -235,7 +242,9 @@ class _Server:
         os.close(errpipe_r)
         if error:
             os.waitpid(pid, 0)
-            self._send({"op": "failed", "tag": tag, "error": error.decode(errors="replace")})
+            num, _, text = error.decode(errors="replace").partition(":")
+            self._send({"op": "failed", "tag": tag, "error": text,
+                        "errno": int(num) if num.isdigit() else errno.EIO})
             return None
         self.children[pid] = (tag, kind)
         self._send({"op": "started", "tag": tag, "pid": pid})
@@ -268,10 +277,9 @@ class _Server:
             os.close(self.wake_r)
             os.close(self.wake_w)
             os.close(errpipe_w)
-            from ..shell.main import run_forked_shell
             code = 1
             try:
-                code = run_forked_shell(req["info"], env)
+                code = self.entry(req["info"], env)
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -303,8 +311,12 @@ def _exec_error(req: dict, exc: BaseException) -> str:
     return f"{argv[0]}: {exc!r}"
 
 
-def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
-    """Fork the spawner.  Call before this process creates any ZeroMQ context."""
+def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
+                  preload=None) -> "Spawner":
+    """Fork the spawner.  Call before this process creates any ZeroMQ context.
+
+    `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
+    needs, once, before the first fork."""
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     broker_pid = os.getpid()
     pid = os.fork()
@@ -320,9 +332,9 @@ def start_spawner(name: str, shell_log: str | None = None) -> "Spawner":
             set_title(name)
             if os.getppid() != broker_pid:  # the broker died before PDEATHSIG was armed
                 os._exit(1)
-            from ..shell.main import preload
-            preload()
-            _Server(child_sock, name, shell_log).run()
+            if preload is not None:
+                preload()
+            _Server(child_sock, name, shell_log, entry).run()
         except BaseException:
             traceback.print_exc()
             code = 1
@@ -384,7 +396,8 @@ class Spawner:
                 p.started.set_result(p.pid)
         elif op == "failed":
             self.procs.pop(p.tag, None)
-            err = OSError(errno.ENOENT, msg.get("error", "spawn failed"))
+            num = msg.get("errno")
+            err = OSError(num if type(num) is int else errno.EIO, msg.get("error", "spawn failed"))
             if not p.started.done():
                 p.started.set_exception(err)
             if not p.exited.done():

@@ -43,8 +43,8 @@ class AsyncHandle(HandleCore):
     def _transmit(self, frames: list[bytes]) -> None:
         self.sock.send(frames)
 
-    def _lost(self) -> None:
-        super()._lost()
+    def _lost(self, reason: str = "connection to broker lost") -> None:
+        super()._lost(reason)
         self.lost.set()
 
     async def call(self, topic: str, payload=None, *, nodeid: int | None = None,

@@ -58,6 +58,10 @@ class HandleCore:
             return
         self._send(req.response(payload, errnum, errstr))
 
+    def send_message(self, msg: Message) -> None:
+        """Send a message already built (a response from a service this client serves)."""
+        self._send(msg)
+
     def _deliver(self, frames: list[bytes]) -> None:
         try:
             msg = m.decode(frames)
@@ -72,11 +76,15 @@ class HandleCore:
                 self.respond(msg, None, errno.ENOSYS, f"no handler for {msg.topic}")
         elif msg.type == m.EVENT and self.on_event is not None:
             self.on_event(msg)
+        elif msg.type == m.CONTROL and msg.topic == "disconnect":
+            # the broker dropped this connection (e.g. it did not read fast enough)
+            p = msg.payload if isinstance(msg.payload, dict) else {}
+            self._lost(f"the broker dropped this connection: {p.get('reason') or 'no reason'}")
 
-    def _lost(self) -> None:
+    def _lost(self, reason: str = "connection to broker lost") -> None:
         if self.connected:
             self.connected = False
-            self.tracker.fail_all(errno.EHOSTUNREACH, "connection to broker lost")
+            self.tracker.fail_all(errno.EHOSTUNREACH, reason)
 
     def _goodbye(self) -> list[bytes]:
         return m.encode(Message.control("disconnect"))

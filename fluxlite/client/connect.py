@@ -4,9 +4,9 @@ FLUXLITE_URI selects the instance: `local://<rundir>/local-<rank>` (an ipc
 socket on this machine) or `ipc://` / `tcp://` endpoints as ZeroMQ spells
 them.  Inside a job it points at the enclosing instance.
 
-Credentials travel in every message.  The instance owner may assert another
-userid or role for testing, as Flux allows, with FLUXLITE_HANDLE_USERID and
-FLUXLITE_HANDLE_ROLEMASK.
+A client's messages carry its uid for the record, but the broker does not take
+its word for it: the local endpoint replaces userid and role with what the
+connection itself says (see fluxlite/router/local.py).
 """
 
 from __future__ import annotations
@@ -54,19 +54,5 @@ def _check_listening(uri: str, path: str) -> None:
 
 
 def credentials() -> tuple[int, int]:
-    """(userid, role) to stamp on outgoing messages."""
-    userid = os.getuid()
-    role = ROLE_OWNER
-    if "FLUXLITE_HANDLE_USERID" in os.environ:
-        userid = _env_int("FLUXLITE_HANDLE_USERID")
-    if "FLUXLITE_HANDLE_ROLEMASK" in os.environ:
-        role = _env_int("FLUXLITE_HANDLE_ROLEMASK")
-    return userid, role
-
-
-def _env_int(name: str) -> int:
-    val = os.environ[name]
-    try:
-        return int(val, 0)
-    except ValueError:
-        raise UsageError(f"{name}={val!r} is not an integer") from None
+    """(userid, role) written on outgoing messages; the broker replaces both."""
+    return os.getuid(), ROLE_OWNER

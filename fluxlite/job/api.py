@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
-import errno
 import time
 
-from ..errors import EndOfStream, FluxliteError, RPCTimeout
+from ..errors import EndOfStream, NoChild, NotFound, RPCTimeout
 from ..util import fluid
 from . import eventlog as jel
 from . import states
@@ -36,13 +35,11 @@ def wait(h, jobid: int, timeout: float | None = None) -> dict:
 def wait_any(h, timeout: float | None = None) -> dict:
     """Wait for one of the caller's jobs not waited for yet, as wait() does: the one
     that ended first if any has, else the next to end (the job-manager decides, so
-    two callers never get the same job).  FluxliteError(ECHILD) if there is none."""
+    two callers never get the same job).  NoChild (exit code 2) if there is none."""
     try:
         return h.call("job-manager.wait", {}, timeout=timeout)
-    except FluxliteError as exc:
-        if exc.errnum == errno.ECHILD:
-            exc.exit_code = 2  # as `flux job wait`
-        raise
+    except NoChild as exc:
+        raise NoChild(exc.message, exit_code=2) from None  # as `flux job wait`
 
 
 def info(h, jobid: int) -> dict:
@@ -84,8 +81,8 @@ def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
     eof, and any log once the job is inactive (its main log's `clean` is
     watched alongside; the KVS answers in commit order, so every entry written
     before `clean` has been yielded by then).  A log the job never created
-    raises FluxliteError(ENOENT) saying why, at once without `follow`, once
-    the job is inactive with it.  An unknown job id raises FluxliteError(ENOENT).
+    raises NotFound saying why, at once without `follow`, once
+    the job is inactive with it.  An unknown job id raises NotFound.
     `timeout` bounds the whole watch (RPCTimeout).
     """
     path = "eventlog" if path == "main" else path
@@ -93,10 +90,8 @@ def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
     if not follow:
         try:
             value = h.call("kvs.get", {"key": key})["value"]
-        except FluxliteError as exc:
-            if exc.errnum == errno.ENOENT:
-                raise _no_eventlog(h, jobid, path) from None
-            raise
+        except NotFound:
+            raise _no_eventlog(h, jobid, path) from None
         yield from value
         return
     info(h, jobid)  # an unknown id is an error now, not a wait for a log never written
@@ -181,14 +176,13 @@ def _unwatch(h, key: str, p) -> None:
         h.send("kvs.unwatch", {"key": key, "matchtag": p.matchtag})
 
 
-def _no_eventlog(h, jobid: int, path: str, main: list[dict] | None = None) -> FluxliteError:
+def _no_eventlog(h, jobid: int, path: str, main: list[dict] | None = None) -> NotFound:
     """ENOENT for a missing job eventlog, saying whether the job may still write it."""
     job = fluid.f58(jobid)
     if info(h, jobid)["state"] != states.INACTIVE:
-        return FluxliteError(f"job {job} has no {path} eventlog yet", errno.ENOENT)
+        return NotFound(f"job {job} has no {path} eventlog yet")
     if main is None:
         main = h.call("kvs.get", {"key": jel.eventlog_key(jobid)})["value"]
     if not any(e.get("name") == "start" for e in main):
-        return FluxliteError(f"job {job} never started, so it has no {path} eventlog",
-                             errno.ENOENT)
-    return FluxliteError(f"job {job} has no {path} eventlog", errno.ENOENT)
+        return NotFound(f"job {job} never started, so it has no {path} eventlog")
+    return NotFound(f"job {job} has no {path} eventlog")

@@ -15,10 +15,16 @@ Liveness, both ways:
 - silence longer than `tbon.torpid-timeout` marks a peer torpid (kept out of
   scheduling, jobs continue); longer than `tbon.lost-timeout`, lost.
 
+Silence is judged only after everything already waiting on the sockets has been
+read: if this broker's own loop stalled, its peers' queued keepalives count.
+
 A lost child takes its whole subtree with it; a broker that loses its parent
 shuts itself down.  Each broker reports its subtree's membership (online,
 torpid, lost, offline ranks) upstream whenever it changes, so rank 0 holds the
 whole instance's view for `overlay status`, quorum and the resource service.
+
+The overlay knows no broker: what it learns it reports through the callbacks
+in OverlayCallbacks, given at construction (as flux-core's overlay_create()).
 """
 
 from __future__ import annotations
@@ -27,18 +33,41 @@ import asyncio
 import os
 import socket as _socket
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from ..util.log import get_logger
-from ..errors import ProtocolError
+from ..errors import ConnectFailed, ProtocolError
 from ..protocol import message as m
 from ..protocol.message import Message
 from ..protocol.transport import Channel
 from ..util import fsd, idset, tree
+from ..util.log import get_logger
 
 log = get_logger("overlay")
+
+
+@dataclass
+class Timeouts:
+    """Liveness settings, in seconds (lost: None means never)."""
+
+    keepalive: float
+    torpid: float
+    lost: float | None
+    connect: float
+
+
+@dataclass
+class OverlayCallbacks:
+    """How the overlay tells its owner what happened."""
+
+    message: Callable[[Message, int], None]          # a request/response/event from a peer
+    parent_lost: Callable[[str], None]               # (reason)
+    child_gone: Callable[[int, str, str], None]      # (rank, "lost"|"offline", reason)
+    membership: Callable[[dict], None]               # rank 0: {state: set(ranks)} changed
+    shutdown: Callable[[str], None]                  # the parent asks us to shut down
 
 ONLINE, TORPID, LOST, OFFLINE = "online", "torpid", "lost", "offline"
 
@@ -61,13 +90,15 @@ class ChildLink:
 
 
 class Overlay:
-    def __init__(self, broker, ctx: zmq.Context, bind_endpoint: str | None,
-                 parent_endpoint: str | None):
-        self.broker = broker
+    def __init__(self, *, rank: int, size: int, fanout: int, ctx: zmq.Context,
+                 bind_endpoint: str | None, parent_endpoint: str | None, timeouts: Timeouts,
+                 callbacks: OverlayCallbacks, max_message: int):
+        self.cb = callbacks
         self.ctx = ctx
-        self.rank = broker.rank
-        self.size = broker.size
-        self.k = broker.fanout
+        self.rank = rank
+        self.size = size
+        self.k = fanout
+        self.max_message = max_message
         self.bind_endpoint = bind_endpoint
         self.parent_endpoint = parent_endpoint
         self.child_ranks = tree.children(self.rank, self.size, self.k)
@@ -91,17 +122,13 @@ class Overlay:
         self.membership: dict[int, str] = {}
         self.membership_since: dict[int, float] = {}
         self.hostname = _socket.gethostname()
-        self._read_timeouts()
+        self.set_timeouts(timeouts)
 
-    def _read_timeouts(self) -> None:
-        a = self.broker.attrs
-        self.keepalive_period = fsd.parse(a["tbon.keepalive-period"])
-        self.torpid_timeout = fsd.parse(a["tbon.torpid-timeout"])
-        self.lost_timeout = fsd.parse_timeout(a["tbon.lost-timeout"])
-        self.connect_timeout = fsd.parse(a["tbon.connect-timeout"])
-
-    def timeouts_changed(self) -> None:
-        self._read_timeouts()
+    def set_timeouts(self, t: Timeouts) -> None:
+        self.keepalive_period = t.keepalive
+        self.torpid_timeout = t.torpid
+        self.lost_timeout = t.lost
+        self.connect_timeout = t.connect
 
     # ------------------------------------------------------------ sockets
     def bind(self) -> None:
@@ -111,9 +138,14 @@ class Overlay:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message)
         sock.setsockopt(zmq.LINGER, 200)
         self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_child_disconnect_hint)
-        sock.bind(self.bind_endpoint)
+        old = os.umask(0o077)  # an ipc socket only this user may connect to
+        try:
+            sock.bind(self.bind_endpoint)
+        finally:
+            os.umask(old)
         self.down = Channel(sock, self._on_child_frames)
 
     def _watch(self, sock: zmq.Socket, events: int, cb) -> None:
@@ -127,11 +159,12 @@ class Overlay:
         self._monitors.append(Channel(mon, on_frames))
 
     async def join(self) -> None:
-        """Connect to the parent and complete the hello; raises ConnectionError on refusal."""
+        """Connect to the parent and complete the hello; raises ConnectFailed on refusal."""
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, os.urandom(8))
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message)
         sock.setsockopt(zmq.LINGER, 500)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
@@ -144,7 +177,7 @@ class Overlay:
         try:
             await asyncio.wait_for(self._hello_done, self.connect_timeout)
         except asyncio.TimeoutError:
-            raise ConnectionError(
+            raise ConnectFailed(
                 f"parent did not accept us within {fsd.format(self.connect_timeout)}") from None
         self.parent_state = ONLINE
         self.parent_lastseen = time.monotonic()
@@ -202,7 +235,7 @@ class Overlay:
     def _send_child_control(self, c: ChildLink, topic: str, payload=None) -> bool:
         return self.send_child(c.rank, m.encode(Message.control(topic, payload)))
 
-    def send_children_event(self, frames: list[bytes]) -> None:
+    def send_children(self, frames: list[bytes]) -> None:
         for c in self.children.values():
             if c.state in (ONLINE, TORPID):
                 self.send_child(c.rank, frames)
@@ -213,7 +246,7 @@ class Overlay:
             return
         ident = frames[0]
         try:
-            msg = m.decode(frames[1:])
+            msg = m.decode(frames[1:], self.max_message)
         except ProtocolError as exc:
             c = self.by_ident.get(ident)
             log.warning("malformed message dropped", peer=f"rank {c.rank}" if c else "unknown",
@@ -235,7 +268,7 @@ class Overlay:
         if msg.type == m.CONTROL:
             self._on_child_control(c, msg)
         else:
-            self.broker.router.deliver(msg, c.rank)
+            self.cb.message(msg, c.rank)
 
     def _refuse(self, ident: bytes, reason: str) -> None:
         try:
@@ -301,7 +334,7 @@ class Overlay:
 
     def _on_parent_frames(self, frames: list[bytes]) -> None:
         try:
-            msg = m.decode(frames)
+            msg = m.decode(frames, self.max_message)
         except ProtocolError as exc:
             log.warning("malformed message from parent dropped", error=exc.message)
             return
@@ -312,7 +345,7 @@ class Overlay:
         if self._hello_done is None or not self._hello_done.done():
             log.debug("message received before hello handshake completed", topic=msg.topic)
             return
-        self.broker.router.deliver(msg, -1)
+        self.cb.message(msg, -1)
 
     def _on_parent_control(self, msg: Message) -> None:
         topic = msg.topic
@@ -325,12 +358,12 @@ class Overlay:
             reason = (msg.payload or {}).get("reason", "") if isinstance(msg.payload, dict) else ""
             if self._hello_done is not None and not self._hello_done.done():
                 log.error("parent refused connection", reason=reason)
-                self._hello_done.set_exception(ConnectionError(f"parent refused us: {reason}"))
+                self._hello_done.set_exception(ConnectFailed(f"parent refused us: {reason}"))
             else:
                 log.critical("parent sent disconnect", reason=reason)
                 self._parent_lost(f"parent sent disconnect: {reason}")
         elif topic == "shutdown":
-            self.broker.request_shutdown("parent is shutting down")
+            self.cb.shutdown("parent is shutting down")
 
     # ------------------------------------------------------ liveness
     def _on_child_disconnect_hint(self, ev: dict) -> None:
@@ -347,8 +380,7 @@ class Overlay:
         if self.parent_state != ONLINE:
             return
         self.parent_state = LOST
-        self.broker.router.fail_inflight(-1, f"overlay disconnect: {reason}")
-        self.broker.parent_lost(reason)
+        self.cb.parent_lost(reason)
 
     def _child_lost(self, c: ChildLink, reason: str) -> None:
         if c.state not in (ONLINE, TORPID):
@@ -372,10 +404,8 @@ class Overlay:
             self.by_ident.pop(c.ident, None)
         below = set(tree.descendants(c.rank, self.size, self.k))
         c.report = {state: {c.rank} | below}
-        self.broker.router.fail_inflight(c.rank, f"rank {c.rank} {state}: {reason}")
-        self.broker.router.subtree_gone(c.rank)
         self.schedule_report()
-        self.broker.child_gone(c.rank)
+        self.cb.child_gone(c.rank, state, reason)
 
     async def _keepalive_loop(self) -> None:
         while True:
@@ -386,6 +416,11 @@ class Overlay:
                 log.error("keepalive tick failed", exc_info=True)
 
     def _tick(self) -> None:
+        # what peers sent while this loop was busy is read before anyone's silence is
+        # judged: a stall here must not make live peers look unresponsive
+        for ch in (self.up, self.down):
+            if ch is not None:
+                ch.drain_backlog()
         now = time.monotonic()
         period = self.keepalive_period
         if self.up is not None and self.parent_state == ONLINE:
@@ -448,7 +483,7 @@ class Overlay:
                     self.membership_since[r] = now
                     changes.setdefault(state, set()).add(r)
         if changes:
-            self.broker.membership_changed(changes)
+            self.cb.membership(changes)
 
     def online_count(self) -> int:
         return sum(1 for s in self.membership.values() if s in (ONLINE, TORPID))

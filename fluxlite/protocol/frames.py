@@ -30,3 +30,27 @@ def send_frames(sock: zmq.Socket, frames: list[bytes], flags: int = _NOBLOCK) ->
     last = len(frames) - 1
     for i, frame in enumerate(frames):
         sock.send(frame, flags | _SNDMORE if i < last else flags)
+
+
+def recv_frames_from(sock: zmq.Socket) -> tuple[list[bytes], str | None]:
+    """As recv_frames, plus the sender's "Peer-Address" (on an ipc socket libzmq
+    appends the peer's uid:gid:pid, read with SO_PEERCRED: who really sent it)."""
+    first = sock.recv(_NOBLOCK, copy=False)
+    try:
+        peer = first.get("Peer-Address")
+    except zmq.ZMQError:
+        peer = None
+    frames = [first.bytes]
+    while sock.get(_RCVMORE):
+        frames.append(sock.recv(_NOBLOCK))
+    return frames, peer
+
+
+def peer_uid(peer: str | None) -> int | None:
+    """The uid in an ipc "Peer-Address" ("...:uid:gid:pid"), or None if it has none."""
+    if not peer:
+        return None
+    parts = peer.rsplit(":", 3)
+    if len(parts) != 4 or not parts[1].isdigit():
+        return None
+    return int(parts[1])

@@ -40,6 +40,9 @@ ROLE_OWNER = 1
 ROLE_USER = 2
 
 _HEADER_LEN = 11
+MAX_HEADER_BYTES = 64 * 1024   # a header is small: topic, numbers, a route of a few hops
+MAX_ROUTE = 64                 # hops; a 1024-rank binary tree is 10 deep
+MAX_TOPIC = 255
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 
@@ -135,29 +138,40 @@ def encode(msg: Message) -> list[bytes]:
     return [header, msg.payload_bytes()]
 
 
-def decode(frames: list[bytes]) -> Message:
-    """Parse two frames into a Message, or raise ProtocolError saying what was wrong."""
+def decode(frames: list[bytes], max_payload: int | None = None) -> Message:
+    """Parse two frames into a Message, or raise ProtocolError saying what was wrong.
+
+    Whatever the bytes, this either returns a Message whose header fields have
+    the types and ranges of section 2 of docs/protocol.md, or raises ProtocolError:
+    never another exception, and never work that grows with a number a peer chose."""
     if len(frames) != 2:
         raise ProtocolError(f"expected 2 frames, got {len(frames)}")
+    if len(frames[0]) > MAX_HEADER_BYTES:
+        raise ProtocolError(f"header of {len(frames[0])} bytes (at most {MAX_HEADER_BYTES})")
+    if max_payload is not None and len(frames[1]) > max_payload:
+        raise ProtocolError(f"payload of {len(frames[1])} bytes (at most {max_payload})")
     try:
         h = _unpackb(frames[0])
     except Exception as exc:
         raise ProtocolError(f"undecodable header: {exc}") from None
-    if not isinstance(h, list) or len(h) != _HEADER_LEN:
+    if type(h) is not list or len(h) != _HEADER_LEN:
         raise ProtocolError("header is not an array of 11 fields")
     mtype, flags, topic, nodeid, matchtag, seq, errnum, errstr, userid, role, route = h
+    if not all(type(v) is int for v in (mtype, flags, nodeid, matchtag, seq, errnum, userid,
+                                        role)) or type(topic) is not str \
+            or type(errstr) is not str or type(route) is not list:
+        raise ProtocolError("header field of the wrong type")
     if mtype not in TYPE_NAMES:
-        raise ProtocolError(f"unknown message type {mtype!r}")
-    if not isinstance(topic, str) or not all(
-        type(v) is int for v in (flags, nodeid, matchtag, seq, errnum, userid, role)
-    ):
-        raise ProtocolError("header field of the wrong type")
-    if not isinstance(errstr, str) or not isinstance(route, list):
-        raise ProtocolError("header field of the wrong type")
+        raise ProtocolError(f"unknown message type {mtype}")
     if not 0 <= nodeid <= NODEID_ANY or not 0 <= matchtag < (1 << 32):
         raise ProtocolError("nodeid or matchtag out of range")
+    if len(topic) > MAX_TOPIC or len(route) > MAX_ROUTE:
+        raise ProtocolError("topic or route too long")
     for hop in route:
-        if type(hop) is not int and not isinstance(hop, bytes):
+        if type(hop) is int:
+            if not -1 <= hop <= NODEID_ANY:
+                raise ProtocolError("route entry out of range")
+        elif type(hop) is not bytes or len(hop) > 255:
             raise ProtocolError("route entry of the wrong type")
     msg = Message(mtype, topic, None, nodeid=nodeid, flags=flags, matchtag=matchtag, seq=seq,
                   errnum=errnum, errstr=errstr, userid=userid, role=role, route=route)

@@ -15,6 +15,7 @@ from typing import Callable
 
 import zmq
 
+from ..util.log import get_logger
 from .frames import has_input, recv_frames, send_frames
 
 # how many messages one drain handles before yielding to other work
@@ -22,10 +23,14 @@ _DRAIN_BUDGET = 256
 
 
 class Channel:
-    def __init__(self, sock: zmq.Socket, on_frames: Callable[[list[bytes]], None],
+    """`recv` reads one whole message (recv_frames by default) and `on_frames` gets
+    what it returns; `on_frames` never sees a partial message."""
+
+    def __init__(self, sock: zmq.Socket, on_frames: Callable, *, recv=recv_frames,
                  loop: asyncio.AbstractEventLoop | None = None):
         self.sock = sock
         self.on_frames = on_frames
+        self.recv = recv
         self.loop = loop or asyncio.get_running_loop()
         self._scheduled = False
         self._closed = False
@@ -41,23 +46,32 @@ class Channel:
         self._scheduled = False
         self._drain()
 
-    def _drain(self) -> None:
-        sock = self.sock
-        for _ in range(_DRAIN_BUDGET):
+    def _drain(self, budget: int = _DRAIN_BUDGET) -> int:
+        """Handle up to `budget` waiting messages; returns how many were handled."""
+        sock, recv = self.sock, self.recv
+        n = 0
+        while n < budget:
             if self._closed:
-                return
+                return n
             try:
                 if not has_input(sock):
-                    return
-                frames = recv_frames(sock)
+                    return n
+                got = recv(sock)
             except zmq.ZMQError:
-                return
+                return n
+            n += 1
             try:
-                self.on_frames(frames)
+                self.on_frames(got)
             except Exception:  # one bad message must not stall the rest of the queue
-                from ..util.log import get_logger
                 get_logger("transport").error("message handler failed", exc_info=True)
         self._schedule()
+        return n
+
+    def drain_backlog(self, limit: int = 100_000) -> int:
+        """Handle everything already waiting (up to `limit` messages) now, before a
+        decision that depends on it, e.g. judging a peer's silence after the loop
+        itself was stalled."""
+        return self._drain(limit)
 
     def send(self, frames: list[bytes]) -> None:
         """Send without blocking.  Raises zmq.ZMQError (e.g. EHOSTUNREACH on a ROUTER)."""

@@ -1,4 +1,4 @@
-"""The one dispatch loop: every message a broker handles passes through here.
+"""The one dispatch loop: where every message a broker handles goes next.
 
 Sources are named by route hops: a child rank (int >= 0), the parent (-1), a
 local client (its ZeroMQ identity, bytes), or this broker's own services
@@ -8,25 +8,31 @@ or along the tree to the rank they name.  Responses pop the route to retrace
 it.  Events come down from rank 0 with a sequence number and reach
 subscribed services and clients in order.
 
-In-flight requests are remembered per next hop, so when a child, the parent or
-a client vanishes, every RPC still waiting on it fails at once with
-EHOSTUNREACH instead of hanging.  A local client vanishes when it says
-`disconnect`, when a send to it fails, when the spawner reports its pid's
-exit, or, for one killed without a word, when its connection closes (the
-broker then probes the clients it remembers: see probe_clients).
+The router is pure: it holds tables and decides, and it sends only through the
+`Links` it is given (the overlay's parent and child sockets and the local
+endpoint), so its behaviour is unit-tested without sockets (tests/unit/test_router.py).
+
+What the router guarantees:
+- in-flight requests are remembered per next hop, so when a child, the parent
+  or a client vanishes, every RPC still waiting on it fails at once with
+  EHOSTUNREACH instead of hanging;
+- a client may answer only a request that was routed to it (a response with any
+  other route and matchtag is dropped), so no client can forge another
+  service's answers;
+- a client's requests are remembered by service, so when it vanishes each of
+  those services gets `<service>.disconnect` with its route: its streams and its
+  waits end with it.
 """
 
 from __future__ import annotations
 
 import errno
-from typing import Callable
+from typing import Callable, Protocol
 
-import zmq
-
-from ..protocol.rpc import PendingRPC, RPCTracker
-from ..errors import FluxliteError, ProtocolError
+from ..errors import AlreadyExists, NotFound, UsageError
 from ..protocol import message as m
 from ..protocol.message import Message
+from ..protocol.rpc import PendingRPC, RPCTracker
 from ..util import tree
 from ..util.log import get_logger
 
@@ -36,49 +42,61 @@ PARENT = -1
 log = get_logger("router")
 
 
+class Links(Protocol):
+    """How the router's decisions leave the broker (the overlay and the local endpoint)."""
+
+    def parent_connected(self) -> bool: ...
+    def send_parent(self, frames: list[bytes]) -> None: ...
+    def child_state(self, rank: int) -> str: ...
+    def send_child(self, rank: int, frames: list[bytes]) -> bool: ...
+    def send_children(self, frames: list[bytes]) -> None: ...
+    def send_client(self, ident: bytes, frames: list[bytes]) -> bool: ...
+
+
 class ClientState:
     """What the broker remembers about one local client."""
 
-    __slots__ = ("services", "streams", "subscriptions", "pid")
+    __slots__ = ("services", "peers", "subscriptions", "pid")
 
     def __init__(self):
-        self.services: set[str] = set()
-        self.streams: set[tuple[str, int]] = set()
+        self.services: set[str] = set()            # services it registered
+        self.peers: set[tuple[str, int]] = set()   # (service, nodeid) it sent requests to
         self.subscriptions: list[str] = []
         self.pid: int | None = None
 
 
 class Router:
-    def __init__(self, broker):
-        self.broker = broker
-        self.rank: int = broker.rank
-        self.size: int = broker.size
-        self.k: int = broker.fanout
-        self.services: dict[str, object] = {}   # name -> Service or client identity
+    def __init__(self, *, rank: int, size: int, fanout: int, userid: int, links: Links):
+        self.rank = rank
+        self.size = size
+        self.k = fanout
+        self.userid = userid
+        self.links = links
+        self.services: dict[str, object] = {}   # name -> in-broker service, or client identity
         self.clients: dict[bytes, ClientState] = {}
         self.tracker = RPCTracker()
         # next hop -> {(route, matchtag): (topic, streaming)}
         self.inflight: dict[object, dict[tuple, tuple[str, bool]]] = {}
         self.subscribers: list[tuple[str, Callable[[Message], None]]] = []
         self.event_seq = 0        # last sequence number published (rank 0) or seen
-        self.local_send: Callable[[bytes, list[bytes]], None] | None = None
-        self.overlay = None       # set by the broker once the overlay exists
-        self.userid = broker.userid
 
     # ---------------------------------------------------------------- entry
     def deliver(self, msg: Message, source) -> None:
-        """Handle a decoded message that arrived from `source`."""
+        """Handle a decoded message that arrived from `source` (a hop)."""
         t = msg.type
         if t == m.REQUEST:
             if isinstance(source, bytes) and source:
                 msg.route = [source]
-                if msg.flags & m.STREAMING:
-                    self._client(source).streams.add((msg.service, msg.nodeid))
+                self._client(source).peers.add((msg.service, msg.nodeid))
             else:
                 msg.route.append(source)
             self.route_request(msg)
         elif t == m.RESPONSE:
-            self._untrack(source, msg)
+            if not self._untrack(source, msg):
+                if isinstance(source, bytes):
+                    log.warning("response from a client to no request of its dropped",
+                                topic=msg.topic, client=source.hex())
+                return
             self.respond(msg)
         elif t == m.EVENT:
             if source == PARENT and self._check_seq(msg.seq):
@@ -125,28 +143,27 @@ class Router:
     def _deliver_local(self, msg: Message, target) -> None:
         if isinstance(target, bytes):
             self._track(target, msg)
-            self._send_client(target, msg)
+            if not self.links.send_client(target, m.encode(msg)):
+                self.client_gone(target, "client disconnected")
         else:
             target.dispatch(msg)
 
     def _send_up(self, msg: Message) -> None:
-        ov = self.overlay
-        if ov is None or not ov.parent_connected():
+        if not self.links.parent_connected():
             self._fail(msg, errno.EHOSTUNREACH, "no route upstream: not connected to a parent")
             return
         self._track(PARENT, msg)
-        ov.send_parent(m.encode(msg))
+        self.links.send_parent(m.encode(msg))
 
     def _send_down(self, child: int, msg: Message) -> None:
-        ov = self.overlay
-        state = ov.child_state(child) if ov else "offline"
+        state = self.links.child_state(child)
         if state not in ("online", "torpid"):
             self._fail(msg, errno.EHOSTUNREACH,
                        f"rank {msg.nodeid} is unreachable: rank {child} is {state}")
             return
         self._track(child, msg)
-        if not ov.send_child(child, m.encode(msg)):
-            self._untrack(child, msg)
+        if not self.links.send_child(child, m.encode(msg)):
+            self._untrack(child, msg, force=True)
             self._fail(msg, errno.EHOSTUNREACH,
                        f"rank {msg.nodeid} is unreachable: rank {child} is lost")
 
@@ -166,15 +183,13 @@ class Router:
             if not self.tracker.dispatch(msg):
                 log.debug("unmatched internal response", topic=msg.topic, tag=msg.matchtag)
         elif isinstance(hop, bytes):
-            self._send_client(hop, msg)
+            if not self.links.send_client(hop, m.encode(msg)):
+                self.client_gone(hop, "client disconnected")
         elif hop == PARENT:
-            ov = self.overlay
-            if ov is not None and ov.parent_connected():
-                ov.send_parent(m.encode(msg))
+            if self.links.parent_connected():
+                self.links.send_parent(m.encode(msg))
         else:
-            ov = self.overlay
-            if ov is not None:
-                ov.send_child(hop, m.encode(msg))
+            self.links.send_child(hop, m.encode(msg))
 
     # ------------------------------------------------------ in-flight table
     def _track(self, hop, msg: Message) -> None:
@@ -183,14 +198,21 @@ class Router:
         self.inflight.setdefault(hop, {})[(tuple(msg.route), msg.matchtag)] = (
             msg.topic, bool(msg.flags & m.STREAMING))
 
-    def _untrack(self, hop, msg: Message) -> None:
+    def _untrack(self, hop, msg: Message, force: bool = False) -> bool:
+        """A response came back from `hop`: True if a request was in flight to it
+        (a stream stays in flight until its error response ends it)."""
         table = self.inflight.get(hop)
         if not table:
-            return
+            return False
         key = (tuple(msg.route), msg.matchtag)
         entry = table.get(key)
-        if entry is not None and (not entry[1] or msg.errnum):
+        if entry is None:
+            return False
+        if force or not entry[1] or msg.errnum:
             del table[key]
+            if not table:
+                del self.inflight[hop]
+        return True
 
     def subtree_gone(self, child: int) -> None:
         """A child was lost: streams opened from its subtree end here too."""
@@ -215,44 +237,30 @@ class Router:
             st = self.clients[ident] = ClientState()
         return st
 
-    def _send_client(self, ident: bytes, msg: Message) -> None:
-        try:
-            self.local_send(ident, m.encode(msg))
-        except zmq.ZMQError:
-            self.client_gone(ident, "client disconnected")
-
     def client_gone(self, ident: bytes, reason: str) -> None:
-        """A local client vanished: drop its services, subscriptions and streams."""
+        """A local client vanished: fail what waits on it, drop its services and
+        subscriptions, and tell each service it talked to (its streams and waits end)."""
         st = self.clients.pop(ident, None)
-        self.fail_inflight(ident, f"{reason}")
+        self.fail_inflight(ident, reason)
         # its own requests still travelling (their answers have nowhere to go)
-        for table in self.inflight.values():
+        for hop, table in list(self.inflight.items()):
             for key in [k for k in table if k[0][:1] == (ident,)]:
                 del table[key]
+            if not table:
+                del self.inflight[hop]
         if st is None:
             return
         for name in st.services:
             if self.services.get(name) == ident:
                 del self.services[name]
                 log.debug("service removed", service=name, reason=reason)
-        for service, nodeid in st.streams:
+        for service, nodeid in st.peers:
+            if self.services.get(service) == ident:
+                continue
             msg = Message.request(f"{service}.disconnect", None, nodeid=nodeid,
-                                  flags=m.NORESPONSE)
+                                  flags=m.NORESPONSE, userid=self.userid, role=m.ROLE_OWNER)
             msg.route = [ident]
             self.route_request(msg)
-
-    def probe_clients(self) -> None:
-        """A local connection closed: send every remembered client a `keepalive` control
-        message.  One that vanished without saying goodbye (killed) refuses it and is
-        forgotten like one that did (clients ignore control messages)."""
-        if not self.clients:
-            return
-        frames = m.encode(Message.control("keepalive"))
-        for ident in list(self.clients):
-            try:
-                self.local_send(ident, frames)
-            except zmq.ZMQError:
-                self.client_gone(ident, "client connection closed")
 
     def client_gone_by_pid(self, pid: int) -> None:
         for ident, st in list(self.clients.items()):
@@ -261,10 +269,10 @@ class Router:
 
     def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None:
         if not name or "." in name:
-            raise FluxliteError(f"invalid service name {name!r}", errno.EINVAL)
+            raise UsageError(f"invalid service name {name!r}")
         owner = self.services.get(name)
         if owner is not None and owner != ident:
-            raise FluxliteError(f"service {name!r} is already registered", errno.EEXIST)
+            raise AlreadyExists(f"service {name!r} is already registered")
         self.services[name] = ident
         st = self._client(ident)
         st.services.add(name)
@@ -273,10 +281,19 @@ class Router:
 
     def remove_client_service(self, ident: bytes, name: str) -> None:
         if self.services.get(name) != ident:
-            raise FluxliteError(f"service {name!r} is not registered by this client",
-                                errno.ENOENT)
+            raise NotFound(f"service {name!r} is not registered by this client")
         del self.services[name]
         self._client(ident).services.discard(name)
+
+    def subscribe_client(self, ident: bytes, topic: str) -> None:
+        subs = self._client(ident).subscriptions
+        if topic not in subs:
+            subs.append(topic)
+
+    def unsubscribe_client(self, ident: bytes, topic: str) -> None:
+        subs = self._client(ident).subscriptions
+        if topic in subs:
+            subs.remove(topic)
 
     # --------------------------------------------------------------- events
     def publish(self, topic: str, payload=None) -> None:
@@ -289,8 +306,8 @@ class Router:
                                  nodeid=0)
 
     def distribute_event(self, msg: Message) -> None:
-        if self.overlay is not None:
-            self.overlay.send_children_event(m.encode(msg))
+        frames = m.encode(msg)
+        self.links.send_children(frames)
         topic = msg.topic
         for prefix, cb in list(self.subscribers):
             if topic.startswith(prefix):
@@ -298,13 +315,9 @@ class Router:
                     cb(msg)
                 except Exception:
                     log.error("event subscriber failed", topic=topic, exc_info=True)
-        frames = None
         for ident, st in list(self.clients.items()):
             if any(topic.startswith(p) for p in st.subscriptions):
-                frames = frames or m.encode(msg)
-                try:
-                    self.local_send(ident, frames)
-                except zmq.ZMQError:
+                if not self.links.send_client(ident, frames):
                     self.client_gone(ident, "client disconnected")
 
     def _check_seq(self, seq: int) -> bool:
@@ -320,9 +333,6 @@ class Router:
 
     def subscribe(self, prefix: str, callback: Callable[[Message], None]) -> None:
         self.subscribers.append((prefix, callback))
-
-    def unsubscribe(self, callback: Callable[[Message], None]) -> None:
-        self.subscribers = [(p, cb) for p, cb in self.subscribers if cb is not callback]
 
     # ------------------------------------------------------- internal RPCs
     def rpc(self, topic: str, payload=None, *, nodeid=None, streaming: bool = False,
@@ -342,28 +352,6 @@ class Router:
                               flags=m.NORESPONSE, userid=self.userid, role=m.ROLE_OWNER)
         msg.route = [INTERNAL]
         self.route_request(msg)
-
-    # ------------------------------------------------------ peer frames in
-    def on_client_frames(self, frames: list[bytes]) -> None:
-        """Frames from the local ROUTER: [identity, header, payload]."""
-        if len(frames) < 2:
-            log.warning("malformed frame from local client dropped", nframes=len(frames))
-            return
-        ident = frames[0]
-        try:
-            msg = m.decode(frames[1:])
-        except ProtocolError as exc:
-            log.warning("malformed message from local client dropped", error=exc.message,
-                        client=ident.hex())
-            return
-        if msg.type == m.CONTROL:
-            if msg.topic == "disconnect":
-                self.client_gone(ident, "client closed its connection")
-            return
-        if msg.type == m.EVENT:
-            log.warning("event from local client dropped (publish with broker.publish)")
-            return
-        self.deliver(msg, ident)
 
 
 def _hop(source) -> str:

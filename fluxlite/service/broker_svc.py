@@ -5,105 +5,131 @@ from __future__ import annotations
 
 import errno
 import time
+from typing import Any
 
 from ..broker import attrs as battrs
-from ..util import log as blog
 from ..errors import FluxliteError
-from .base import Service, fields, request
+from ..protocol.schema import Name, Pid, Struct, Text, Topic
+from ..util import log as blog
+from .base import ANY, Service, handler
+
+
+class NameRequest(Struct, kw_only=True):
+    name: Name
+
+
+class SetattrRequest(Struct, kw_only=True):
+    name: Name
+    value: Text
+
+
+class DmesgRequest(Struct, kw_only=True):
+    clear: bool = False
+
+
+class ServiceAddRequest(Struct, kw_only=True):
+    name: Name
+    pid: Pid | None = None
+
+
+class TopicRequest(Struct, kw_only=True):
+    topic: Topic
+
+
+class PublishRequest(Struct, kw_only=True):
+    topic: Topic
+    payload: Any = None
+
+
+class ShutdownRequest(Struct, kw_only=True):
+    reason: Text = ""
 
 
 class BrokerService(Service):
     name = "broker"
+
+    def __init__(self, ctx, *, clients, on_setattr, request_shutdown, start_time: float):
+        super().__init__(ctx)
+        self.clients = clients                  # the router: client services, subscriptions
+        self.on_setattr = on_setattr            # (name, value) after a change
+        self.request_shutdown = request_shutdown
+        self.start_time = start_time
 
     def _client_ident(self, msg) -> bytes:
         if len(msg.route) != 1 or not isinstance(msg.route[0], bytes) or not msg.route[0]:
             raise FluxliteError(f"{msg.topic} is only for clients of this rank", errno.EPERM)
         return msg.route[0]
 
-    @request("broker.getattr")
-    def getattr(self, msg):
-        name = fields(msg, name=str)
+    @handler("broker.getattr", schema=NameRequest, roles=ANY)
+    def getattr(self, msg, req):
+        name = req.name
         if name not in battrs.ATTRIBUTES:
             raise FluxliteError(f"unknown attribute {name!r} (see `fluxlite lsattr`)",
                                 errno.ENOENT)
-        value = self.broker.attrs.get(name)
+        value = self.ctx.attrs.get(name)
         if value is None:
-            raise FluxliteError(f"attribute {name!r} is not set on rank {self.broker.rank}",
+            raise FluxliteError(f"attribute {name!r} is not set on rank {self.ctx.rank}",
                                 errno.ENOENT)
         return {"name": name, "value": value}
 
-    @request("broker.setattr")
-    def setattr(self, msg):
-        name, value = fields(msg, name=str, value=str)
-        value = battrs.check(name, value, at_runtime=True)
-        self.broker.attrs[name] = value
-        if name == "log-level":
+    @handler("broker.setattr", schema=SetattrRequest)
+    def setattr(self, msg, req):
+        value = battrs.check(req.name, req.value, at_runtime=True)
+        self.ctx.attrs[req.name] = value
+        if req.name == "log-level":
             blog.set_levels(level=value)
-        elif name == "log-stderr-level":
+        elif req.name == "log-stderr-level":
             blog.set_levels(stderr_level=value)
-        if name.startswith("tbon."):
-            self.broker.overlay.timeouts_changed()
-        self.log.info("attribute set", name=name, value=value)
+        self.on_setattr(req.name, value)
+        self.log.info("attribute set", name=req.name, value=value)
         return {}
 
-    @request("broker.lsattr")
-    def lsattr(self, msg):
-        return {"attrs": [{"name": n, "value": self.broker.attrs.get(n),
+    @handler("broker.lsattr", schema=None, roles=ANY)
+    def lsattr(self, msg, req):
+        return {"attrs": [{"name": n, "value": self.ctx.attrs.get(n),
                            "writable": a.writable, "help": a.help}
                           for n, a in sorted(battrs.ATTRIBUTES.items())]}
 
-    @request("broker.dmesg")
-    def dmesg(self, msg):
-        payload = msg.payload if isinstance(msg.payload, dict) else {}
+    @handler("broker.dmesg", schema=DmesgRequest)
+    def dmesg(self, msg, req):
         entries = blog.ring_entries()
-        if payload.get("clear"):
+        if req.clear:
             blog.clear_ring()
         return {"entries": entries}
 
-    @request("broker.service-add")
-    def service_add(self, msg):
-        ident = self._client_ident(msg)
-        name, pid = fields(msg, name=str, pid=(int, type(None)))
-        self.router.add_client_service(ident, name, pid)
+    @handler("broker.service-add", schema=ServiceAddRequest)
+    def service_add(self, msg, req):
+        self.clients.add_client_service(self._client_ident(msg), req.name, req.pid)
         return {}
 
-    @request("broker.service-remove")
-    def service_remove(self, msg):
-        ident = self._client_ident(msg)
-        self.router.remove_client_service(ident, fields(msg, name=str))
+    @handler("broker.service-remove", schema=NameRequest)
+    def service_remove(self, msg, req):
+        self.clients.remove_client_service(self._client_ident(msg), req.name)
         return {}
 
-    @request("broker.subscribe")
-    def subscribe(self, msg):
-        ident = self._client_ident(msg)
-        topic = fields(msg, topic=str)
-        self.router._client(ident).subscriptions.append(topic)
+    @handler("broker.subscribe", schema=TopicRequest, roles=ANY)
+    def subscribe(self, msg, req):
+        self.clients.subscribe_client(self._client_ident(msg), req.topic)
         return {}
 
-    @request("broker.unsubscribe")
-    def unsubscribe(self, msg):
-        ident = self._client_ident(msg)
-        topic = fields(msg, topic=str)
-        subs = self.router._client(ident).subscriptions
-        if topic in subs:
-            subs.remove(topic)
+    @handler("broker.unsubscribe", schema=TopicRequest, roles=ANY)
+    def unsubscribe(self, msg, req):
+        self.clients.unsubscribe_client(self._client_ident(msg), req.topic)
         return {}
 
-    @request("broker.publish")
-    def publish(self, msg):
-        topic = fields(msg, topic=str)
-        self.router.publish(topic, msg.payload.get("payload"))
+    @handler("broker.publish", schema=PublishRequest)
+    def publish(self, msg, req):
+        self.ctx.publish(req.topic, req.payload)
         return {}
 
-    @request("broker.state")
-    def state(self, msg):
-        return {"state": self.broker.sm.state, "rank": self.broker.rank,
-                "uptime": time.time() - self.broker.start_time}
+    @handler("broker.state", schema=None, roles=ANY)
+    def state(self, msg, req):
+        return {"state": self.ctx.state(), "rank": self.ctx.rank,
+                "uptime": time.time() - self.start_time}
 
-    @request("broker.shutdown")
-    def shutdown(self, msg):
-        if self.broker.rank != 0:
+    @handler("broker.shutdown", schema=ShutdownRequest)
+    def shutdown(self, msg, req):
+        if self.ctx.rank != 0:
             raise FluxliteError("shutdown must be sent to rank 0", errno.EINVAL)
-        reason = (msg.payload or {}).get("reason", "") if isinstance(msg.payload, dict) else ""
-        self.broker.request_shutdown(reason or "fluxlite shutdown", deliberate=True)
+        self.request_shutdown(req.reason or "fluxlite shutdown", deliberate=True)
         return {}

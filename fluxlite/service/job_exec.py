@@ -29,13 +29,49 @@ import os
 import signal
 import time
 
-from ..errors import FluxliteError
+from ..errors import Canceled, NotFound, UsageError
 from ..job import jobspec as js
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
-from ..protocol.message import ROLE_OWNER
+from ..protocol.schema import (AnyMap, Idset, JobId, Name, Severity, Signal, Struct, Text,
+                               WaitStatus)
 from ..util import fluid, fsd, idset, procs
-from .base import Service, fields, request
+from .base import ANY, Service, handler
+
+
+class StartRequest(Struct, kw_only=True):
+    id: JobId
+    userid: int
+    jobspec: AnyMap
+    R: AnyMap
+
+
+class BarrierRequest(Struct, kw_only=True):
+    id: JobId
+    shell_rank: int
+    error: Text | None = None
+
+
+class ExceptionRequest(Struct, kw_only=True):
+    id: JobId
+    type: Name
+    severity: Severity
+    note: Text = ""
+    wait_status: WaitStatus | None = None
+
+
+class KillRequest(Struct, kw_only=True):
+    id: JobId
+    signum: Signal
+
+
+class CriticalRanksRequest(Struct, kw_only=True):
+    id: JobId
+    ranks: Idset
+
+
+class JobRequest(Struct, kw_only=True):
+    id: JobId
 
 PENDING, RUNNING, EXITED, LOST = "pending", "running", "exited", "lost"
 
@@ -91,13 +127,12 @@ class ExecJob:
 class JobExecService(Service):
     name = "job-exec"
 
-    def __init__(self, broker):
-        super().__init__(broker)
+    def __init__(self, ctx, *, kvs, known_job):
+        super().__init__(ctx)
         self.jobs: dict[int, ExecJob] = {}
-        self.hostname = broker.attrs["hostname"]
-
-    async def start(self) -> None:
-        self.kvs = self.router.services["kvs"]
+        self.hostname = ctx.hostname
+        self.kvs = kvs
+        self.known_job = known_job   # (jobid) -> bool: the job-manager knows it
 
     def _event(self, job: ExecJob, name: str, context: dict | None = None) -> None:
         self.kvs.append(job.exec_key, entry(name, context))
@@ -116,14 +151,14 @@ class JobExecService(Service):
         return self.hostname
 
     # --------------------------------------------------------------- start
-    @request("job-exec.start", streaming=True)
-    def start_job(self, msg):
-        jobid, userid, spec, R = fields(msg, id=int, userid=int, jobspec=dict, R=dict)
+    @handler("job-exec.start", schema=StartRequest, streaming=True)
+    def start_job(self, msg, r):
+        jobid, userid, spec, R = r.id, r.userid, r.jobspec, r.R
         job = ExecJob(msg, jobid, userid, spec, R)
         self.jobs[jobid] = job
         self._event(job, "init")
         self._event(job, "starting")
-        a = self.broker.attrs
+        a = self.ctx.attrs
         timeout = fsd.parse_timeout(a["exec.barrier-timeout"])
         if timeout:
             self._timer(job, "barrier", timeout, lambda: self._barrier_timeout(job))
@@ -171,17 +206,17 @@ class JobExecService(Service):
             self._shell_exited(job, shell, p["status"])
 
     # ------------------------------------------------------------ barriers
-    def _barrier(self, msg, name: str):
-        jobid, shell_rank = fields(msg, id=int, shell_rank=int)
+    def _barrier(self, msg, r: BarrierRequest, name: str):
+        jobid, shell_rank = r.id, r.shell_rank
         job = self.jobs.get(jobid)
         if job is None or not 0 <= shell_rank < job.nshells:
-            raise FluxliteError(f"no such job shell: {jobid}.{shell_rank}", errno.ENOENT)
+            raise NotFound(f"no such job shell: {fluid.f58(jobid)}.{shell_rank}")
         if job.fatal is not None:
-            raise FluxliteError("job is being terminated", errno.ECANCELED)
-        if msg.payload.get("error"):
+            raise Canceled("job is being terminated")
+        if r.error:
             job.shells[shell_rank].failing = True
-            self._fatal(job, "exec", str(msg.payload["error"]))
-            raise FluxliteError("job is being terminated", errno.ECANCELED)
+            self._fatal(job, "exec", r.error)
+            raise Canceled("job is being terminated")
         job.barriers[name][shell_rank] = msg
         self._check_barrier(job, name)
         return self.no_reply
@@ -214,13 +249,13 @@ class JobExecService(Service):
             self.respond(m, answer)
         waiting.clear()
 
-    @request("job-exec.shell-init")
-    def shell_init(self, msg):
-        return self._barrier(msg, "init")
+    @handler("job-exec.shell-init", schema=BarrierRequest)
+    def shell_init(self, msg, r):
+        return self._barrier(msg, r, "init")
 
-    @request("job-exec.shell-start")
-    def shell_start(self, msg):
-        return self._barrier(msg, "start")
+    @handler("job-exec.shell-start", schema=BarrierRequest)
+    def shell_start(self, msg, r):
+        return self._barrier(msg, r, "start")
 
     def _barrier_timeout(self, job: ExecJob) -> None:
         if "start" in job.barrier_done:
@@ -264,7 +299,7 @@ class JobExecService(Service):
             ctx = {"rank": shell.rank, "wait_status": status}
             if active:
                 ctx["active_ranks"] = idset.encode(s.rank for s in active)
-                limit = fsd.parse_timeout(self.broker.attrs["exec.shell-exit-timeout"])
+                limit = fsd.parse_timeout(self.ctx.attrs["exec.shell-exit-timeout"])
                 if limit and job.fatal is None:
                     self._timer(job, "shell-exit", limit,
                                 lambda: self._shell_exit_timeout(job, limit))
@@ -343,17 +378,16 @@ class JobExecService(Service):
     def _fatal(self, job: ExecJob, etype: str, note: str, context: dict | None = None) -> None:
         self._raise(job, etype, 0, note, context)
 
-    @request("job-exec.exception")
-    def exception(self, msg):
+    @handler("job-exec.exception", schema=ExceptionRequest)
+    def exception(self, msg, r):
         """The job-manager recorded a fatal exception: terminate the job."""
-        jobid, etype, severity = fields(msg, id=int, type=str, severity=int)
-        job = self.jobs.get(jobid)
-        if job is None or severity != 0 or job.fatal is not None:
+        job = self.jobs.get(r.id)
+        if job is None or r.severity != 0 or job.fatal is not None:
             return {}
-        job.fatal = {"type": etype, "severity": 0, "note": msg.payload.get("note", "")}
-        if type(msg.payload.get("wait_status")) is int:
-            job.fatal["wait_status"] = msg.payload["wait_status"]
-        self._terminate(job, signal.SIGALRM if etype == "timeout" else signal.SIGTERM)
+        job.fatal = {"type": r.type, "severity": 0, "note": r.note}
+        if r.wait_status is not None:
+            job.fatal["wait_status"] = r.wait_status
+        self._terminate(job, signal.SIGALRM if r.type == "timeout" else signal.SIGTERM)
         return {}
 
     def _terminate(self, job: ExecJob, sig: int) -> None:
@@ -362,7 +396,7 @@ class JobExecService(Service):
             if h:
                 h.cancel()
         self._signal(job, sig)
-        kill_timeout = fsd.parse(self.broker.attrs["exec.kill-timeout"])
+        kill_timeout = fsd.parse(self.ctx.attrs["exec.kill-timeout"])
         self._timer(job, "kill", kill_timeout, lambda: self._signal(job, signal.SIGKILL))
         # a job whose shells never started has nothing to wait for
         self._check_done(job)
@@ -378,43 +412,37 @@ class JobExecService(Service):
                     payload["tasks"] = True
                 self.send("rexec.kill", payload, nodeid=s.rank)
 
-    @request("job-exec.kill")
-    def kill(self, msg):
+    @handler("job-exec.kill", schema=KillRequest)
+    def kill(self, msg, r):
         """`fluxlite job kill`: the signal is for the tasks, whatever it is (SIGKILL
         and SIGSTOP cannot be forwarded by a shell, and must not stop the shell)."""
-        jobid, signum = fields(msg, id=int, signum=int)
-        job = self.jobs.get(jobid)
+        job = self.jobs.get(r.id)
         if job is None:
-            raise FluxliteError(f"job {fluid.f58(jobid)} is not running", errno.ENOENT)
-        if not 0 < signum < signal.NSIG:
-            raise FluxliteError(f"invalid signal {signum}", errno.EINVAL)
-        self._signal(job, signum, tasks=True)
+            raise NotFound(f"job {fluid.f58(r.id)} is not running")
+        if not 0 < r.signum < signal.NSIG:
+            raise UsageError(f"invalid signal {r.signum}")
+        self._signal(job, r.signum, tasks=True)
         return {}
 
     # ------------------------------------------------------ critical ranks
-    @request("job-exec.critical-ranks")
-    def critical_ranks(self, msg):
-        jobid, text = fields(msg, id=int, ranks=str)
+    @handler("job-exec.critical-ranks", schema=CriticalRanksRequest, roles=ANY)
+    def critical_ranks(self, msg, r):
+        jobid, text = r.id, r.ranks
         job = self.jobs.get(jobid)
         if job is None:
-            jm = self.router.services.get("job-manager")
-            known = jm is not None and jobid in jm.jobs
-            raise FluxliteError(f"job {fluid.f58(jobid)} is not running" if known else
-                                f"unknown job id {fluid.f58(jobid)}", errno.ENOENT)
-        if not (msg.role & ROLE_OWNER and msg.userid == self.broker.userid) and \
-                msg.userid != job.userid:
-            raise FluxliteError("permission denied: only the job's owner may set its "
-                                "critical ranks", errno.EPERM)
+            raise NotFound(f"job {fluid.f58(jobid)} is not running" if self.known_job(jobid)
+                           else f"unknown job id {fluid.f58(jobid)}")
+        self.authorize(msg, job.userid, f"job {fluid.f58(jobid)}")
         try:
             ranks = set(range(job.nshells)) if text == "all" else idset.decode(text)
         except ValueError:
-            raise FluxliteError(f"invalid idset {text!r}: expected shell ranks like 0-1,3",
-                                errno.EINVAL) from None
+            raise UsageError(f"invalid idset {text!r}: expected shell ranks like 0-1,3") \
+                from None
         outside = ranks - set(range(job.nshells))
         if outside:
-            raise FluxliteError(
+            raise UsageError(
                 f"ranks {idset.encode(outside)} are not shell ranks of job "
-                f"{fluid.f58(jobid)} (its shell ranks are 0-{job.nshells - 1})", errno.EINVAL)
+                f"{fluid.f58(jobid)} (its shell ranks are 0-{job.nshells - 1})")
         ranks.add(0)  # the leader shell is always critical
         job.critical = ranks
         job.crit_seq += 1
@@ -425,11 +453,11 @@ class JobExecService(Service):
                       {"ranks": idset.encode(ranks), "seq": job.crit_seq}, nodeid=leader.rank)
         return {}
 
-    @request("job-exec.critical-ranks-get")
-    def critical_ranks_get(self, msg):
-        job = self.jobs.get(fields(msg, id=int))
+    @handler("job-exec.critical-ranks-get", schema=JobRequest, roles=ANY)
+    def critical_ranks_get(self, msg, r):
+        job = self.jobs.get(r.id)
         if job is None:
-            raise FluxliteError("job is not running", errno.ENOENT)
+            raise NotFound("job is not running")
         return {"ranks": idset.encode(job.critical), "seq": job.crit_seq}
 
 

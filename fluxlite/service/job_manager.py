@@ -15,15 +15,56 @@ import asyncio
 import errno
 import time
 
-from ..errors import FluxliteError, UsageError
+from ..errors import FluxliteError, NoChild, NotFound, TryAgain, UsageError
 from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
-from ..protocol.message import ROLE_OWNER
+from ..protocol.schema import (AnyMap, JobId, Name, Severity, Signal, Struct, Text, Urgency,
+                               WaitStatus)
 from ..util import fluid, idset
-from .base import Service, fields, request
+from .base import ANY, Service, handler
 
-EXCEPTION_TYPES_FATAL_RESULT = {"cancel": "CANCELED", "timeout": "TIMEOUT"}
+
+class SubmitRequest(Struct, kw_only=True):
+    jobspec: AnyMap
+    urgency: Urgency = 16
+
+
+class JobRequest(Struct, kw_only=True):
+    id: JobId
+
+
+class CancelRequest(Struct, kw_only=True):
+    id: JobId
+    note: Text = ""
+
+
+class RaiseRequest(Struct, kw_only=True):
+    id: JobId
+    type: Name
+    severity: Severity
+    note: Text = ""
+    context: AnyMap | None = None
+    wait_status: WaitStatus | None = None
+
+
+class KillRequest(Struct, kw_only=True):
+    id: JobId
+    signum: Signal
+
+
+class MemoRequest(Struct, kw_only=True):
+    id: JobId
+    memo: AnyMap
+
+
+class WaitRequest(Struct, kw_only=True):
+    id: JobId | None = None
+
+
+class ListRequest(Struct, kw_only=True):
+    states: Name = "active"
+    ids: list[JobId] | None = None
 
 
 class Job:
@@ -90,32 +131,26 @@ class Job:
 class JobManagerService(Service):
     name = "job-manager"
 
-    def __init__(self, broker):
-        super().__init__(broker)
+    def __init__(self, ctx, *, kvs):
+        super().__init__(ctx)
         self.jobs: dict[int, Job] = {}
         self.any_waiters: list = []   # job-manager.wait without an id, in arrival order
         self.gen = fluid.FluidGenerator(0)
-        self.kvs = None
-        self.hostname = broker.attrs["hostname"]
-        self.level = int(broker.attrs.get("instance-level") or 0)
+        self.kvs = kvs
+        self.hostname = ctx.hostname
+        self.level = int(ctx.attrs.get("instance-level") or 0)
         self._idle = asyncio.Event()
         self._idle.set()
-
-    async def start(self) -> None:
-        self.kvs = self.router.services["kvs"]
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
         job = self.jobs.get(jobid)
         if job is None:
-            raise FluxliteError(f"unknown job id {fluid.f58(jobid)}", errno.ENOENT)
+            raise NotFound(f"unknown job id {fluid.f58(jobid)}")
         return job
 
     def _authorize(self, msg, job: Job) -> None:
-        if msg.role & ROLE_OWNER and msg.userid == self.broker.userid:
-            return
-        if msg.userid != job.userid:
-            raise FluxliteError("permission denied: not the job's owner", errno.EPERM)
+        self.authorize(msg, job.userid, f"job {fluid.f58(job.id)}")
 
     def _post(self, job: Job, name: str, context: dict | None = None, *, extra_ops=()) -> None:
         """Append one entry to the main eventlog and move the job's state."""
@@ -165,19 +200,12 @@ class JobManagerService(Service):
                 "returncode": info["returncode"]}
 
     # ------------------------------------------------------------- submit
-    @request("job-manager.submit")
-    def submit(self, msg):
-        spec, urgency = fields(msg, jobspec=dict, urgency=(int, type(None)))
-        urgency = 16 if urgency is None else urgency
-        if not 0 <= urgency <= 31:
-            raise UsageError("urgency must be 0-31")
-        try:
-            req = js.validate(spec)
-        except UsageError as exc:
-            raise FluxliteError(exc.message, errno.EINVAL) from None
-        if self.broker.sm.at_least("cleanup"):
-            raise FluxliteError("the instance is shutting down: submissions are closed",
-                                errno.EAGAIN)
+    @handler("job-manager.submit", schema=SubmitRequest, roles=ANY)
+    def submit(self, msg, r):
+        spec, urgency = r.jobspec, r.urgency
+        req = js.validate(spec)
+        if self.ctx.at_least("cleanup"):
+            raise TryAgain("the instance is shutting down: submissions are closed")
         jobid = self.gen.generate()
         job = Job(jobid, msg.userid, spec, req, urgency)
         self.jobs[jobid] = job
@@ -281,32 +309,21 @@ class JobManagerService(Service):
                 fwd["wait_status"] = wait_status
             self.send("job-exec.exception", fwd)
 
-    @request("job-manager.raise")
-    def raise_rpc(self, msg):
-        jobid, etype, severity = fields(msg, id=int, type=str, severity=int)
-        note = msg.payload.get("note", "") or ""
-        context = msg.payload.get("context")
-        wait_status = msg.payload.get("wait_status")
-        if not 0 <= severity <= 7:
-            raise FluxliteError("severity must be 0-7", errno.EINVAL)
-        if wait_status is not None and (type(wait_status) is not int or
-                                        not 0 <= wait_status < 1 << 16):
-            raise FluxliteError("wait_status must be a wait status (0-65535)", errno.EINVAL)
-        if not etype or " " in etype or "=" in etype:
-            raise FluxliteError(f"invalid exception type {etype!r}", errno.EINVAL)
-        job = self._job(jobid)
+    @handler("job-manager.raise", schema=RaiseRequest, roles=ANY)
+    def raise_rpc(self, msg, r):
+        if " " in r.type or "=" in r.type:
+            raise UsageError(f"invalid exception type {r.type!r}")
+        job = self._job(r.id)
         self._authorize(msg, job)
         if job.state == states.INACTIVE:
-            raise FluxliteError(f"job {fluid.f58(jobid)} is inactive", errno.EINVAL)
-        self.raise_exception(job, etype, severity, str(note),
-                             context if isinstance(context, dict) else None, userid=msg.userid,
-                             wait_status=wait_status)
+            raise UsageError(f"job {fluid.f58(r.id)} is inactive")
+        self.raise_exception(job, r.type, r.severity, r.note, r.context, userid=msg.userid,
+                             wait_status=r.wait_status)
         return {}
 
-    @request("job-manager.cancel")
-    def cancel(self, msg):
-        jobid = fields(msg, id=int)
-        note = (msg.payload.get("note") or "") if isinstance(msg.payload, dict) else ""
+    @handler("job-manager.cancel", schema=CancelRequest, roles=ANY)
+    def cancel(self, msg, r):
+        jobid, note = r.id, r.note
         job = self._job(jobid)
         self._authorize(msg, job)
         if job.state in (states.INACTIVE, states.CLEANUP) or job.fatal is not None:
@@ -315,37 +332,31 @@ class JobManagerService(Service):
         self.raise_exception(job, "cancel", 0, note, userid=msg.userid)
         return {}
 
-    @request("job-manager.kill")
-    def kill(self, msg):
-        jobid, signum = fields(msg, id=int, signum=int)
-        job = self._job(jobid)
+    @handler("job-manager.kill", schema=KillRequest, roles=ANY)
+    def kill(self, msg, r):
+        job = self._job(r.id)
         self._authorize(msg, job)
         if job.state != states.RUN:
-            raise FluxliteError(f"job {fluid.f58(jobid)} is not running", errno.EINVAL)
-        if not 0 < signum < 65:
-            raise FluxliteError(f"invalid signal number {signum}", errno.EINVAL)
-        self.send("job-exec.kill", {"id": jobid, "signum": signum})
+            raise UsageError(f"job {fluid.f58(r.id)} is not running")
+        self.send("job-exec.kill", {"id": r.id, "signum": r.signum})
         return {}
 
-    @request("job-manager.memo")
-    def memo(self, msg):
-        jobid, memo = fields(msg, id=int, memo=dict)
-        job = self._job(jobid)
+    @handler("job-manager.memo", schema=MemoRequest, roles=ANY)
+    def memo(self, msg, r):
+        job = self._job(r.id)
         self._authorize(msg, job)
-        job.memo.update(memo)
-        self._post(job, "memo", memo)
+        job.memo.update(r.memo)
+        self._post(job, "memo", r.memo)
         return {}
 
     # ------------------------------------------------------------ queries
-    @request("job-manager.wait")
-    def wait(self, msg):
+    @handler("job-manager.wait", schema=WaitRequest, roles=ANY)
+    def wait(self, msg, r):
         """Wait for one job (`{id}`), or without an id for any job of the caller's
         not waited for yet: the one that ended first, else the next to end."""
-        payload = msg.payload if isinstance(msg.payload, dict) else {}
-        if payload.get("id") is None:
+        if r.id is None:
             return self._wait_any(msg)
-        jobid = fields(msg, id=int)
-        job = self._job(jobid)
+        job = self._job(r.id)
         if job.state == states.INACTIVE:
             return self._wait_result(job)
         job.waiters.append(msg)
@@ -364,17 +375,15 @@ class JobManagerService(Service):
             return self._wait_result(min(done, key=lambda j: j.t_inactive))
         pending = [j for j in self.jobs.values() if self._waitable(msg, j)]
         if len(pending) <= sum(1 for w in self.any_waiters if w.userid == msg.userid):
-            raise FluxliteError("there are no waitable jobs", errno.ECHILD)
+            raise NoChild("there are no waitable jobs")
         self.any_waiters.append(msg)
         self.track_stream(msg, lambda: self.any_waiters.remove(msg)
                           if msg in self.any_waiters else None)
         return self.no_reply
 
-    @request("job-manager.list")
-    def list(self, msg):
-        payload = msg.payload if isinstance(msg.payload, dict) else {}
-        which = payload.get("states", "active")
-        ids = payload.get("ids")
+    @handler("job-manager.list", schema=ListRequest, roles=ANY)
+    def list(self, msg, r):
+        which, ids = r.states, (set(r.ids) if r.ids is not None else None)
         out = []
         for job in self.jobs.values():
             if ids is not None and job.id not in ids:
@@ -387,9 +396,9 @@ class JobManagerService(Service):
         out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
         return {"jobs": out}
 
-    @request("job-manager.info")
-    def info(self, msg):
-        return self._job(fields(msg, id=int)).info(self.level)
+    @handler("job-manager.info", schema=JobRequest, roles=ANY)
+    def info(self, msg, r):
+        return self._job(r.id).info(self.level)
 
     # ------------------------------------------------------------ cleanup
     async def cleanup(self) -> None:

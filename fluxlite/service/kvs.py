@@ -19,7 +19,27 @@ from __future__ import annotations
 import errno
 
 from ..errors import FluxliteError, ProtocolError
-from .base import Service, fields, request
+from ..protocol.schema import Key, Matchtag, Struct
+from .base import ANY, Service, handler
+
+
+class KeyRequest(Struct, kw_only=True):
+    key: Key
+
+
+class CommitRequest(Struct, kw_only=True):
+    ops: list[dict]
+
+
+class WatchRequest(Struct, kw_only=True):
+    key: Key
+    waitcreate: bool = False
+    append: bool = False
+
+
+class UnwatchRequest(Struct, kw_only=True):
+    key: Key
+    matchtag: Matchtag
 
 
 _MISSING = object()
@@ -58,8 +78,8 @@ def _split(key: str) -> list[str]:
 class KVSService(Service):
     name = "kvs"
 
-    def __init__(self, broker):
-        super().__init__(broker)
+    def __init__(self, ctx):
+        super().__init__(ctx)
         self.root: _Dir = _Dir()
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
@@ -219,18 +239,17 @@ class KVSService(Service):
         self.untrack_stream(w.msg)
 
     # ---------------------------------------------------------------- RPCs
-    @request("kvs.get")
-    def get(self, msg):
-        return {"value": self.lookup(fields(msg, key=str))}
+    @handler("kvs.get", schema=KeyRequest, roles=ANY)
+    def get(self, msg, req):
+        return {"value": self.lookup(req.key)}
 
-    @request("kvs.commit")
-    def commit_rpc(self, msg):
-        ops = fields(msg, ops=list)
-        return {"version": self.commit(ops)}
+    @handler("kvs.commit", schema=CommitRequest)
+    def commit_rpc(self, msg, req):
+        return {"version": self.commit(req.ops)}
 
-    @request("kvs.ls")
-    def ls(self, msg):
-        key = fields(msg, key=str)
+    @handler("kvs.ls", schema=KeyRequest, roles=ANY)
+    def ls(self, msg, req):
+        key = req.key
         node = self.root
         if key not in ("", "."):
             for part in _split(key):
@@ -242,30 +261,27 @@ class KVSService(Service):
         return {"entries": [k + ("." if isinstance(v, _Dir) else "") for k, v in
                             sorted(node.items())]}
 
-    @request("kvs.watch", streaming=True)
-    def watch(self, msg):
-        key, waitcreate, append = fields(msg, key=str, waitcreate=(bool, type(None)),
-                                         append=(bool, type(None)))
-        key = ".".join(_split(key))
-        w = _Watcher(msg, bool(append))
-        if not waitcreate:
+    @handler("kvs.watch", schema=WatchRequest, streaming=True, roles=ANY)
+    def watch(self, msg, req):
+        key = ".".join(_split(req.key))
+        w = _Watcher(msg, req.append)
+        if not req.waitcreate:
             self.lookup(key)  # ENOENT or EISDIR now, rather than a silent wait
         self.watchers.setdefault(key, []).append(w)
         self.track_stream(msg, lambda: self._drop_watch(key, w))
         if self.exists(key):
             self._send_watch(key, w)
 
-    @request("kvs.stats")
-    def stats(self, msg):
+    @handler("kvs.stats", schema=None, roles=ANY)
+    def stats(self, msg, req):
         """How much the KVS holds: its version and the number of open watches."""
         return {"version": self.version,
                 "watchers": sum(len(w) for w in self.watchers.values())}
 
-    @request("kvs.unwatch")
-    def unwatch(self, msg):
-        key, matchtag = fields(msg, key=str, matchtag=int)
-        for w in list(self.watchers.get(key, ())):
-            if w.msg.matchtag == matchtag and w.msg.route == msg.route:
-                self._drop_watch(key, w)
+    @handler("kvs.unwatch", schema=UnwatchRequest, roles=ANY)
+    def unwatch(self, msg, req):
+        for w in list(self.watchers.get(req.key, ())):
+            if w.msg.matchtag == req.matchtag and w.msg.route == msg.route:
+                self._drop_watch(req.key, w)
                 self.end_stream(w.msg)
         return {}

@@ -2,7 +2,8 @@
 
 `overlay.health` answers on any rank with its own links; `overlay.status`
 (rank 0) answers with the whole instance: every rank's state and the tree
-shape, from the membership reports that flow upstream.
+shape, from the membership reports that flow upstream; `overlay.watch` (rank 0)
+streams the membership as it changes.
 """
 
 from __future__ import annotations
@@ -11,35 +12,38 @@ import errno
 import time
 
 from ..errors import FluxliteError
-from .base import Service, request
 from ..util import idset, tree
+from .base import ANY, Service, handler
 
 
 class OverlayService(Service):
     name = "overlay"
 
-    @request("overlay.health")
-    def health(self, msg):
-        return self.broker.overlay.health()
+    def __init__(self, ctx, *, overlay, on_membership):
+        super().__init__(ctx)
+        self.overlay = overlay              # health(), membership, membership_since, ...
+        self._on_membership = on_membership
+        self._watchers: list | None = None
 
-    def start_watch_hook(self) -> None:
-        if not getattr(self, "_watchers", None):
-            self._watchers = []
-            self.broker.on_membership(self._changed)
+    @handler("overlay.health", schema=None, roles=ANY)
+    def health(self, msg, req):
+        return self.overlay.health()
 
-    @request("overlay.watch", streaming=True)
-    def watch(self, msg):
+    @handler("overlay.watch", schema=None, streaming=True, roles=ANY)
+    def watch(self, msg, req):
         """Rank 0: the membership now, then every change: {ranks: {state: idset}}."""
-        if self.broker.rank != 0:
+        if self.ctx.rank != 0:
             raise FluxliteError("overlay.watch is answered by rank 0", errno.EINVAL)
-        self.start_watch_hook()
+        if self._watchers is None:
+            self._watchers = []
+            self._on_membership(self._changed)
         self._watchers.append(msg)
         self.track_stream(msg, lambda: self._watchers.remove(msg))
         self.respond(msg, self._snapshot())
 
     def _snapshot(self) -> dict:
         by_state: dict[str, list[int]] = {}
-        for r, state in sorted(self.broker.overlay.membership.items()):
+        for r, state in sorted(self.overlay.membership.items()):
             by_state.setdefault(state, []).append(r)
         return {"ranks": {k: idset.encode(v) for k, v in by_state.items()}}
 
@@ -50,19 +54,19 @@ class OverlayService(Service):
         for w in list(self._watchers):
             self.respond(w, snap)
 
-    @request("overlay.status")
-    def status(self, msg):
-        if self.broker.rank != 0:
+    @handler("overlay.status", schema=None, roles=ANY)
+    def status(self, msg, req):
+        if self.ctx.rank != 0:
             raise FluxliteError("overlay.status is answered by rank 0", errno.EINVAL)
-        ov = self.broker.overlay
-        size, k = self.broker.size, self.broker.fanout
+        ov = self.overlay
+        size, k = self.ctx.size, ov.k
         ranks = []
         for r in range(size):
             state = ov.membership.get(r, "offline")
             ranks.append({"rank": r, "state": state, "status": _subtree_status(ov, r, size, k),
                           "parent": tree.parent(r, k),
                           "since": ov.membership_since.get(r, ov.started)})
-        return {"size": size, "topo": self.broker.attrs["tbon.topo"],
+        return {"size": size, "topo": self.ctx.attrs["tbon.topo"],
                 "hostname": ov.hostname, "now": time.time(), "ranks": ranks}
 
 

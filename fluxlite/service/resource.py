@@ -17,19 +17,28 @@ from __future__ import annotations
 import errno
 import time
 
-from ..broker.attrs import machine_cores
-from ..broker.state import CLEANUP
 from ..errors import FluxliteError
+from ..job.eventlog import entry
+from ..protocol.schema import Idset, Struct, Text
 from ..util import idset
-from .base import Service, fields, request
+from .base import ANY, Service, handler
+
+
+class TargetsRequest(Struct, kw_only=True):
+    targets: Idset
+    reason: Text = ""
 
 
 class ResourceService(Service):
     name = "resource"
 
-    def __init__(self, broker):
-        super().__init__(broker)
-        self.cores: dict[int, list[int]] = broker_inventory(broker)
+    def __init__(self, ctx, *, inventory: dict[int, list[int]], membership, on_membership,
+                 kvs):
+        super().__init__(ctx)
+        self.cores: dict[int, list[int]] = inventory
+        self._membership_now = membership      # () -> {rank: state}, the overlay's view
+        self._on_membership = on_membership    # register hook(changes)
+        self.kvs = kvs
         self.online: set[int] = set()
         self.torpid: set[int] = set()
         self.lost: set[int] = set()   # removed for good (shrink): lost, or left
@@ -39,19 +48,16 @@ class ResourceService(Service):
         self._last_up: set[int] = set()
 
     async def start(self) -> None:
-        self.broker.on_membership(self._membership)
+        self._on_membership(self._membership)
         now: dict[str, set[int]] = {}
-        for r, state in self.broker.overlay.membership.items():
+        for r, state in self._membership_now().items():
             now.setdefault(state, set()).add(r)
         self._membership(now)
-        self._eventlog("resource-define", {"method": self.broker.attrs.get(
-            "resource.method", "dynamic"), "ranks": idset.encode(self.cores)})
+        self._eventlog("resource-define", {"method": "dynamic",
+                                           "ranks": idset.encode(self.cores)})
 
     def _eventlog(self, name: str, context: dict) -> None:
-        kvs = self.router.services.get("kvs")
-        if kvs is not None:
-            from ..job.eventlog import entry
-            kvs.append("resource.eventlog", entry(name, context))
+        self.kvs.append("resource.eventlog", entry(name, context))
 
     # ----------------------------------------------------------- states
     def up(self) -> set[int]:
@@ -79,7 +85,7 @@ class ResourceService(Service):
                 self._shrink(ranks - self.lost, "lost")
             elif state == "offline":
                 gone = ranks & self.online
-                if self.broker.sm.at_least(CLEANUP):
+                if self.ctx.at_least("cleanup"):
                     # the instance is shutting down: its ranks leave, nothing to shrink for
                     self.online -= ranks
                     if gone:
@@ -118,8 +124,8 @@ class ResourceService(Service):
                 self.respond(msg, update)
 
     # ------------------------------------------------------------- RPCs
-    @request("resource.acquire", streaming=True)
-    def acquire(self, msg):
+    @handler("resource.acquire", schema=None, streaming=True)
+    def acquire(self, msg, req):
         self.acquirers.append(msg)
         self.track_stream(msg, lambda: self.acquirers.remove(msg))
         self._last_up = self.up()
@@ -127,8 +133,7 @@ class ResourceService(Service):
                            "up": idset.encode(self._last_up),
                            "shrink": idset.encode(self.lost)})
 
-    def _targets(self, msg) -> set[int]:
-        text = fields(msg, targets=str)
+    def _targets(self, text: str) -> set[int]:
         try:
             ranks = idset.decode(text)
         except ValueError as exc:
@@ -139,10 +144,10 @@ class ResourceService(Service):
                                 f"{idset.encode(self.cores)}", errno.EINVAL)
         return ranks
 
-    @request("resource.drain")
-    def drain(self, msg):
-        ranks = self._targets(msg)
-        reason = msg.payload.get("reason", "") or ""
+    @handler("resource.drain", schema=TargetsRequest)
+    def drain(self, msg, req):
+        ranks = self._targets(req.targets)
+        reason = req.reason
         now = time.time()
         for r in ranks:
             self.drained[r] = (now, str(reason))
@@ -150,9 +155,9 @@ class ResourceService(Service):
         self._notify()
         return {}
 
-    @request("resource.undrain")
-    def undrain(self, msg):
-        ranks = self._targets(msg)
+    @handler("resource.undrain", schema=TargetsRequest)
+    def undrain(self, msg, req):
+        ranks = self._targets(req.targets)
         not_drained = [r for r in ranks if r not in self.drained]
         if not_drained:
             raise FluxliteError(f"rank {idset.encode(not_drained)} is not drained",
@@ -163,9 +168,9 @@ class ResourceService(Service):
         self._notify()
         return {}
 
-    @request("resource.status")
-    def status(self, msg):
-        hostname = self.broker.attrs["hostname"]
+    @handler("resource.status", schema=None, roles=ANY)
+    def status(self, msg, req):
+        hostname = self.ctx.hostname
         return {"hostname": hostname,
                 "ranks": {str(r): {"cores": idset.encode(c),
                                    "online": r in self.online, "torpid": r in self.torpid,
@@ -174,16 +179,3 @@ class ResourceService(Service):
                                    "drain_time": self.drained.get(r, (None, None))[0]}
                           for r, c in self.cores.items()}}
 
-
-def broker_inventory(broker) -> dict[int, list[int]]:
-    """Cores per rank: a nested instance's allocation, or N cores on every rank."""
-    given = broker.cfg.resources
-    if given:
-        return {int(r): list(c) for r, c in given.items()}
-    cores_attr = broker.attrs.get("resource.cores") or ""
-    if cores_attr:
-        cores = sorted(idset.decode(cores_attr))
-    else:
-        n = int(broker.attrs.get("resource.cores-per-rank") or 0) or machine_cores()
-        cores = list(range(n))
-    return {r: list(cores) for r in range(broker.size)}

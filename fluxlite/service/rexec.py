@@ -17,41 +17,59 @@ import errno
 import signal
 
 from ..errors import FluxliteError
-from .base import Service, fields, request
+from ..protocol.schema import AnyMap, Name, Signal, Struct, Text
+from .base import Service, handler
+
+
+class ExecRequest(Struct, kw_only=True):
+    kind: Name
+    label: Name
+    info: AnyMap | None = None        # kind shell: the shell's start-up information
+    argv: list[Text] | None = None     # kind exec
+    env: dict[str, Text] | None = None
+    cwd: Text | None = None
+
+
+class KillRequest(Struct, kw_only=True):
+    label: Name
+    signum: Signal
+    tasks: bool = False
 
 
 class RexecService(Service):
     name = "rexec"
 
-    def __init__(self, broker):
-        super().__init__(broker)
+    def __init__(self, ctx, *, spawner, local_uri: str, rundir: str):
+        super().__init__(ctx)
+        self.spawner = spawner
+        self.local_uri = local_uri
+        self.rundir = rundir
         self.procs: dict[str, object] = {}
 
-    @request("rexec.exec", streaming=True)
-    async def exec_(self, msg):
-        kind, label = fields(msg, kind=str, label=str)
-        spawner = self.broker.spawner
+    @handler("rexec.exec", schema=ExecRequest, streaming=True)
+    async def exec_(self, msg, req):
+        kind, label = req.kind, req.label
+        spawner = self.spawner
         if spawner is None or spawner.closed:
             raise FluxliteError("this broker cannot start processes", errno.ENOSYS)
-        if self.broker.sm.at_least("shutdown"):
-            raise FluxliteError(f"rank {self.broker.rank} is shutting down", errno.EAGAIN)
+        if self.ctx.at_least("shutdown"):
+            raise FluxliteError(f"rank {self.ctx.rank} is shutting down", errno.EAGAIN)
         if label in self.procs:
             raise FluxliteError(f"a process labelled {label!r} already runs", errno.EEXIST)
-        p = msg.payload
         if kind == "shell":
-            info = p.get("info")
-            if not isinstance(info, dict):
+            info = req.info
+            if info is None:
                 raise FluxliteError("rexec.exec: kind shell needs info", errno.EPROTO)
-            info["broker_rank"] = self.broker.rank
-            info["local_uri"] = self.broker.local_uri
-            info["rundir"] = self.broker.rundir
+            info["broker_rank"] = self.ctx.rank
+            info["local_uri"] = self.local_uri
+            info["rundir"] = self.rundir
             proc = spawner.spawn("shell", info=info, setsid=True, stdio="log",
-                                 tmpdir_in=self.broker.rundir)
+                                 tmpdir_in=self.rundir)
         elif kind == "exec":
-            argv = p.get("argv")
-            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-                raise FluxliteError("rexec.exec: argv must be a list of strings", errno.EPROTO)
-            proc = spawner.spawn("exec", argv=argv, env=p.get("env"), cwd=p.get("cwd"),
+            if not req.argv:
+                raise FluxliteError("rexec.exec: argv must be a non-empty list of strings",
+                                    errno.EPROTO)
+            proc = spawner.spawn("exec", argv=req.argv, env=req.env, cwd=req.cwd,
                                  setsid=True, stdio="null")
         else:
             raise FluxliteError(f"rexec.exec: unknown kind {kind!r}", errno.EINVAL)
@@ -60,30 +78,29 @@ class RexecService(Service):
             try:
                 pid = await proc.started
             except OSError as exc:
-                raise FluxliteError(exc.strerror or str(exc), errno.ENOENT) from None
+                raise FluxliteError.from_oserror(exc) from None
             self.respond(msg, {"type": "started", "pid": pid})
             try:
                 status = await proc.exited
             except OSError as exc:
-                raise FluxliteError(exc.strerror or str(exc), errno.ECHILD) from None
+                raise FluxliteError.from_oserror(exc) from None
             self.respond(msg, {"type": "exited", "pid": pid, "status": status})
             self.end_stream(msg)
         finally:
             self.procs.pop(label, None)
 
-    @request("rexec.kill")
-    def kill(self, msg):
-        label, signum = fields(msg, label=str, signum=int)
-        proc = self.procs.get(label)
+    @handler("rexec.kill", schema=KillRequest)
+    def kill(self, msg, req):
+        proc = self.procs.get(req.label)
         if proc is None:
-            raise FluxliteError(f"no process labelled {label!r} on rank {self.broker.rank}",
+            raise FluxliteError(f"no process labelled {req.label!r} on rank {self.ctx.rank}",
                                 errno.ESRCH)
-        if not 0 < signum < signal.NSIG:
-            raise FluxliteError(f"invalid signal {signum}", errno.EINVAL)
-        self.broker.spawner.kill(proc, signum, below=bool(msg.payload.get("tasks")))
+        if not 0 < req.signum < signal.NSIG:
+            raise FluxliteError(f"invalid signal {req.signum}", errno.EINVAL)
+        self.spawner.kill(proc, req.signum, below=req.tasks)
         return {}
 
-    @request("rexec.list")
-    def list(self, msg):
+    @handler("rexec.list", schema=None)
+    def list(self, msg, req):
         return {"procs": [{"label": k, "pid": p.pid, "kind": p.kind}
                           for k, p in self.procs.items()]}

@@ -20,7 +20,21 @@ from ..errors import FluxliteError
 from ..job import jobspec as js
 from ..job import rset
 from ..util import idset
-from .base import Service, fields, request
+from ..protocol.schema import AnyMap, JobId, Struct
+from .base import ANY, Service, handler
+
+
+class AllocRequest(Struct, kw_only=True):
+    id: JobId
+    jobspec: AnyMap
+
+
+class FeasibilityRequest(Struct, kw_only=True):
+    jobspec: AnyMap
+
+
+class JobRequest(Struct, kw_only=True):
+    id: JobId
 
 EOVERFLOW = errno.EOVERFLOW
 
@@ -35,8 +49,8 @@ class _Pending:
 class SchedService(Service):
     name = "sched"
 
-    def __init__(self, broker):
-        super().__init__(broker)
+    def __init__(self, ctx):
+        super().__init__(ctx)
         self.total: dict[int, set[int]] = {}
         self.free: dict[int, set[int]] = {}
         self.up: set[int] = set()
@@ -156,29 +170,28 @@ class SchedService(Service):
             self.respond_error(p.msg, EOVERFLOW, why)
 
     # --------------------------------------------------------------- RPCs
-    @request("sched.alloc", streaming=False)
-    def alloc(self, msg):
-        jobid, spec = fields(msg, id=int, jobspec=dict)
-        req = js.request(spec)
+    @handler("sched.alloc", schema=AllocRequest)
+    def alloc(self, msg, r):
+        req = js.request(r.jobspec)
         if self.ready:
             why = self.unsatisfiable(req)
             if why:
                 raise FluxliteError(why, EOVERFLOW)
-        self.queue.append(_Pending(jobid, msg, req))
+        self.queue.append(_Pending(r.id, msg, req))
         self.schedule()
         return self.no_reply
 
-    @request("sched.feasibility")
-    def feasibility(self, msg):
-        req = js.request(fields(msg, jobspec=dict))
+    @handler("sched.feasibility", schema=FeasibilityRequest, roles=ANY)
+    def feasibility(self, msg, r):
+        req = js.validate(r.jobspec)
         why = self.unsatisfiable(req) if self.ready else None
         if why:
             raise FluxliteError(why, EOVERFLOW)
         return {}
 
-    @request("sched.cancel")
-    def cancel(self, msg):
-        jobid = fields(msg, id=int)
+    @handler("sched.cancel", schema=JobRequest)
+    def cancel(self, msg, r):
+        jobid = r.id
         for p in list(self.queue):
             if p.id == jobid:
                 self.queue.remove(p)
@@ -186,9 +199,9 @@ class SchedService(Service):
                 return {"canceled": True}
         return {"canceled": False}
 
-    @request("sched.free")
-    def free_rpc(self, msg):
-        jobid = fields(msg, id=int)
+    @handler("sched.free", schema=JobRequest)
+    def free_rpc(self, msg, r):
+        jobid = r.id
         alloc = self.allocs.pop(jobid, None)
         if alloc is None:
             raise FluxliteError(f"job {jobid} has no allocation", errno.ENOENT)
@@ -198,8 +211,8 @@ class SchedService(Service):
         self.schedule()
         return {}
 
-    @request("sched.resource-status")
-    def resource_status(self, msg):
+    @handler("sched.resource-status", schema=None, roles=ANY)
+    def resource_status(self, msg, r):
         """Scheduler view for `resource list`: all / free / allocated / down, per rank."""
         out = {"all": {}, "free": {}, "allocated": {}, "down": {}}
         for r in sorted(self.total):

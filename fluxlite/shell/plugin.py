@@ -28,6 +28,11 @@ import importlib.util
 import inspect
 import os
 
+from ..errors import PluginError
+from ..protocol.dispatch import NO_REPLY, handler
+
+__all__ = ["ShellPlugin", "PluginStack", "PluginError", "NO_REPLY", "handler", "TOPICS"]
+
 TOPICS = ("shell.init", "shell.start", "task.init", "task.exec", "task.exit",
           "shell.critical-ranks", "shell.lost", "shell.tasks-complete", "shell.exit")
 
@@ -36,7 +41,6 @@ def method_name(topic: str) -> str:
     return topic.replace(".", "_").replace("-", "_")
 
 
-NO_REPLY = object()  # a service method returns this to answer later with shell.h.respond()
 
 
 class ShellPlugin:
@@ -50,10 +54,6 @@ class ShellPlugin:
 
     def methods(self) -> dict:
         return {}
-
-
-class PluginError(Exception):
-    pass
 
 
 class PluginStack:

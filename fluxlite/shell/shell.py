@@ -22,11 +22,44 @@ import os
 import sys
 
 from ..client.aio import AsyncHandle
-from ..errors import FluxliteError
+from ..errors import FluxliteError, PluginError
 from ..job import eventlog as jel
+from ..protocol.dispatch import Dispatcher, Method, declared_methods, handler
+from ..protocol.schema import AnyMap, Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset
-from .plugin import NO_REPLY, PluginError, PluginStack
+from .plugin import PluginStack
 from .task import Task
+
+
+class ShellRankRequest(Struct, kw_only=True):
+    shell_rank: int
+
+
+class ShellExceptionRequest(Struct, kw_only=True):
+    type: Text
+    shell_rank: int = -1
+    severity: Severity = 0
+    message: Text = ""
+
+
+class CriticalRanksPush(Struct, kw_only=True):
+    ranks: Idset
+    seq: Seq
+
+
+class _ShellLog:
+    """The dispatcher's logger in a shell: one line on the shell's stderr."""
+
+    def __init__(self, shell):
+        self.shell = shell
+
+    def error(self, event: str, **kw) -> None:
+        detail = kw.get("error") or ""
+        print(f"fluxlite-shell[{self.shell.rank}]: ERROR: {event} {detail}".rstrip(),
+              file=sys.stderr, flush=True)
+        tb = kw.get("traceback")
+        if tb:
+            print(tb, file=sys.stderr, flush=True)
 
 
 class JobShell:
@@ -51,7 +84,10 @@ class JobShell:
         self.first_task: int = info["first_task"]
         self.tasks: list[Task] = []
         self.plugins = PluginStack(self)
-        self.methods: dict = {}
+        # requests to the job's shell service ("<service>.<method>"), from job-exec and
+        # the other shells, go through the one dispatcher (owner only, shapes checked)
+        self.dispatcher = Dispatcher(self._send_response, _ShellLog(self))
+        self.output_sinks: list = []        # add(task, stream, data, eof), flush()
         crit = info.get("critical") or {}
         self.critical_ranks: set[int] = idset.decode(crit.get("ranks", "")) if crit else \
             set(range(self.nshells))
@@ -140,7 +176,7 @@ class JobShell:
     async def run(self) -> int:
         # no connection monitor: if the broker dies, its spawner kills this shell
         self.h = await AsyncHandle(self.local_uri, monitor=False).connect()
-        self.h.on_request = self._on_request
+        self.h.on_request = self.dispatcher.dispatch
         try:
             await self._run()
         except PluginError as exc:
@@ -151,8 +187,22 @@ class JobShell:
             for task in self.tasks:
                 task.kill_group()  # background processes a task left in its group
             await self._flush()
+            self.dispatcher.stop()
             self.h.close()
         return self.exit_code
+
+    def _send_response(self, msg) -> None:
+        if self.h is not None and self.h.connected:
+            self.h.send_message(msg)
+
+    def spawn(self, coro):
+        """Run a coroutine owned by the shell (its failure is logged, never lost)."""
+        return self.dispatcher.spawn(coro)
+
+    def add_method(self, name: str, fn, schema: type | None = AnyMap) -> None:
+        """Serve `<service>.<name>` with fn(payload, msg) (a plugin's `methods()`)."""
+        self.dispatcher.add(Method(f"{self.service}.{name}",
+                                   lambda msg, req, fn=fn: fn(req, msg), schema, False, 1))
 
     async def _run(self) -> None:
         registered = None
@@ -160,9 +210,7 @@ class JobShell:
             # pipelined: the broker handles it before the init barrier request that follows
             registered = self.h.rpc("broker.service-add", {"name": self.service,
                                                            "pid": os.getpid()})
-            self.methods.update({"tasks-done": self._m_tasks_done,
-                                 "exception": self._m_exception,
-                                 "critical-ranks": self._m_critical_ranks})
+            self.dispatcher.add_object(self, prefix=f"{self.service}.")
             self.output_append([jel.entry("header", {
                 "version": 1, "encoding": {"stdout": "UTF-8", "stderr": "UTF-8"},
                 "count": {"stdout": self.ntasks, "stderr": self.ntasks}, "options": {}})])
@@ -171,7 +219,11 @@ class JobShell:
             self.plugins.add(cls(self))
         self._load_user_plugins()
         for p in self.plugins.plugins:
-            self.methods.update(p.methods())
+            for m in declared_methods(p):
+                self.dispatcher.add(Method(f"{self.service}.{m.topic}", m.fn, m.schema,
+                                           m.streaming, m.roles))
+            for name, fn in p.methods().items():
+                self.add_method(name, fn)
         await self.plugins.call("shell.init", strict=True)
         resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
                                                          "shell_rank": self.rank})
@@ -265,16 +317,8 @@ class JobShell:
             task.done.add_done_callback(lambda f, task=task: self._task_exited(task))
 
     def _on_output(self, task: Task, stream: str, data: bytes, eof: bool = False) -> None:
-        out = self._output_plugin
-        if out is not None:
-            out.add(task, stream, data, eof)
-
-    @property
-    def _output_plugin(self):
-        for p in self.plugins.plugins:
-            if p.name == "output":
-                return p
-        return None
+        for sink in self.output_sinks:
+            sink.add(task, stream, data, eof)
 
     def _task_exited(self, task: Task) -> None:
         self.exit_code = max(self.exit_code, task.exitcode or 0)
@@ -282,7 +326,7 @@ class JobShell:
         async def deliver():
             await self._started.wait()
             await self.plugins.call("task.exit", task)
-        self._exit_callbacks.append(asyncio.ensure_future(deliver()))
+        self._exit_callbacks.append(self.spawn(deliver()))
 
     # ----------------------------------------------------------- leader side
     def _shell_done(self, shell_rank: int) -> None:
@@ -293,8 +337,7 @@ class JobShell:
     def _maybe_tasks_complete(self) -> None:
         if self._tasks_complete is None and \
                 len(self.done_shells | self.lost_shells) >= self.nshells:
-            self._tasks_complete = asyncio.ensure_future(
-                self.plugins.call("shell.tasks-complete"))
+            self._tasks_complete = self.spawn(self.plugins.call("shell.tasks-complete"))
 
     async def _wait_for_critical_shells(self) -> None:
         """Leader: wait until every critical shell is done or lost (never for a lost one)."""
@@ -305,36 +348,17 @@ class JobShell:
             self._progress.clear()
             await self._progress.wait()
 
-    def _on_request(self, msg) -> None:
-        method = msg.topic.partition(".")[2]
-        handler = self.methods.get(method)
-        if handler is None:
-            self.h.respond(msg, None, 38, f"unknown method {msg.topic}")
-            return
-        try:
-            rv = handler(msg.payload if isinstance(msg.payload, dict) else {}, msg)
-        except Exception as exc:
-            self.h.respond(msg, None, 22, f"{msg.topic}: {exc}")
-            return
-        if rv is NO_REPLY:
-            return
-        if asyncio.iscoroutine(rv):
-            async def finish():
-                try:
-                    self.h.respond(msg, await rv)
-                except Exception as exc:
-                    self.h.respond(msg, None, 22, f"{msg.topic}: {exc}")
-            asyncio.ensure_future(finish())
-        else:
-            self.h.respond(msg, rv if rv is not None else {})
-
-    def _m_tasks_done(self, p: dict, msg) -> dict:
-        self._shell_done(int(p["shell_rank"]))
+    # the leader's methods (this object's @handler methods, under the job's service)
+    @handler("tasks-done", schema=ShellRankRequest)
+    def _m_tasks_done(self, msg, req) -> dict:
+        self._shell_done(req.shell_rank)
         return {}
 
-    def _m_exception(self, p: dict, msg) -> dict:
-        if p.get("type") == "lost-shell":
-            self._lost_shell(p)
+    @handler("exception", schema=ShellExceptionRequest)
+    def _m_exception(self, msg, req) -> dict:
+        if req.type == "lost-shell":
+            self._lost_shell({"shell_rank": req.shell_rank, "severity": req.severity,
+                              "message": req.message})
         return {}
 
     def _lost_shell(self, p: dict) -> None:
@@ -349,12 +373,17 @@ class JobShell:
         self.lost_shells.add(sr)
         self._progress.set()
         self._maybe_tasks_complete()
-        asyncio.ensure_future(self.plugins.call("shell.lost", sr, severity, message))
+        self.spawn(self.plugins.call("shell.lost", sr, severity, message))
 
-    def _m_critical_ranks(self, p: dict, msg) -> dict:
-        announce = self._adopt_critical(idset.decode(p["ranks"]), int(p["seq"]))
+    @handler("critical-ranks", schema=CriticalRanksPush)
+    def _m_critical_ranks(self, msg, req) -> dict:
+        try:
+            ranks = idset.decode(req.ranks)
+        except ValueError as exc:
+            raise FluxliteError(f"critical-ranks: {exc}", 22) from None
+        announce = self._adopt_critical(ranks, req.seq)
         if announce is not None:
-            asyncio.ensure_future(announce)
+            self.spawn(announce)
         return {}
 
     def _adopt_critical(self, ranks: set[int], seq: int):
@@ -371,9 +400,8 @@ class JobShell:
                                  self.critical_seq)
 
     async def _flush(self) -> None:
-        out = self._output_plugin
-        if out is not None:
-            out.flush()
+        for sink in self.output_sinks:
+            sink.flush()
         try:
             await asyncio.wait_for(self._drained.wait(), 10)
         except asyncio.TimeoutError:

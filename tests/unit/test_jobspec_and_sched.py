@@ -1,12 +1,11 @@
 """Pure logic: the -t parser (MINUTES or FSD) and the scheduler's unsatisfiable
 sentences, which must name what was asked and what limits it."""
 
-from types import SimpleNamespace
-
 import pytest
 
 from fluxlite.errors import UsageError
 from fluxlite.job import jobspec as js
+from fluxlite.service.base import ServiceContext
 from fluxlite.service.sched import SchedService
 from fluxlite.job import shell_options
 from fluxlite.util import fsd
@@ -34,7 +33,10 @@ def test_other_durations_keep_bare_seconds():
 
 
 def sched_with(cores: dict[int, int], removed=()) -> SchedService:
-    s = SchedService(SimpleNamespace(router=None))
+    ctx = ServiceContext(rank=0, size=len(cores), owner=0, hostname="h", attrs={},
+                         rpc=None, send=None, respond=lambda msg: None, publish=None,
+                         state=lambda: "run", at_least=lambda s: False)
+    s = SchedService(ctx)
     s.total = {r: set(range(n)) for r, n in cores.items()}
     s.removed = set(removed)
     return s

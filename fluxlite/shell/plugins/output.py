@@ -45,6 +45,7 @@ class Output(ShellPlugin):
         self.files: dict[str, int] = {}
         self.label = False
         self.partial: dict[tuple[int, str], bytes] = {}
+        shell.output_sinks.append(self)
 
     def shell_init(self) -> None:
         opts = self.shell.options

@@ -1,0 +1,192 @@
+"""The one dispatcher: how a request reaches its handler, in a broker service or a job shell.
+
+    class KVS(Service):
+        @handler("kvs.get", schema=KeyRequest, roles=ANY)
+        def get(self, msg, req): ...           # return a payload, or raise FluxliteError
+        @handler("kvs.watch", schema=WatchRequest, streaming=True, roles=ANY)
+        async def watch(self, msg, req): ...   # answer many times itself
+
+Each handler declares, beside its code, its topic, whether it streams, the shape
+of its payload (a msgspec Struct from protocol/schema.py, checked before the
+handler runs) and the roles that may call it: the instance owner only, unless it
+says otherwise (libflux's rolemask).  `dispatch()` is the only way in, and the one
+boundary where failures become errnos:
+
+    unknown method            ENOSYS   "unknown method TOPIC"
+    role not allowed          EPERM    "TOPIC: permission denied (owner only)"
+    payload of the wrong type EPROTO   "TOPIC: id: expected `int`, got `str`"
+    value out of bounds       EINVAL   "TOPIC: id: expected `int` >= 0"
+    FluxliteError             its errno and sentence
+    anything else             EIO      logged with its traceback
+
+Coroutine handlers run as tasks the dispatcher owns: a failure is answered and
+logged (nothing is dropped), and `stop()` cancels what still runs.  A request
+marked NORESPONSE is never answered, not even with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import inspect
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+import msgspec
+
+from ..errors import FluxliteError, ProtocolError, UsageError
+from .message import NORESPONSE, ROLE_OWNER, ROLE_USER, Message
+from .schema import describe
+
+OWNER = ROLE_OWNER
+ANY = ROLE_OWNER | ROLE_USER
+
+NO_REPLY = object()  # a handler returns this when it answers later (or never) itself
+
+
+@dataclass(frozen=True)
+class Method:
+    topic: str
+    fn: Callable
+    schema: type | None
+    streaming: bool
+    roles: int
+
+
+def handler(topic: str, *, schema: type | None = None, streaming: bool = False,
+            roles: int = OWNER):
+    """Mark a method as the handler of `topic` (a full topic, or a shell method name)."""
+    def deco(fn):
+        fn.__fluxlite_method__ = (topic, schema, streaming, roles)
+        return fn
+    return deco
+
+
+def declared_methods(obj) -> list[Method]:
+    """The handlers an object's class declares with @handler, bound to the object."""
+    out = []
+    for name, fn in inspect.getmembers(type(obj), predicate=inspect.isfunction):
+        spec = getattr(fn, "__fluxlite_method__", None)
+        if spec is not None:
+            topic, schema, streaming, roles = spec
+            out.append(Method(topic, getattr(obj, name), schema, streaming, roles))
+    return out
+
+
+def parse(msg: Message, schema: type | None):
+    """The request's payload as `schema`, or ProtocolError / UsageError naming the field."""
+    if schema is None:
+        return None
+    payload = msg.payload  # ProtocolError if undecodable
+    try:
+        return msgspec.convert({} if payload is None else payload, schema)
+    except msgspec.ValidationError as exc:
+        what, wrong_type = describe(exc)
+        err = ProtocolError if wrong_type else UsageError
+        raise err(f"{msg.topic}: {what}") from None
+
+
+class Dispatcher:
+    """A table of methods and the one path a request takes to reach them.
+
+    `respond(msg)` sends a response message on its way (the router, or a client
+    handle); `fallback(msg)` may answer topics the table does not hold (a service's
+    built-in ping and disconnect) and returns False when it does not."""
+
+    def __init__(self, respond: Callable[[Message], None], log, *,
+                 fallback: Callable[[Message], bool] | None = None):
+        self._send = respond
+        self.log = log
+        self.fallback = fallback
+        self.methods: dict[str, Method] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def add(self, method: Method) -> None:
+        self.methods[method.topic] = method
+
+    def add_object(self, obj, prefix: str = "") -> None:
+        for m in declared_methods(obj):
+            self.add(Method(prefix + m.topic, m.fn, m.schema, m.streaming, m.roles))
+
+    # ------------------------------------------------------------- answers
+    def respond(self, msg: Message, payload=None) -> None:
+        if not msg.flags & NORESPONSE:
+            self._send(msg.response(payload))
+
+    def respond_error(self, msg: Message, errnum: int, errstr: str = "") -> None:
+        if not msg.flags & NORESPONSE:
+            self._send(msg.response(None, errnum, errstr))
+
+    def end_stream(self, msg: Message) -> None:
+        self.respond_error(msg, errno.ENODATA)
+
+    def respond_exception(self, msg: Message, exc: BaseException) -> None:
+        if isinstance(exc, FluxliteError):
+            self.respond_error(msg, exc.errnum, exc.message)
+            return
+        self.log.error("handler failed", topic=msg.topic, error=repr(exc),
+                       traceback="".join(traceback.format_exception(exc))[-3000:])
+        self.respond_error(msg, errno.EIO, f"{msg.topic}: internal error: {exc!r}")
+
+    # ------------------------------------------------------------ dispatch
+    def dispatch(self, msg: Message) -> None:
+        try:
+            self._dispatch(msg)
+        except Exception as exc:  # a peer's bad message must never escape to the loop
+            self.respond_exception(msg, exc)
+
+    def _dispatch(self, msg: Message) -> None:
+        m = self.methods.get(msg.topic)
+        if m is None:
+            if self.fallback is None or not self.fallback(msg):
+                self.respond_error(msg, errno.ENOSYS, f"unknown method {msg.topic}")
+            return
+        if not msg.role & m.roles:
+            who = "the instance owner" if m.roles == OWNER else "this role"
+            self.respond_error(msg, errno.EPERM,
+                               f"{msg.topic}: permission denied (only {who} may call it)")
+            return
+        req = parse(msg, m.schema)
+        rv = m.fn(msg, req)
+        if inspect.iscoroutine(rv):
+            self.spawn(self._finish(msg, rv, m.streaming))
+        elif not m.streaming and rv is not NO_REPLY:
+            self.respond(msg, rv)
+
+    async def _finish(self, msg: Message, coro, streaming: bool) -> None:
+        try:
+            rv = await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.respond_exception(msg, exc)
+            return
+        if not streaming and rv is not NO_REPLY:
+            self.respond(msg, rv)
+
+    # -------------------------------------------------------- owned tasks
+    def spawn(self, coro) -> asyncio.Task:
+        """Run a coroutine owned by this dispatcher: its failure is logged, never lost."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.log.error("task failed", error=repr(exc),
+                           traceback="".join(traceback.format_exception(exc))[-3000:])
+
+    async def drain(self) -> None:
+        """Wait for the tasks running now (and what they start) to finish."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def stop(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()

@@ -1,0 +1,193 @@
+"""The local endpoint: the socket clients on this machine connect to, and who they are.
+
+One ROUTER socket bound at `ipc://<rundir>/local-<rank>`, created owner-only
+(umask 077 while binding, then mode 0600) inside a 0700 run directory.  For
+every message the endpoint reads the sender's credentials from the connection
+itself (libzmq reports an ipc peer's uid from SO_PEERCRED) and stamps them on
+the message: the instance owner gets role owner, any other uid (only root
+could reach the socket) role user.  Whatever userid or role a client wrote in
+its header is replaced: credentials come from the connection, never from the
+message.
+
+Bounds, so that no client can grow this broker's memory without limit:
+- a message larger than `broker.max-message-size` is refused by libzmq
+  (ZMQ_MAXMSGSIZE: the connection is closed, the message never buffered whole);
+- at most `broker.client-queue` messages wait to be sent to one client.  A
+  client that lets that many pile up without reading is dropped: the broker
+  forgets it as if it had disconnected (its streams and waits end, its RPCs in
+  flight fail), and it is sent a `disconnect` control message with the reason as
+  soon as it reads again, so its handle fails every RPC instead of hanging.
+
+A client killed without a word is noticed when its connection closes: the
+endpoint then probes every client it knows with a `keepalive` control message,
+which the vanished one's socket refuses (see docs/protocol.md section 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Callable
+
+import zmq
+
+from ..errors import ProtocolError
+from ..protocol import message as m
+from ..protocol.frames import peer_uid, recv_frames_from
+from ..protocol.message import Message
+from ..protocol.transport import Channel
+from ..util.log import get_logger
+
+log = get_logger("local")
+
+# ZeroMQ drops a closed connection's pipe a moment after reporting it, so the
+# clients are probed a little later (one probe for a burst of disconnects)
+PROBE_DELAY = 0.05
+# a dropped slow client's `disconnect` is retried this often, this many times
+_OVERFLOW_RETRY, _OVERFLOW_TRIES = 0.25, 240
+
+
+class LocalEndpoint:
+    def __init__(self, ctx: zmq.Context, path: str, *, owner: int, max_message: int,
+                 queue_limit: int, on_message: Callable[[Message, bytes], None],
+                 on_client_gone: Callable[[bytes, str], None],
+                 known_clients: Callable[[], list[bytes]]):
+        self.path = path
+        self.owner = owner
+        self.max_message = max_message
+        self.queue_limit = queue_limit
+        self.on_message = on_message            # (msg, ident): a request or response
+        self.on_client_gone = on_client_gone    # (ident, reason)
+        self.known_clients = known_clients      # the identities the router remembers
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.SNDHWM, queue_limit)
+        sock.setsockopt(zmq.RCVHWM, queue_limit)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_message)
+        sock.setsockopt(zmq.LINGER, 0)
+        old = os.umask(0o077)
+        try:
+            sock.bind("ipc://" + path)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        self.sock = sock
+        self.channel = Channel(sock, self._on_frames, recv=recv_frames_from)
+        # a client killed without saying goodbye: only its connection closing tells us
+        self.monitor = Channel(sock.get_monitor_socket(events=zmq.EVENT_DISCONNECTED),
+                               self._on_disconnect)
+        self._probe_timer: asyncio.TimerHandle | None = None
+        self._last_disconnect = 0.0
+        self._overflowed: dict[bytes, tuple[str, int]] = {}   # ident -> (reason, tries left)
+        self._overflow_timer: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------ receiving
+    def _on_frames(self, got) -> None:
+        frames, peer = got
+        if len(frames) != 3:
+            log.warning("malformed message from local client dropped", nframes=len(frames))
+            return
+        ident = frames[0]
+        try:
+            msg = m.decode(frames[1:], self.max_message)
+        except ProtocolError as exc:
+            log.warning("malformed message from local client dropped", error=exc.message,
+                        client=ident.hex())
+            return
+        uid = peer_uid(peer)
+        if uid is None:  # not an ipc peer: no credentials, no rights
+            log.warning("message from a client without credentials dropped",
+                        client=ident.hex(), peer=str(peer))
+            return
+        msg.userid = uid
+        msg.role = m.ROLE_OWNER if uid == self.owner else m.ROLE_USER
+        if msg.type == m.CONTROL:
+            if msg.topic == "disconnect":
+                self.on_client_gone(ident, "client closed its connection")
+            return
+        if msg.type == m.EVENT:
+            log.warning("event from local client dropped (publish with broker.publish)")
+            return
+        if ident in self._overflowed:
+            return  # dropped as too slow: nothing more until it has read why
+        self.on_message(msg, ident)
+
+    # -------------------------------------------------------------- sending
+    def send(self, ident: bytes, frames: list[bytes]) -> bool:
+        """Send to a client; False if it is gone (or was just dropped as too slow)."""
+        if ident in self._overflowed:
+            return False
+        try:
+            self.channel.send([ident] + frames)
+            return True
+        except zmq.Again:
+            self._drop_slow(ident)
+            return False
+        except zmq.ZMQError:
+            return False
+
+    def _drop_slow(self, ident: bytes) -> None:
+        reason = (f"client too slow: {self.queue_limit} messages were waiting for it "
+                  "(broker.client-queue)")
+        log.warning("dropping a client that does not read", client=ident.hex(),
+                    limit=self.queue_limit)
+        self._overflowed[ident] = (reason, _OVERFLOW_TRIES)
+        self._arm_overflow()
+
+    def _arm_overflow(self) -> None:
+        if self._overflow_timer is None and self._overflowed:
+            self._overflow_timer = asyncio.get_running_loop().call_later(
+                _OVERFLOW_RETRY, self._retry_overflowed)
+
+    def _retry_overflowed(self) -> None:
+        """Tell each dropped client why, once it has room to hear it."""
+        self._overflow_timer = None
+        for ident, (reason, tries) in list(self._overflowed.items()):
+            frames = m.encode(Message.control("disconnect", {"reason": reason}))
+            try:
+                self.channel.send([ident] + frames)
+            except zmq.Again:
+                if tries > 1:
+                    self._overflowed[ident] = (reason, tries - 1)
+                    continue
+            except zmq.ZMQError:
+                pass
+            del self._overflowed[ident]
+        self._arm_overflow()
+
+    # ------------------------------------------------------------- liveness
+    def _on_disconnect(self, frames: list[bytes]) -> None:
+        self._last_disconnect = time.monotonic()
+        self._schedule_probe()
+
+    def _schedule_probe(self) -> None:
+        if self._probe_timer is None:
+            self._probe_timer = asyncio.get_running_loop().call_later(PROBE_DELAY,
+                                                                      self._probe)
+
+    def _probe(self) -> None:
+        self._probe_timer = None
+        self.probe_clients()
+        if time.monotonic() - self._last_disconnect < PROBE_DELAY / 2:
+            self._schedule_probe()  # one that closed just now may not be dropped yet
+
+    def probe_clients(self) -> None:
+        """Send every remembered client a `keepalive`; one that vanished without a
+        goodbye (killed) refuses it and is forgotten (clients ignore control messages)."""
+        frames = m.encode(Message.control("keepalive"))
+        for ident in self.known_clients():
+            try:
+                self.channel.send([ident] + frames)
+            except zmq.Again:
+                pass  # alive but not reading: the queue limit decides
+            except zmq.ZMQError:
+                self.on_client_gone(ident, "client connection closed")
+
+    def close(self, linger: int = 100) -> None:
+        for t in (self._probe_timer, self._overflow_timer):
+            if t is not None:
+                t.cancel()
+        self.monitor.close()
+        # answers already queued (e.g. to `fluxlite shutdown`) get a moment to leave
+        self.channel.close(linger=linger)
