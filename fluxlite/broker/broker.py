@@ -216,7 +216,10 @@ class Broker:
         """Every service of this rank, in start order, each with what it needs."""
         from ..service import broker_svc, overlay, rexec
         ctx = self._context()
-        out = [broker_svc.BrokerService(ctx, clients=self.router, on_setattr=self._attr_changed,
+        out = [broker_svc.BrokerService(ctx, attributes=battrs.ATTRIBUTES,
+                                        check_attr=lambda n, v: battrs.check(n, v,
+                                                                             at_runtime=True),
+                                        clients=self.router, on_setattr=self._attr_changed,
                                         request_shutdown=self.request_shutdown,
                                         start_time=self.start_time),
                rexec.RexecService(ctx, spawner=self.spawner, local_uri=self.local_uri,

@@ -7,7 +7,6 @@ import errno
 import time
 from typing import Any
 
-from ..broker import attrs as battrs
 from ..errors import FluxliteError
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from ..util import log as blog
@@ -48,8 +47,11 @@ class ShutdownRequest(Struct, kw_only=True):
 class BrokerService(Service):
     name = "broker"
 
-    def __init__(self, ctx, *, clients, on_setattr, request_shutdown, start_time: float):
+    def __init__(self, ctx, *, attributes: dict, check_attr, clients, on_setattr,
+                 request_shutdown, start_time: float):
         super().__init__(ctx)
+        self.attributes = attributes            # name -> spec with .writable and .help
+        self.check_attr = check_attr            # (name, value) -> checked value, or UsageError
         self.clients = clients                  # the router: client services, subscriptions
         self.on_setattr = on_setattr            # (name, value) after a change
         self.request_shutdown = request_shutdown
@@ -63,7 +65,7 @@ class BrokerService(Service):
     @handler("broker.getattr", schema=NameRequest, roles=ANY)
     def getattr(self, msg, req):
         name = req.name
-        if name not in battrs.ATTRIBUTES:
+        if name not in self.attributes:
             raise FluxliteError(f"unknown attribute {name!r} (see `fluxlite lsattr`)",
                                 errno.ENOENT)
         value = self.ctx.attrs.get(name)
@@ -74,7 +76,7 @@ class BrokerService(Service):
 
     @handler("broker.setattr", schema=SetattrRequest)
     def setattr(self, msg, req):
-        value = battrs.check(req.name, req.value, at_runtime=True)
+        value = self.check_attr(req.name, req.value)
         self.ctx.attrs[req.name] = value
         if req.name == "log-level":
             blog.set_levels(level=value)
@@ -88,7 +90,7 @@ class BrokerService(Service):
     def lsattr(self, msg, req):
         return {"attrs": [{"name": n, "value": self.ctx.attrs.get(n),
                            "writable": a.writable, "help": a.help}
-                          for n, a in sorted(battrs.ATTRIBUTES.items())]}
+                          for n, a in sorted(self.attributes.items())]}
 
     @handler("broker.dmesg", schema=DmesgRequest)
     def dmesg(self, msg, req):

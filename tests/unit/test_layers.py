@@ -1,0 +1,108 @@
+"""Layers point down: each room of the package imports only rooms below it.
+
+    errors
+    util
+    protocol, pmi                      (codec, frames, RPC tracker, the dispatcher; PMI wire)
+    client, job, router, overlay       (handles; job data; routing; tree links)
+    service, shell                     (in-broker services; the job shell on a client)
+    broker                             (the one place that wires the parts)
+    cli, compat, testing               (commands, the Flux compatibility layer, test helpers)
+
+The check reads every module's imports (also those inside functions) with `ast`,
+so a lazy import cannot hide an upward one.
+"""
+
+import ast
+import pathlib
+
+import fluxlite
+
+LAYER = {
+    "errors": 0, "util": 1,
+    "protocol": 2, "pmi": 2,
+    "client": 3, "job": 3, "router": 3, "overlay": 3,
+    "service": 4, "shell": 4,
+    "broker": 5,
+    "cli": 6, "compat": 6, "testing": 6, "__main__": 7, "__init__": 7,
+}
+ROOT = pathlib.Path(fluxlite.__file__).parent
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(path: pathlib.Path, module: str) -> set[str]:
+    """Every fluxlite module `path` imports (as dotted names)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("fluxlite")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("fluxlite"):
+                continue
+            if node.module is None or target == "fluxlite":
+                out |= {f"{target}.{a.name}" for a in node.names}
+            else:
+                out.add(target)
+    return out
+
+
+def modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield path, ".".join(parts)
+
+
+def test_every_room_has_a_layer():
+    rooms = {room_of(mod) for _, mod in modules()}
+    assert rooms <= set(LAYER), f"rooms without a layer: {sorted(rooms - set(LAYER))}"
+
+
+def test_imports_point_down():
+    upward = []
+    for path, mod in modules():
+        src = room_of(mod)
+        for target in imports(path, mod):
+            dst = room_of(target)
+            if dst == src:
+                continue
+            if LAYER.get(dst, 99) >= LAYER[src]:
+                upward.append(f"{mod} imports {target} ({src} -> {dst})")
+    assert not upward, "imports that point up or sideways:\n" + "\n".join(upward)
+
+
+def test_no_import_cycle_between_modules():
+    graph = {mod: {t for t in imports(p, mod)} for p, mod in modules()}
+    names = set(graph)
+    graph = {m: {t for t in ts if t in names and t != m} for m, ts in graph.items()}
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(m, stack):
+        state[m] = 1
+        for t in graph[m]:
+            if state.get(t) == 1:
+                cycle.extend(stack[stack.index(t):] + [t] if t in stack else [m, t])
+                return True
+            if t not in state and visit(t, stack + [t]):
+                return True
+        state[m] = 2
+        return False
+
+    for m in sorted(graph):
+        if m not in state and visit(m, [m]):
+            break
+    # a package's __init__ importing its own submodules is not a cycle of concern
+    assert not cycle, "import cycle: " + " -> ".join(cycle)

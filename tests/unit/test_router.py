@@ -1,0 +1,284 @@
+"""The router as a pure object: a table of routing cases, driven without sockets.
+
+Each case builds a Router for one rank of a tree, delivers one message from a
+source hop, and checks where it went: to a local service, up to the parent,
+down to a child, back to a client, or an error answer naming why.  Then the
+things a table cannot say: responses retracing routes, in-flight requests
+failing when a link goes, forged responses, streams ended for vanished clients,
+events in order.
+"""
+
+import errno
+
+import pytest
+
+from fluxlite.protocol import message as m
+from fluxlite.protocol.message import Message
+from fluxlite.router.router import INTERNAL, PARENT, Router
+
+CLIENT = b"\x01client"
+OTHER = b"\x02other"
+
+
+class Links:
+    """Records what the router sends; children listed in `down` are online."""
+
+    def __init__(self, parent=True, down=(), dead_clients=()):
+        self.parent = parent
+        self.down = set(down)
+        self.dead = set(dead_clients)
+        self.sent: list[tuple[object, Message]] = []
+
+    def parent_connected(self):
+        return self.parent
+
+    def send_parent(self, frames):
+        self.sent.append((PARENT, m.decode(frames)))
+
+    def child_state(self, rank):
+        return "online" if rank in self.down else "lost"
+
+    def send_child(self, rank, frames):
+        if rank not in self.down:
+            return False
+        self.sent.append((rank, m.decode(frames)))
+        return True
+
+    def send_children(self, frames):
+        for r in sorted(self.down):
+            self.sent.append((r, m.decode(frames)))
+
+    def send_client(self, ident, frames):
+        if ident in self.dead:
+            return False
+        self.sent.append((ident, m.decode(frames)))
+        return True
+
+
+class Service:
+    def __init__(self):
+        self.got: list[Message] = []
+        self.dropped: list = []
+
+    def dispatch(self, msg):
+        self.got.append(msg)
+
+    def drop_streams(self, match):
+        self.dropped.append(match)
+
+
+def router(rank=0, size=7, k=2, **links):
+    lk = Links(**links)
+    r = Router(rank=rank, size=size, fanout=k, userid=1000, links=lk)
+    return r, lk
+
+
+def req(topic, nodeid=m.NODEID_ANY, flags=0, tag=7, route=None):
+    msg = Message.request(topic, {"x": 1}, nodeid=nodeid, flags=flags, matchtag=tag)
+    msg.route = list(route or [])
+    return msg
+
+
+# rank, size, kary, services here, message (topic, nodeid, flags), source,
+# where it goes: ("service", name) | (hop, topic) | ("error", errno, words)
+CASES = [
+    ("local service, any rank", 0, 7, 2, ["kvs"], ("kvs.get", m.NODEID_ANY, 0), CLIENT,
+     ("service", "kvs")),
+    ("not here: upstream", 3, 7, 2, [], ("kvs.get", m.NODEID_ANY, 0), CLIENT,
+     (PARENT, "kvs.get")),
+    ("not here, rank 0: ENOSYS", 0, 7, 2, [], ("nosuch.get", m.NODEID_ANY, 0), CLIENT,
+     ("error", errno.ENOSYS, "No service matching nosuch.get")),
+    ("to this rank", 1, 7, 2, ["broker"], ("broker.ping", 1, 0), PARENT,
+     ("service", "broker")),
+    ("to this rank, no such service", 1, 7, 2, [], ("x.y", 1, 0), CLIENT,
+     ("error", errno.ENOSYS, "registered on rank 1")),
+    ("to a child's subtree: down", 0, 7, 2, [], ("broker.ping", 5, 0), CLIENT, (2, "broker.ping")),
+    ("to a grandchild: via the child", 1, 7, 2, [], ("broker.ping", 4, 0), CLIENT,
+     (4, "broker.ping")),
+    ("to a sibling: up", 3, 7, 2, [], ("broker.ping", 4, 0), CLIENT, (PARENT, "broker.ping")),
+    ("to rank 0 from a leaf: up", 6, 7, 2, [], ("broker.ping", 0, 0), CLIENT,
+     (PARENT, "broker.ping")),
+    ("rank beyond the size", 0, 7, 2, [], ("broker.ping", 9, 0), CLIENT,
+     ("error", errno.EHOSTUNREACH, "does not exist (instance size is 7)")),
+    ("child lost", 0, 7, 2, [], ("broker.ping", 1, 0), CLIENT,
+     ("error", errno.EHOSTUNREACH, "rank 1 is lost")),
+    ("upstream flag skips own services", 1, 7, 2, ["kvs"], ("kvs.get", 1, m.UPSTREAM), CLIENT,
+     (PARENT, "kvs.get")),
+    ("upstream flag at rank 0", 0, 7, 2, ["kvs"], ("kvs.get", 0, m.UPSTREAM), CLIENT,
+     ("error", errno.ENOSYS, "No service matching kvs.get")),
+    ("no parent connection", 3, 7, 2, [], ("kvs.get", m.NODEID_ANY, 0), CLIENT,
+     ("error", errno.EHOSTUNREACH, "not connected to a parent")),
+    ("flat tree: rank 0 to leaf", 0, 5, 0, [], ("broker.ping", 4, 0), CLIENT, (4, "broker.ping")),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_routing_table(case):
+    _, rank, size, k, names, (topic, nodeid, flags), source, expect = case
+    from fluxlite.util import tree
+    down = tree.children(rank, size, k)
+    if expect[0] == "error" and "is lost" in expect[2]:
+        down = []
+    r, links = router(rank, size, k, parent=rank != 0 and "not connected" not in str(expect),
+                      down=down)
+    services = {n: Service() for n in names}
+    r.services.update(services)
+    r.deliver(req(topic, nodeid, flags), source)
+    if expect[0] == "service":
+        got = services[expect[1]].got
+        assert len(got) == 1 and got[0].topic == topic and not links.sent
+        assert got[0].route == [source] if isinstance(source, bytes) else [source]
+    elif expect[0] == "error":
+        assert links.sent, "no answer"
+        hop, msg = links.sent[-1]
+        assert hop == source and msg.type == m.RESPONSE and msg.errnum == expect[1]
+        assert expect[2] in msg.errstr
+    else:
+        hop, msg = links.sent[-1]
+        assert (hop, msg.topic, msg.type) == (expect[0], expect[1], m.REQUEST)
+
+
+def test_client_route_is_replaced_by_its_identity():
+    r, links = router(rank=3, down=[])
+    r.deliver(req("kvs.get", route=[b"forged", 2]), CLIENT)
+    hop, msg = links.sent[-1]
+    assert hop == PARENT and msg.route == [CLIENT]
+
+
+def test_response_retraces_the_route_and_clears_inflight():
+    r, links = router(rank=1, down=[3, 4])
+    r.deliver(req("broker.ping", nodeid=4, tag=11), CLIENT)   # down to child 4
+    assert links.sent[-1][0] == 4 and r.inflight[4]
+    _, fwd = links.sent[-1]
+    r.deliver(fwd.response({"ok": 1}), 4)
+    hop, resp = links.sent[-1]
+    assert hop == CLIENT and resp.payload == {"ok": 1} and resp.matchtag == 11
+    assert 4 not in r.inflight
+
+
+def test_streaming_stays_inflight_until_its_error_ends_it():
+    r, links = router(rank=0, down=[1, 2])
+    r.deliver(req("kvs.watch", nodeid=1, flags=m.STREAMING), CLIENT)
+    _, fwd = links.sent[-1]
+    for i in range(3):
+        r.deliver(fwd.response({"n": i}), 1)
+    assert r.inflight[1]
+    r.deliver(fwd.response(None, errno.ENODATA), 1)
+    assert 1 not in r.inflight
+    assert [msg.payload for hop, msg in links.sent if hop == CLIENT][:3] == \
+        [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
+def test_lost_link_fails_everything_in_flight_through_it():
+    r, links = router(rank=0, down=[1, 2])
+    r.deliver(req("a.x", nodeid=3, tag=1), CLIENT)
+    r.deliver(req("b.y", nodeid=4, tag=2, flags=m.STREAMING), OTHER)
+    r.deliver(req("c.z", nodeid=5, tag=3), CLIENT)            # via child 2: unaffected
+    links.sent.clear()
+    r.fail_inflight(1, "rank 1 lost: gone")
+    answers = {(hop, msg.matchtag): msg for hop, msg in links.sent}
+    assert set(answers) == {(CLIENT, 1), (OTHER, 2)}
+    assert all(a.errnum == errno.EHOSTUNREACH and "rank 1 lost" in a.errstr
+               for a in answers.values())
+    assert r.inflight[2]
+
+
+def test_a_client_cannot_answer_a_request_not_routed_to_it():
+    """A forged response (say, with the route of sched's resource.acquire stream)
+    is dropped: the internal RPC it imitates never sees it."""
+    r, links = router(rank=0)
+    got = []
+    p = r.rpc("resource.acquire", streaming=True)   # no service: answered ENOSYS at once
+    p.on_response = got.append
+    got.clear()
+    forged = Message(m.RESPONSE, "resource.acquire", {"shrink": "1-3"}, matchtag=p.matchtag,
+                     route=[INTERNAL])
+    r.deliver(forged, CLIENT)
+    assert got == [] and links.sent == []
+
+
+def test_a_client_may_answer_a_request_routed_to_it():
+    r, links = router(rank=0)
+    r.add_client_service(CLIENT, "myshell", pid=None)
+    r.deliver(req("myshell.hello", tag=5), OTHER)
+    hop, fwd = links.sent[-1]
+    assert hop == CLIENT
+    r.deliver(fwd.response({"hi": 1}), CLIENT)
+    assert links.sent[-1][0] == OTHER and links.sent[-1][1].payload == {"hi": 1}
+    r.deliver(fwd.response({"again": 1}), CLIENT)  # a second answer to a plain RPC
+    assert links.sent[-1][1].payload == {"hi": 1}
+
+
+def test_vanished_client_disconnects_every_service_it_talked_to():
+    r, links = router(rank=0)
+    kvs, jm = Service(), Service()
+    r.services.update({"kvs": kvs, "job-manager": jm})
+    r.deliver(req("kvs.watch", flags=m.STREAMING), CLIENT)
+    r.deliver(req("job-manager.wait"), CLIENT)            # not streaming: still told
+    r.client_gone(CLIENT, "client connection closed")
+    assert [m_.topic for m_ in kvs.got] == ["kvs.watch", "kvs.disconnect"]
+    assert [m_.topic for m_ in jm.got] == ["job-manager.wait", "job-manager.disconnect"]
+    assert jm.got[-1].route == [CLIENT] and jm.got[-1].flags & m.NORESPONSE
+
+
+def test_vanished_client_loses_its_services_and_fails_requests_to_it():
+    r, links = router(rank=0)
+    r.add_client_service(CLIENT, "svc", pid=42)
+    r.deliver(req("svc.do", tag=9), OTHER)
+    links.sent.clear()
+    r.client_gone_by_pid(42)
+    assert "svc" not in r.services
+    hop, msg = links.sent[-1]
+    assert hop == OTHER and msg.errnum == errno.EHOSTUNREACH
+    r.deliver(req("svc.do", tag=10), OTHER)
+    assert links.sent[-1][1].errnum == errno.ENOSYS
+
+
+def test_send_failure_to_a_client_forgets_it():
+    r, links = router(rank=0, dead_clients=[CLIENT])
+    svc = Service()
+    r.services["kvs"] = svc
+    r.deliver(req("kvs.get"), CLIENT)
+    r.respond(svc.got[0].response({}))
+    assert CLIENT not in r.clients
+
+
+def test_child_subtree_gone_drops_streams_from_it():
+    r, _ = router(rank=0)
+    svc = Service()
+    r.services["kvs"] = svc
+    r.subtree_gone(2)
+    match = svc.dropped[0]
+    assert match((b"c", 2)) and not match((b"c", 1)) and not match(())
+
+
+def test_events_in_order_to_children_and_subscribed_clients():
+    r, links = router(rank=1, size=7, k=2, down=[3, 4])
+    r.subscribe_client(CLIENT, "job.")
+    seen = []
+    r.subscribe("job.", seen.append)
+    for seq in (1, 2, 2, 1, 5):
+        r.deliver(Message.event("job.state", {"seq": seq}, seq), PARENT)
+    assert [e.seq for e in seen] == [1, 2, 5]      # duplicates and stale ones dropped
+    assert [msg.seq for hop, msg in links.sent if hop == CLIENT] == [1, 2, 5]
+    assert [msg.seq for hop, msg in links.sent if hop == 3] == [1, 2, 5]
+
+
+def test_events_only_from_the_parent():
+    r, links = router(rank=1, down=[3, 4])
+    r.deliver(Message.event("job.state", None, 1), 3)
+    r.deliver(Message.event("job.state", None, 1), CLIENT)
+    assert links.sent == []
+
+
+def test_rank0_publishes_with_increasing_sequence():
+    r, links = router(rank=0, down=[1, 2])
+    r.publish("a")
+    r.publish("b")
+    assert [(hop, msg.seq) for hop, msg in links.sent] == [(1, 1), (2, 1), (1, 2), (2, 2)]
+
+
+def test_noresponse_request_is_never_answered():
+    r, links = router(rank=0)
+    r.deliver(req("nosuch.x", flags=m.NORESPONSE), CLIENT)
+    assert links.sent == []
