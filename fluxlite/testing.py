@@ -83,6 +83,15 @@ def assert_no_leaks(tag: str, timeout: float = 10.0) -> None:
         raise AssertionError(f"{len(procs)} process(es) left behind: {listing}")
 
 
+def missing_prerequisite(message: str):
+    """A test cannot run here (no root, no MPICH, no Slurm): skip it with `message`, which
+    says what to install, or fail under CI (CI=true), where nothing may be missing."""
+    import pytest
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI: {message}", pytrace=False)
+    pytest.skip(message)
+
+
 def jobid_of(cp: subprocess.CompletedProcess) -> int:
     """The job id a successful submitting command (submit, batch, alloc --bg) printed last."""
     from .util import fluid
