@@ -92,6 +92,14 @@ def missing_prerequisite(message: str):
     pytest.skip(message)
 
 
+def find_tool(name: str) -> str | None:
+    """The path of program `name` on PATH or in the sbin directories (system daemons and
+    `ip` live there, and a non-login root shell may lack them on PATH), or None."""
+    import shutil
+    extra = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra]))
+
+
 def jobid_of(cp: subprocess.CompletedProcess) -> int:
     """The job id a successful submitting command (submit, batch, alloc --bg) printed last."""
     from .util import fluid

@@ -36,13 +36,12 @@ import ipaddress
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import uuid
 from dataclasses import dataclass
 
-from .testing import TAG_VAR, assert_no_leaks, missing_prerequisite
+from .testing import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
 from .util.procs import wait_gone
 
 STATE_DIR = "/run/fluxlite-netns"      # one file per live run: owner pid, names, subnet
@@ -59,7 +58,7 @@ def require_root() -> None:
         missing_prerequisite("network-namespace hosts need root (run the tests as root, "
                              "as CI does)")
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux")):
-        if shutil.which(tool) is None:
+        if find_tool(tool) is None:
             missing_prerequisite(f"network-namespace hosts need `{tool}` "
                                  f"(apt-get install {package})")
 
@@ -205,7 +204,8 @@ class NetnsHosts:
     def command(self, host: Host | str, argv: list[str]) -> list[str]:
         """`argv` wrapped to run on `host`, with the host's name as its hostname."""
         name = str(host)
-        return ["ip", "netns", "exec", name, "unshare", "--uts", "sh", "-c",
+        return [_ip_path(), "netns", "exec", name, find_tool("unshare") or "unshare",
+                "--uts", "sh", "-c",
                 'hostname "$0" && exec "$@"', name, *[str(a) for a in argv]]
 
     def popen(self, host: Host | str, argv: list[str], **kw) -> subprocess.Popen:
@@ -295,8 +295,12 @@ class NetnsHosts:
 
 
 # ---------------------------------------------------------------- helpers
+def _ip_path() -> str:
+    return find_tool("ip") or "ip"
+
+
 def _ip(*args: str) -> str:
-    cp = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    cp = subprocess.run([_ip_path(), *args], capture_output=True, text=True, timeout=30)
     if cp.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {cp.stderr.strip() or cp.returncode}")
     return cp.stdout
@@ -313,7 +317,7 @@ class _locked:
 
 
 def _netns_names() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+    out = subprocess.run([_ip_path(), "netns", "list"], capture_output=True, text=True,
                          timeout=30).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
@@ -377,7 +381,7 @@ def _signal_group(pid: int) -> None:
 
 
 def _kill_netns_pids(name: str) -> set[int]:
-    cp = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True,
+    cp = subprocess.run([_ip_path(), "netns", "pids", name], capture_output=True, text=True,
                         timeout=30)
     pids = {int(p) for p in cp.stdout.split() if p.isdigit()} - {os.getpid()}
     for pid in pids:
@@ -443,9 +447,9 @@ def _sweep_stale() -> None:
         # _remove_run takes the lock itself: do the parts that need it here
         for name in state.get("hosts", []):
             wait_gone(_kill_netns_pids(name), 10)
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+            subprocess.run([_ip_path(), "netns", "del", name], capture_output=True, timeout=30)
         for link in state.get("veths", []) + [state.get("bridge", "")]:
             if link:
-                subprocess.run(["ip", "link", "del", link], capture_output=True, timeout=30)
+                subprocess.run([_ip_path(), "link", "del", link], capture_output=True, timeout=30)
         _remove_hosts_lines(f"{HOSTS_TAG} {run_id}")
         os.unlink(path)
