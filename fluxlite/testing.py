@@ -83,6 +83,23 @@ def assert_no_leaks(tag: str, timeout: float = 10.0) -> None:
         raise AssertionError(f"{len(procs)} process(es) left behind: {listing}")
 
 
+def missing_prerequisite(message: str):
+    """A test cannot run here (no root, no MPICH, no Slurm): skip it with `message`, which
+    says what to install, or fail under CI (CI=true), where nothing may be missing."""
+    import pytest
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def find_tool(name: str) -> str | None:
+    """The path of program `name` on PATH or in the sbin directories (system daemons and
+    `ip` live there, and a non-login root shell may lack them on PATH), or None."""
+    import shutil
+    extra = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra]))
+
+
 def jobid_of(cp: subprocess.CompletedProcess) -> int:
     """The job id a successful submitting command (submit, batch, alloc --bg) printed last."""
     from .util import fluid

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dmesg": ("misc", "dmesg", "Print a broker's recent log"),
     "uptime": ("misc", "uptime", "Show how long the instance has run, its depth and size"),
     "shutdown": ("misc", "shutdown", "Shut the instance down"),
+    "keygen": ("keygen", "keygen", "Write a CURVE certificate for a TCP overlay"),
 }
 HIDDEN = {"broker"}  # started by batch/alloc, not by people
 

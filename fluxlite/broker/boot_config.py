@@ -1,0 +1,339 @@
+"""The config-file bootstrap: Flux's `[bootstrap]` TOML table, parsed and checked.
+
+A fixed set of hosts, each running one broker, find their places from one
+shared file (flux-config-bootstrap(5)):
+
+    [bootstrap]
+    curve_cert = "/etc/fluxlite/curve.cert"
+    default_port = 8050
+    default_bind = "tcp://eth0:%p"
+    default_connect = "tcp://%h:%p"
+    hosts = [{host = "node0"}, {host = "node[1-3]", parent = "node0"}]
+
+A broker's rank is the index of its host name in the expanded `hosts` array
+(hostlists are expanded in order); the size is the array's length.  `%h` in
+a URI is the entry's host, `%p` the default port, `%%` a literal percent.
+Without `parent`, a rank's parent is rank 0 (Flux's rule); `parent` names
+another host (or gives its rank) and the tree must lead every rank back to
+rank 0.  A missing or empty `hosts` array is a one-broker instance.
+
+`parse()` checks the whole table at once, so a typo is found on every host
+alike, and raises UsageError whose sentence names the key that is wrong;
+`BootConfig.place(hostname)` then says where one broker sits.  This module
+reads no network and binds nothing: the broker does that with the URIs it
+returns.  Unlike Flux, a host listed twice is an error rather than merged.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..util import hostlist, idset
+
+TABLE_KEYS = ("curve_cert", "default_port", "default_bind", "default_connect",
+              "enable_ipv6", "hosts")
+HOST_KEYS = ("host", "bind", "connect", "parent")
+IPC_PATH_MAX = 107  # sun_path, less its terminating NUL
+
+_LABEL_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    """One rank of the instance, as the config file places it."""
+    rank: int
+    host: str
+    bind: str | None      # where this rank listens for its children
+    connect: str | None   # where its children reach it
+    parent: int | None    # None for rank 0
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one broker sits: everything it needs to bind and connect."""
+    hostname: str
+    rank: int
+    size: int
+    bind_uri: str | None     # set when the rank has children
+    connect_uri: str | None  # this rank's own connect URI (what its children dial)
+    parent_rank: int | None
+    parent_uri: str | None   # the parent's connect URI (what this rank dials)
+    children: tuple[int, ...]
+    parents: tuple[int | None, ...]  # the topology: parents[r] is r's parent
+    curve_cert: str | None
+    enable_ipv6: bool
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """A checked `[bootstrap]` table; `hosts` is empty for a one-broker instance."""
+    hosts: tuple[HostEntry, ...]
+    curve_cert: str | None
+    enable_ipv6: bool
+
+    @property
+    def size(self) -> int:
+        return max(1, len(self.hosts))
+
+    @property
+    def parents(self) -> tuple[int | None, ...]:
+        return tuple(e.parent for e in self.hosts) or (None,)
+
+    def children(self, rank: int) -> tuple[int, ...]:
+        return tuple(e.rank for e in self.hosts if e.parent == rank)
+
+    def rank_of(self, hostname: str) -> int:
+        """The rank of the broker on `hostname`; UsageError if it is not listed."""
+        if not self.hosts:
+            return 0
+        for e in self.hosts:
+            if e.host == hostname:
+                return e.rank
+        names = hostlist.encode(e.host for e in self.hosts)
+        raise UsageError(f"[bootstrap]: this host's name {hostname!r} is not in hosts "
+                         f"({names}); set the host name or add it to hosts")
+
+    def place(self, hostname: str) -> Place:
+        """Where the broker running on `hostname` sits in the tree."""
+        rank = self.rank_of(hostname)
+        if not self.hosts:
+            return Place(hostname, 0, 1, None, None, None, None, (), (None,),
+                         self.curve_cert, self.enable_ipv6)
+        me = self.hosts[rank]
+        parent_uri = self.hosts[me.parent].connect if me.parent is not None else None
+        children = self.children(rank)
+        return Place(hostname, rank, self.size, me.bind if children else None, me.connect,
+                     me.parent, parent_uri, children, self.parents, self.curve_cert,
+                     self.enable_ipv6)
+
+
+def load(path: str, *, insecure: bool = False) -> BootConfig:
+    """Read the `[bootstrap]` table of the TOML file at `path` (other tables are ignored)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    if "bootstrap" not in data:
+        raise UsageError(f"config {path} has no [bootstrap] table")
+    try:
+        return parse(data["bootstrap"], insecure=insecure)
+    except UsageError as exc:
+        raise UsageError(f"config {path}: {exc.message}") from None
+
+
+def parse(table, *, insecure: bool = False) -> BootConfig:
+    """Check a `[bootstrap]` table (a dict from TOML) and expand its hosts.
+
+    `insecure` allows an instance of more than one broker without curve_cert
+    (plain TCP, for tests); otherwise a missing certificate is an error."""
+    if not isinstance(table, dict):
+        raise UsageError("[bootstrap] must be a table")
+    unknown = sorted(set(table) - set(TABLE_KEYS))
+    if unknown:
+        raise UsageError(f"[bootstrap]: unknown key {unknown[0]!r} "
+                         f"(allowed: {', '.join(TABLE_KEYS)})")
+    curve_cert = _opt_str(table, "curve_cert")
+    if curve_cert == "":
+        raise UsageError("[bootstrap]: curve_cert must be a path, not empty")
+    port = table.get("default_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)
+                             or not 1 <= port <= 65535):
+        raise UsageError(f"[bootstrap]: default_port must be an integer from 1 to 65535, "
+                         f"not {port!r}")
+    default_bind = _opt_str(table, "default_bind")
+    default_connect = _opt_str(table, "default_connect")
+    ipv6 = table.get("enable_ipv6", False)
+    if not isinstance(ipv6, bool):
+        raise UsageError(f"[bootstrap]: enable_ipv6 must be true or false, not {ipv6!r}")
+    raw = table.get("hosts", [])
+    if not isinstance(raw, list):
+        raise UsageError("[bootstrap]: hosts must be an array of tables like "
+                         "[{host = \"node[0-3]\"}]")
+
+    # first pass: expand hostlists, give every name its rank
+    rows: list[tuple[int, str, dict]] = []   # (index in hosts, name, entry)
+    rank_by_name: dict[str, int] = {}
+    for i, entry in enumerate(raw):
+        where = f"[bootstrap] hosts[{i}]"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where} must be a table like {{host = \"node0\"}}")
+        unknown = sorted(set(entry) - set(HOST_KEYS))
+        if unknown:
+            raise UsageError(f"{where}: unknown key {unknown[0]!r} "
+                             f"(allowed: {', '.join(HOST_KEYS)})")
+        if "host" not in entry:
+            raise UsageError(f"{where}: the host key is missing")
+        text = entry["host"]
+        if not isinstance(text, str):
+            raise UsageError(f"{where}: host must be a string (a hostlist), not {text!r}")
+        try:
+            names = hostlist.decode(text)
+        except ValueError as exc:
+            raise UsageError(f"{where}: host: {exc}") from None
+        if not names:
+            raise UsageError(f"{where}: host is empty")
+        for name in names:
+            problem = _bad_hostname(name)
+            if problem:
+                raise UsageError(f"{where}: host {name!r} {problem}")
+            if name in rank_by_name:
+                first = rows[rank_by_name[name]][0]
+                raise UsageError(f"{where}: host {name!r} is listed twice (already rank "
+                                 f"{rank_by_name[name]}, from hosts[{first}])")
+            rank_by_name[name] = len(rows)
+            rows.append((i, name, entry))
+    size = len(rows)
+
+    # second pass: URIs and parents
+    parents: list[int | None] = []
+    binds: list[str | None] = []
+    connects: list[str | None] = []
+    for rank, (i, name, entry) in enumerate(rows):
+        where = f"[bootstrap] hosts[{i}] ({name})"
+        for key, default, out in (("bind", default_bind, binds),
+                                  ("connect", default_connect, connects)):
+            template = entry.get(key, default)
+            if template is not None and not isinstance(template, str):
+                raise UsageError(f"{where}: {key} must be a string URI, not {template!r}")
+            origin = key if key in entry else f"default_{key}"
+            out.append(None if template is None else
+                       _uri(template, name, port, f"{where}: {origin}"))
+        parents.append(_parent(entry.get("parent"), rank, name, rank_by_name, size, where))
+    _check_tree(parents, rows)
+
+    hosts = tuple(HostEntry(r, rows[r][1], binds[r], connects[r], parents[r])
+                  for r in range(size))
+    for e in hosts:
+        kids = [c.rank for c in hosts if c.parent == e.rank]
+        if not kids:
+            continue
+        where = f"[bootstrap] hosts[{rows[e.rank][0]}] ({e.host})"
+        for key, value in (("bind", e.bind), ("connect", e.connect)):
+            if value is None:
+                raise UsageError(f"{where} has children (ranks {idset.encode(kids)}) but no "
+                                 f"{key} URI: set {key} there or default_{key}")
+    if size > 1 and curve_cert is None and not insecure:
+        raise UsageError("[bootstrap]: curve_cert must be set for more than one host "
+                         "(make one with `fluxlite keygen PATH`)")
+    return BootConfig(hosts, curve_cert, ipv6)
+
+
+def format_uri(template: str, host: str, port: int | None) -> str:
+    """Substitute %h (host), %p (port) and %% in a URI template.
+
+    Raises ValueError for %p without a port or an unknown %-token."""
+    out: list[str] = []
+    i = 0
+    while i < len(template):
+        c = template[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        token = template[i + 1:i + 2]
+        if token == "h":
+            out.append(host)
+        elif token == "p":
+            if port is None:
+                raise ValueError("%p is used but default_port is not set")
+            out.append(str(port))
+        elif token == "%":
+            out.append("%")
+        else:
+            raise ValueError(f"unknown token %{token} (allowed: %h, %p, %%)")
+        i += 2
+    return "".join(out)
+
+
+def check_uri(uri: str) -> None:
+    """A ZeroMQ endpoint fit for the overlay: tcp://ADDRESS:PORT or ipc://PATH."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise ValueError(f"{uri!r} has no scheme (expected tcp://ADDRESS:PORT or ipc://PATH)")
+    if scheme == "ipc":
+        if not rest:
+            raise ValueError(f"{uri!r}: the socket path is empty")
+        if len(rest.encode()) > IPC_PATH_MAX:
+            raise ValueError(f"{uri!r}: the socket path is longer than {IPC_PATH_MAX} bytes")
+        return
+    if scheme != "tcp":
+        raise ValueError(f"{uri!r}: the scheme must be tcp or ipc")
+    address, colon, port = rest.rpartition(":")
+    if not colon or not address:
+        raise ValueError(f"{uri!r}: expected tcp://ADDRESS:PORT")
+    if port == "*":
+        raise ValueError(f"{uri!r}: a wildcard port cannot be shared; give a port number")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{uri!r}: the port must be a number from 1 to 65535")
+
+
+def _uri(template: str, host: str, port: int | None, where: str) -> str:
+    try:
+        uri = format_uri(template, host, port)
+        check_uri(uri)
+    except ValueError as exc:
+        raise UsageError(f"{where} {template!r}: {exc}") from None
+    return uri
+
+
+def _parent(value, rank: int, name: str, rank_by_name: dict, size: int,
+            where: str) -> int | None:
+    if value is None:
+        return None if rank == 0 else 0
+    if rank == 0:
+        raise UsageError(f"{where}: parent is set on rank 0, the root of the tree, "
+                         f"which has no parent")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise UsageError(f"{where}: parent must be a host name or a rank, not {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value < size:
+            raise UsageError(f"{where}: parent {value} is out of range (ranks 0-{size - 1})")
+        parent = value
+    else:
+        if value not in rank_by_name:
+            raise UsageError(f"{where}: parent {value!r} is not a host in hosts")
+        parent = rank_by_name[value]
+    if parent == rank:
+        raise UsageError(f"{where}: parent refers to the host itself")
+    return parent
+
+
+def _check_tree(parents: list[int | None], rows) -> None:
+    """Every rank's chain of parents must reach rank 0 (no cycles)."""
+    reaches_root = {0}
+    for rank in range(1, len(parents)):
+        chain = [rank]
+        r = parents[rank]
+        while r not in reaches_root:
+            if r in chain:
+                names = " -> ".join(rows[x][1] for x in chain[chain.index(r):] + [r])
+                i = rows[rank][0]
+                raise UsageError(f"[bootstrap] hosts[{i}] ({rows[rank][1]}): parent keys "
+                                 f"form a cycle ({names}) that never reaches rank 0")
+            chain.append(r)
+            r = parents[r]
+        reaches_root.update(chain)
+
+
+def _bad_hostname(name: str) -> str | None:
+    """Why `name` is not a valid DNS name (RFC 1035 labels), or None."""
+    if len(name) > 253:
+        return "is longer than 253 characters"
+    for label in name.split("."):
+        if not _LABEL_RE.match(label):
+            return ("is not a valid host name (letters, digits and '-' in labels of 1-63 "
+                    "characters, not starting or ending with '-')")
+    return None
+
+
+def _opt_str(table: dict, key: str) -> str | None:
+    value = table.get(key)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"[bootstrap]: {key} must be a string, not {value!r}")
+    return value
