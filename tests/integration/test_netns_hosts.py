@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from fluxlite import testing_netns
+from fluxlite.testing import netns as testing_netns
 from fluxlite.testing import missing_prerequisite
-from fluxlite.testing_netns import NetnsHosts
+from fluxlite.testing.netns import NetnsHosts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NETNS_EXEC = os.path.join(ROOT, "tests", "programs", "netns-exec")
@@ -145,7 +145,7 @@ def test_cut_takes_a_host_off_the_network_and_restore_brings_it_back():
 
 def test_a_dead_owners_hosts_are_swept_by_the_next_run():
     script = ("import sys, time; sys.path.insert(0, %r)\n"
-              "from fluxlite.testing_netns import NetnsHosts\n"
+              "from fluxlite.testing.netns import NetnsHosts\n"
               "h = NetnsHosts(2).start()\n"
               "print(h.run_id, flush=True)\n"
               "time.sleep(1000)\n") % ROOT

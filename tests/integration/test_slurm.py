@@ -1,4 +1,4 @@
-"""A private Slurm cluster on this machine (fluxlite.testing_slurm): srun across its
+"""A private Slurm cluster on this machine (fluxlite.testing.slurm): srun across its
 nodes, what `--mpi=pmi2` gives a task, the PMI-2 client against Slurm's real
 server, and a cluster that stops exactly the daemons it started."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fluxlite.testing_slurm import SlurmCluster, require_slurm
+from fluxlite.testing.slurm import SlurmCluster, require_slurm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = os.path.join(ROOT, "tests", "programs")

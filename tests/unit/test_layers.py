@@ -1,6 +1,6 @@
 """Layers point down: each room of the package imports only rooms below it.
 
-    errors
+    errors, the package itself (__version__)
     util
     protocol, pmi                      (codec, frames, RPC tracker, the dispatcher; PMI wire)
     client, job, router, overlay       (handles; job data; routing; tree links)
@@ -23,14 +23,17 @@ LAYER = {
     "client": 3, "job": 3, "router": 3, "overlay": 3,
     "service": 4, "shell": 4,
     "broker": 5,
-    "cli": 6, "compat": 6, "testing": 6, "__main__": 7, "__init__": 7,
+    "cli": 6, "compat": 6, "testing": 6, "__main__": 7,
+    "__init__": 0,  # the package itself holds only __version__
 }
 ROOT = pathlib.Path(fluxlite.__file__).parent
 
 
 def room_of(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    if len(parts) == 1 or parts[1].startswith("__") and parts[1] != "__main__":
+        return "__init__"  # the package itself (fluxlite.__version__)
+    return parts[1]
 
 
 def imports(path: pathlib.Path, module: str) -> set[str]:

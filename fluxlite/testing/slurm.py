@@ -41,8 +41,8 @@ import tempfile
 import time
 import uuid
 
-from .testing import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
-from .util.procs import wait_gone
+from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
+from ..util.procs import wait_gone
 
 DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "srun", "sinfo",
            "scontrol", "scancel")
@@ -222,7 +222,7 @@ class SlurmCluster:
         open(os.path.join(d, "plugstack.conf"), "w").close()
         ports = _free_ports(1 + self.node_count)
         lines = [
-            "# written by fluxlite.testing_slurm for one test run; removed with it",
+            "# written by fluxlite.testing.slurm for one test run; removed with it",
             f"ClusterName=fl{os.path.basename(d).split('-')[-1].lower()[:8]}",
             f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
             f"SlurmctldPort={ports[0]}",

@@ -26,7 +26,7 @@ import uuid
 import weakref
 
 TAG_VAR = "FLUXLITE_TEST_TAG"
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def fluxlite_command() -> list[str]:
@@ -63,7 +63,7 @@ def tagged_processes(tag: str) -> dict[int, str]:
 
 def wait_pids_gone(pids, timeout: float) -> set[int]:
     """Wait on pidfds until every pid has exited or `timeout` passes; returns survivors."""
-    from .util.procs import wait_gone
+    from ..util.procs import wait_gone
     return wait_gone(pids, timeout)
 
 
@@ -102,14 +102,14 @@ def find_tool(name: str) -> str | None:
 
 def jobid_of(cp: subprocess.CompletedProcess) -> int:
     """The job id a successful submitting command (submit, batch, alloc --bg) printed last."""
-    from .util import fluid
+    from ..util import fluid
     assert cp.returncode == 0, cp.stderr
     return fluid.parse(cp.stdout.strip().splitlines()[-1])
 
 
 def wait_event(h, jobid: int, name: str, path: str = "eventlog", timeout: float = 60) -> dict:
     """Follow a job's eventlog until entry `name` appears (it may be there already)."""
-    from .job import api
+    from ..job import api
     for e in api.event_watch(h, jobid, path, timeout=timeout):
         if e["name"] == name:
             return e
@@ -245,7 +245,7 @@ class Instance:
         return cp
 
     def handle(self, uri: str | None = None):
-        from .client.sync import Handle
+        from ..client.sync import Handle
         h = Handle(uri or self.uri)
         self._handles.append(h)
         return h
@@ -263,7 +263,7 @@ class Instance:
 
     def wait_membership(self, predicate, timeout: float = 10.0) -> dict[str, set[int]]:
         """Follow rank 0's membership stream until predicate({state: set(ranks)}) holds."""
-        from .util import idset
+        from ..util import idset
         h = self.handle()
         deadline = time.monotonic() + timeout
         last: dict[str, set[int]] = {}

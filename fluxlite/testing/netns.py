@@ -41,8 +41,8 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 
-from .testing import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
-from .util.procs import wait_gone
+from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
+from ..util.procs import wait_gone
 
 STATE_DIR = "/run/fluxlite-netns"      # one file per live run: owner pid, names, subnet
 LOCK_PATH = "/run/fluxlite-netns.lock"  # serialises subnet choice and /etc/hosts edits
@@ -107,7 +107,7 @@ class NetnsHosts:
     @property
     def hostlist(self) -> str:
         """The hosts as one RFC 29 hostlist, e.g. "fl3fa9c1-h[0-3]"."""
-        from .util import hostlist
+        from ..util import hostlist
         return hostlist.encode(self.names)
 
     def host(self, name: str) -> Host:
