@@ -19,23 +19,26 @@ critical rank is a fatal `node-failure`; on any other rank a non-fatal one
 (severity 2).  Either way the leader shell is told (`lost-shell`), so nothing
 waits for it.  The leader shell exiting normally while others still run
 starts `exec.shell-exit-timeout`; when it expires the job fails, naming them.
+
+Those rules live in one pure state machine per job, fluxlite/job/execution.py:
+this service turns what happens (rexec answers, barrier requests, timers, RPCs)
+into its events and carries out the effects it returns, in one place (_apply).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import os
-import signal
 import time
 
-from ..errors import Canceled, NotFound, UsageError
+from ..errors import NotFound, UsageError
 from ..job import jobspec as js
+from ..job import execution as ex
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
 from ..protocol.schema import (AnyMap, Idset, JobId, Name, Severity, Signal, Struct, Text,
                                WaitStatus)
-from ..util import fluid, fsd, idset, procs
+from ..util import fluid, fsd, idset
 from .base import ANY, Service, handler
 
 
@@ -73,55 +76,34 @@ class CriticalRanksRequest(Struct, kw_only=True):
 class JobRequest(Struct, kw_only=True):
     id: JobId
 
-PENDING, RUNNING, EXITED, LOST = "pending", "running", "exited", "lost"
-
-
-class ShellProc:
-    __slots__ = ("shell_rank", "rank", "state", "pid", "status", "rpc", "failing", "lost_notice")
-
-    def __init__(self, shell_rank: int, rank: int):
-        self.shell_rank = shell_rank
-        self.rank = rank
-        self.state = PENDING
-        self.pid: int | None = None
-        self.status: int | None = None
-        self.rpc = None
-        self.failing = False  # it reported its own failure and is exiting
-        self.lost_notice: dict | None = None  # the lost-shell notice for the leader
-
-    @property
-    def active(self) -> bool:
-        return self.state in (PENDING, RUNNING)
-
-
 class ExecJob:
-    def __init__(self, msg, jobid: int, userid: int, jobspec: dict, R: dict):
-        self.msg = msg
+    """What job-exec keeps for one job: its I/O handles beside its Execution."""
+
+    def __init__(self, msg, jobid: int, userid: int, jobspec: dict, R: dict, hostname: str,
+                 attrs: dict):
+        self.msg = msg                 # the job-manager's job-exec.start stream
         self.id = jobid
         self.userid = userid
         self.jobspec = jobspec
-        self.req = js.request(jobspec)
         self.R = R
         self.alloc = rset.parse(R)
         self.ranks = sorted(self.alloc)
-        self.counts = rset.layout(self.req, self.alloc)
-        self.shells = [ShellProc(i, r) for i, r in enumerate(self.ranks)]
-        self.critical = set(range(len(self.ranks)))
-        self.crit_seq = 0
-        self.leader_up = False
-        self.barriers: dict[str, dict[int, object]] = {"init": {}, "start": {}}
-        self.barrier_done: set[str] = set()
-        self.fatal: dict | None = None
-        self.timers: dict[str, asyncio.TimerHandle] = {}
-        self.started = False
-        self.finished = False
+        self.counts = rset.layout(js.request(jobspec), self.alloc)
         self.service = f"{userid}-shell-{fluid.f58_plain(jobid)}"
         self.exec_key = eventlog_key(jobid, "exec")
-        self.options = jobspec["attributes"]["system"].get("shell", {}).get("options", {})
+        config = ex.Config(
+            barrier_timeout=fsd.parse_timeout(attrs["exec.barrier-timeout"]),
+            shell_exit_timeout=fsd.parse_timeout(attrs["exec.shell-exit-timeout"]),
+            kill_timeout=fsd.parse(attrs["exec.kill-timeout"]),
+            expiration=R["execution"].get("expiration") or 0.0)
+        self.ex = ex.Execution(jobid, self.ranks, {r: hostname for r in self.ranks}, config,
+                               service=self.service, taskmap=rset.taskmap(self.counts))
+        self.barriers: dict[str, dict[int, object]] = {"init": {}, "start": {}}
+        self.timers: dict[str, asyncio.TimerHandle] = {}
 
     @property
     def nshells(self) -> int:
-        return len(self.shells)
+        return len(self.ranks)
 
 
 class JobExecService(Service):
@@ -134,120 +116,109 @@ class JobExecService(Service):
         self.kvs = kvs
         self.known_job = known_job   # (jobid) -> bool: the job-manager knows it
 
-    def _event(self, job: ExecJob, name: str, context: dict | None = None) -> None:
-        self.kvs.append(job.exec_key, entry(name, context))
+    # ------------------------------------------------------ the one place
+    def _handle(self, job: ExecJob, event) -> None:
+        """Feed one event to the job's state machine and carry out what it returns."""
+        before = job.ex.phase
+        effects = job.ex.handle(event)
+        if job.ex.phase != before or effects:
+            self.log.debug("exec transition", jobid=fluid.f58_plain(job.id),
+                           stimulus=repr(event), phase=f"{before}->{job.ex.phase}",
+                           effects=len(effects))
+        self._apply(job, effects)
 
-    def _reply(self, job: ExecJob, kind: str, data: dict | None = None) -> None:
-        self.respond(job.msg, {"id": job.id, "type": kind, "data": data or {}})
+    def _apply(self, job: ExecJob, effects: list) -> None:
+        for e in effects:
+            if isinstance(e, ex.Log):
+                self.kvs.append(job.exec_key, entry(e.name, e.context))
+            elif isinstance(e, ex.Report):
+                self.respond(job.msg, {"id": job.id, "type": e.kind, "data": e.data})
+            elif isinstance(e, ex.Signal):
+                for sr in e.shell_ranks:
+                    payload = {"label": self._label(job, sr), "signum": e.signum}
+                    if e.tasks:
+                        payload["tasks"] = True
+                    self.send("rexec.kill", payload, nodeid=job.ranks[sr])
+            elif isinstance(e, ex.Timer):
+                self._set_timer(job, e)
+            elif isinstance(e, ex.Answer):
+                for sr in e.shell_ranks:
+                    msg = job.barriers[e.barrier].pop(sr, None)
+                    if msg is None:
+                        continue
+                    if e.error:
+                        self.respond_error(msg, errno.ECANCELED, e.error)
+                    else:
+                        self.respond(msg, e.payload)
+            elif isinstance(e, ex.Notify):
+                self.send(f"{job.service}.{e.method}", e.payload, nodeid=job.ranks[0])
+            elif isinstance(e, ex.Finished):
+                for t in job.timers.values():
+                    t.cancel()
+                job.timers.clear()
+                self.end_stream(job.msg)
+                self.jobs.pop(job.id, None)
 
-    def _timer(self, job: ExecJob, name: str, delay: float, cb) -> None:
-        old = job.timers.pop(name, None)
-        if old:
+    def _set_timer(self, job: ExecJob, t: ex.Timer) -> None:
+        old = job.timers.pop(t.name, None)
+        if old is not None:
             old.cancel()
-        job.timers[name] = asyncio.get_running_loop().call_later(delay, cb)
+        if t.delay is None and t.at is None:
+            return
+        delay = t.delay if t.delay is not None else max(0.0, t.at - time.time())
+        job.timers[t.name] = asyncio.get_running_loop().call_later(
+            delay, lambda: self._handle(job, ex.TimerFired(t.name)))
 
-    def _host(self, shell: ShellProc) -> str:
-        """Host of a shell's rank (every rank of a local instance is on this machine)."""
-        return self.hostname
+    @staticmethod
+    def _label(job: ExecJob, shell_rank: int) -> str:
+        return f"{fluid.f58_plain(job.id)}.{shell_rank}"
 
     # --------------------------------------------------------------- start
     @handler("job-exec.start", schema=StartRequest, streaming=True)
     def start_job(self, msg, r):
-        jobid, userid, spec, R = r.id, r.userid, r.jobspec, r.R
-        job = ExecJob(msg, jobid, userid, spec, R)
-        self.jobs[jobid] = job
-        self._event(job, "init")
-        self._event(job, "starting")
-        a = self.ctx.attrs
-        timeout = fsd.parse_timeout(a["exec.barrier-timeout"])
-        if timeout:
-            self._timer(job, "barrier", timeout, lambda: self._barrier_timeout(job))
+        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, self.hostname, self.ctx.attrs)
+        self.jobs[r.id] = job
+        self._apply(job, job.ex.start())
+        level = int(self.ctx.attrs.get("instance-level") or 0)
         first = 0
-        for shell, ntasks in zip(job.shells, job.counts):
+        for sr, (rank, ntasks) in enumerate(zip(job.ranks, job.counts)):
             info = {
-                "jobid": jobid, "userid": userid, "shell_rank": shell.shell_rank,
+                "jobid": job.id, "userid": job.userid, "shell_rank": sr,
                 "nshells": job.nshells, "ranks": job.ranks, "counts": job.counts,
                 "first_task": first, "ntasks": sum(job.counts), "service": job.service,
-                "leader_rank": job.ranks[0], "jobspec": spec, "R": R,
-                "cores": job.alloc[shell.rank], "hostname": self.hostname,
-                "critical": {"ranks": idset.encode(job.critical), "seq": job.crit_seq},
-                "exec_key": job.exec_key, "output_key": eventlog_key(jobid, "output"),
-                "instance_level": int(a.get("instance-level") or 0),
+                "leader_rank": job.ranks[0], "jobspec": job.jobspec, "R": job.R,
+                "cores": job.alloc[rank], "hostname": self.hostname,
+                "critical": job.ex.critical_info(),
+                "exec_key": job.exec_key, "output_key": eventlog_key(job.id, "output"),
+                "instance_level": level,
             }
             first += ntasks
             p = self.rpc("rexec.exec", {"kind": "shell", "info": info,
-                                        "label": f"{fluid.f58_plain(jobid)}.{shell.shell_rank}"},
-                         nodeid=shell.rank, streaming=True)
-            shell.rpc = p
-            p.on_response = lambda resp, job=job, shell=shell: self._rexec(job, shell, resp)
+                                        "label": self._label(job, sr)},
+                         nodeid=rank, streaming=True)
+            p.on_response = lambda resp, job=job, sr=sr: self._rexec(job, sr, resp)
         return self.no_reply
 
-    def _rexec(self, job: ExecJob, shell: ShellProc, resp) -> None:
-        if resp.errnum:
-            if resp.errnum == errno.ENODATA:
-                return
-            if resp.errnum == errno.EHOSTUNREACH:
-                self._lost(job, shell, f"node failure on {self._host(shell)} "
-                                       f"(rank {shell.rank}, shell rank {shell.shell_rank})",
-                           "node failure")
-            else:
-                shell.state = EXITED
-                shell.status = 1 << 8
-                self._fatal(job, "exec", f"job shell failed to start on rank {shell.rank}: "
-                                         f"{resp.errstr}")
-                self._check_done(job)
+    def _rexec(self, job: ExecJob, sr: int, resp) -> None:
+        if resp.errnum == errno.ENODATA:
             return
-        p = resp.payload
-        if p.get("type") == "started":
-            shell.pid = p["pid"]
-            if shell.state == PENDING:
-                shell.state = RUNNING
-        elif p.get("type") == "exited":
-            self._shell_exited(job, shell, p["status"])
+        if resp.errnum == errno.EHOSTUNREACH:
+            self._handle(job, ex.ShellUnreachable(sr))
+        elif resp.errnum:
+            self._handle(job, ex.ShellStartFailed(sr, resp.errstr))
+        elif resp.payload.get("type") == "started":
+            self._handle(job, ex.ShellStarted(sr, resp.payload["pid"]))
+        elif resp.payload.get("type") == "exited":
+            self._handle(job, ex.ShellExited(sr, resp.payload["status"]))
 
     # ------------------------------------------------------------ barriers
     def _barrier(self, msg, r: BarrierRequest, name: str):
-        jobid, shell_rank = r.id, r.shell_rank
-        job = self.jobs.get(jobid)
-        if job is None or not 0 <= shell_rank < job.nshells:
-            raise NotFound(f"no such job shell: {fluid.f58(jobid)}.{shell_rank}")
-        if job.fatal is not None:
-            raise Canceled("job is being terminated")
-        if r.error:
-            job.shells[shell_rank].failing = True
-            self._fatal(job, "exec", r.error)
-            raise Canceled("job is being terminated")
-        job.barriers[name][shell_rank] = msg
-        self._check_barrier(job, name)
+        job = self.jobs.get(r.id)
+        if job is None or not 0 <= r.shell_rank < job.nshells:
+            raise NotFound(f"no such job shell: {fluid.f58(r.id)}.{r.shell_rank}")
+        job.barriers[name][r.shell_rank] = msg
+        self._handle(job, ex.BarrierEntered(name, r.shell_rank, r.error))
         return self.no_reply
-
-    def _check_barrier(self, job: ExecJob, name: str) -> None:
-        if name in job.barrier_done:
-            return
-        waiting = job.barriers[name]
-        if any(s.shell_rank not in waiting and s.active for s in job.shells):
-            return
-        job.barrier_done.add(name)
-        if name == "init":
-            job.leader_up = True
-            self._event(job, "shell.init", {"service": job.service,
-                                            "leader-rank": job.ranks[0],
-                                            "size": job.nshells})
-            # shells lost before the leader was up: their notices come with the answer
-            answer = {"critical": {"ranks": idset.encode(job.critical), "seq": job.crit_seq},
-                      "lost": [s.lost_notice for s in job.shells if s.lost_notice]}
-        else:
-            t = job.timers.pop("barrier", None)
-            if t:
-                t.cancel()
-            self._event(job, "shell.start", {"taskmap": rset.taskmap(job.counts)})
-            answer = {}
-            job.started = True
-            self._reply(job, "start")
-            self._arm_expiration(job)
-        for m in waiting.values():
-            self.respond(m, answer)
-        waiting.clear()
 
     @handler("job-exec.shell-init", schema=BarrierRequest)
     def shell_init(self, msg, r):
@@ -257,160 +228,14 @@ class JobExecService(Service):
     def shell_start(self, msg, r):
         return self._barrier(msg, r, "start")
 
-    def _barrier_timeout(self, job: ExecJob) -> None:
-        if "start" in job.barrier_done:
-            return
-        name = "init" if "init" not in job.barrier_done else "start"
-        late = [s for s in job.shells if s.active and s.shell_rank not in job.barriers[name]]
-        if late:
-            self._fatal(job, "exec", f"job shells on rank[s] "
-                                     f"{idset.encode(s.rank for s in late)} did not start in time")
-
-    def _arm_expiration(self, job: ExecJob) -> None:
-        exp = job.R["execution"].get("expiration") or 0
-        if exp:
-            self._timer(job, "expire", max(0.0, exp - time.time()),
-                        lambda: self._raise(job, "timeout", 0, "resource allocation expired"))
-
-    # ------------------------------------------------------ shells ending
-    def _shell_exited(self, job: ExecJob, shell: ShellProc, status: int) -> None:
-        if not shell.active:
-            return
-        host = self._host(shell)
-        if os.WIFSIGNALED(status) and job.fatal is None and "init" in job.barrier_done \
-                and shell.shell_rank != 0:
-            # a follower shell killed by a signal is a lost shell, like a lost node
-            how = procs.signal_name(os.WTERMSIG(status))
-            shell.status = status
-            self._lost(job, shell, f"shell rank {shell.shell_rank} (on {host}, rank "
-                                   f"{shell.rank}): {how}", how)
-            return
-        shell.state = EXITED
-        shell.status = status
-        if "init" not in job.barrier_done and job.fatal is None:
-            self._fatal(job, "exec", f"{host} (rank {shell.rank}) terminated before first "
-                                     "barrier")
-        elif os.WIFSIGNALED(status) and job.fatal is None:
-            how = procs.signal_name(os.WTERMSIG(status))
-            self._fatal(job, "exec", f"shell rank 0 (on {host}, rank {shell.rank}): {how}",
-                        {"shell_rank": 0, "rank": shell.rank, "host": host, "reason": how})
-        if shell.shell_rank == 0 and not os.WIFSIGNALED(status):
-            active = [s for s in job.shells if s.active]
-            ctx = {"rank": shell.rank, "wait_status": status}
-            if active:
-                ctx["active_ranks"] = idset.encode(s.rank for s in active)
-                limit = fsd.parse_timeout(self.ctx.attrs["exec.shell-exit-timeout"])
-                if limit and job.fatal is None:
-                    self._timer(job, "shell-exit", limit,
-                                lambda: self._shell_exit_timeout(job, limit))
-            self._event(job, "shell-exit", ctx)
-        for name in ("init", "start"):
-            self._check_barrier(job, name)
-        self._check_done(job)
-
-    def _shell_exit_timeout(self, job: ExecJob, limit: float) -> None:
-        active = [s for s in job.shells if s.active]
-        if not active or job.fatal is not None:
-            return
-        ranks = idset.encode(s.rank for s in active)
-        self._raise(job, "exec", 0,
-                    f"job shells still active on {self.hostname} (rank{'s' if len(active) > 1 else ''}"
-                    f" {ranks}) {fsd.format(limit)} after leader shell exit",
-                    {"active_ranks": ranks})
-
-    def _lost(self, job: ExecJob, shell: ShellProc, note: str, reason: str) -> None:
-        if not shell.active:
-            return
-        shell.state = LOST
-        critical = shell.shell_rank == 0 or shell.shell_rank in job.critical
-        ctx = {"shell_rank": shell.shell_rank, "rank": shell.rank, "host": self._host(shell),
-               "reason": reason}
-        if job.fatal is None or not critical:
-            self._raise(job, "node-failure", 0 if critical else 2, note, ctx)
-        leader = job.shells[0]
-        shell.lost_notice = {"type": "lost-shell", "severity": 0 if critical else 2,
-                             "shell_rank": shell.shell_rank, "message": note}
-        if shell.shell_rank != 0 and job.leader_up and leader.active:
-            self.send(f"{job.service}.exception", shell.lost_notice, nodeid=leader.rank)
-        for name in ("init", "start"):
-            self._check_barrier(job, name)
-        self._check_done(job)
-
-    def _check_done(self, job: ExecJob) -> None:
-        if job.finished or any(s.active for s in job.shells):
-            return
-        job.finished = True
-        for t in job.timers.values():
-            t.cancel()
-        job.timers.clear()
-        exited = [s for s in job.shells if s.state == EXITED and s.status is not None]
-        # a non-critical shell's tasks do not decide how the job ended (a persisting
-        # instance's lost leaf broker must not turn the batch script's status into 137)
-        decisive = [s for s in exited if s.shell_rank in job.critical] or exited
-        status = max((s.status for s in decisive), key=_severity) if decisive else 1 << 8
-        if job.fatal is not None and "wait_status" in job.fatal:
-            # the exception names the task that ended the job (doom): its status wins
-            status = procs.wait_status_to_exit_code(job.fatal["wait_status"]) << 8
-        if job.fatal is not None and status == 0:
-            status = 1 << 8
-        self._event(job, "complete", {"status": status})
-        self._reply(job, "finish", {"status": status})
-        self._event(job, "done")
-        self._reply(job, "release", {"ranks": "all", "final": True})
-        self.end_stream(job.msg)
-        del self.jobs[job.id]
-
     # ---------------------------------------------------------- exceptions
-    def _raise(self, job: ExecJob, etype: str, severity: int, note: str,
-               context: dict | None = None) -> None:
-        """Raise an exception on the job (through the job-manager); fatal ones kill it."""
-        data = {"type": etype, "severity": severity, "note": note}
-        if context:
-            data["context"] = context
-        if severity == 0:
-            if job.fatal is not None:
-                return
-            job.fatal = data
-        self._reply(job, "exception", data)
-        if severity == 0:
-            self._terminate(job, signal.SIGALRM if etype == "timeout" else signal.SIGTERM)
-
-    def _fatal(self, job: ExecJob, etype: str, note: str, context: dict | None = None) -> None:
-        self._raise(job, etype, 0, note, context)
-
     @handler("job-exec.exception", schema=ExceptionRequest)
     def exception(self, msg, r):
         """The job-manager recorded a fatal exception: terminate the job."""
         job = self.jobs.get(r.id)
-        if job is None or r.severity != 0 or job.fatal is not None:
-            return {}
-        job.fatal = {"type": r.type, "severity": 0, "note": r.note}
-        if r.wait_status is not None:
-            job.fatal["wait_status"] = r.wait_status
-        self._terminate(job, signal.SIGALRM if r.type == "timeout" else signal.SIGTERM)
+        if job is not None and r.severity == 0:
+            self._handle(job, ex.FatalException(r.type, r.note, r.wait_status))
         return {}
-
-    def _terminate(self, job: ExecJob, sig: int) -> None:
-        for t in ("expire", "shell-exit"):
-            h = job.timers.pop(t, None)
-            if h:
-                h.cancel()
-        self._signal(job, sig)
-        kill_timeout = fsd.parse(self.ctx.attrs["exec.kill-timeout"])
-        self._timer(job, "kill", kill_timeout, lambda: self._signal(job, signal.SIGKILL))
-        # a job whose shells never started has nothing to wait for
-        self._check_done(job)
-
-    def _signal(self, job: ExecJob, sig: int, *, tasks: bool = False) -> None:
-        """Signal the job's shells (which forward termination signals to their tasks),
-        or with `tasks` the processes below each shell directly."""
-        for s in job.shells:
-            if s.active and (not s.failing or sig == signal.SIGKILL):
-                payload = {"label": f"{fluid.f58_plain(job.id)}.{s.shell_rank}",
-                           "signum": int(sig)}
-                if tasks:
-                    payload["tasks"] = True
-                self.send("rexec.kill", payload, nodeid=s.rank)
 
     @handler("job-exec.kill", schema=KillRequest)
     def kill(self, msg, r):
@@ -419,38 +244,28 @@ class JobExecService(Service):
         job = self.jobs.get(r.id)
         if job is None:
             raise NotFound(f"job {fluid.f58(r.id)} is not running")
-        if not 0 < r.signum < signal.NSIG:
-            raise UsageError(f"invalid signal {r.signum}")
-        self._signal(job, r.signum, tasks=True)
+        self._handle(job, ex.KillTasks(r.signum))
         return {}
 
     # ------------------------------------------------------ critical ranks
     @handler("job-exec.critical-ranks", schema=CriticalRanksRequest, roles=ANY)
     def critical_ranks(self, msg, r):
-        jobid, text = r.id, r.ranks
-        job = self.jobs.get(jobid)
+        job = self.jobs.get(r.id)
         if job is None:
-            raise NotFound(f"job {fluid.f58(jobid)} is not running" if self.known_job(jobid)
-                           else f"unknown job id {fluid.f58(jobid)}")
-        self.authorize(msg, job.userid, f"job {fluid.f58(jobid)}")
+            raise NotFound(f"job {fluid.f58(r.id)} is not running" if self.known_job(r.id)
+                           else f"unknown job id {fluid.f58(r.id)}")
+        self.authorize(msg, job.userid, f"job {fluid.f58(r.id)}")
         try:
-            ranks = set(range(job.nshells)) if text == "all" else idset.decode(text)
+            ranks = set(range(job.nshells)) if r.ranks == "all" else idset.decode(r.ranks)
         except ValueError:
-            raise UsageError(f"invalid idset {text!r}: expected shell ranks like 0-1,3") \
+            raise UsageError(f"invalid idset {r.ranks!r}: expected shell ranks like 0-1,3") \
                 from None
         outside = ranks - set(range(job.nshells))
         if outside:
             raise UsageError(
                 f"ranks {idset.encode(outside)} are not shell ranks of job "
-                f"{fluid.f58(jobid)} (its shell ranks are 0-{job.nshells - 1})")
-        ranks.add(0)  # the leader shell is always critical
-        job.critical = ranks
-        job.crit_seq += 1
-        self._event(job, "critical-ranks", {"ranks": idset.encode(ranks), "seq": job.crit_seq})
-        leader = job.shells[0]
-        if job.leader_up and leader.active:
-            self.send(f"{job.service}.critical-ranks",
-                      {"ranks": idset.encode(ranks), "seq": job.crit_seq}, nodeid=leader.rank)
+                f"{fluid.f58(r.id)} (its shell ranks are 0-{job.nshells - 1})")
+        self._handle(job, ex.SetCritical(frozenset(ranks)))
         return {}
 
     @handler("job-exec.critical-ranks-get", schema=JobRequest, roles=ANY)
@@ -458,9 +273,4 @@ class JobExecService(Service):
         job = self.jobs.get(r.id)
         if job is None:
             raise NotFound("job is not running")
-        return {"ranks": idset.encode(job.critical), "seq": job.crit_seq}
-
-
-def _severity(status: int) -> int:
-    """Order wait statuses by how badly a shell ended (signals above exit codes)."""
-    return procs.wait_status_to_exit_code(status)
+        return job.ex.critical_info()
