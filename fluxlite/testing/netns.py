@@ -244,7 +244,12 @@ class NetnsHosts:
         _ip("-n", str(host), "link", "set", INNER_IFACE, "down")
 
     def restore(self, host: Host | str) -> None:
+        """Plug the cable back.  Neighbour entries that failed while it was cut are
+        flushed on every host, so the next packet resolves the address again rather
+        than failing at once with EHOSTUNREACH for the kernel's retry interval."""
         _ip("-n", str(host), "link", "set", INNER_IFACE, "up")
+        for h in self:
+            _ip("-n", str(h), "neigh", "flush", "dev", INNER_IFACE)
 
     def link_is_up(self, host: Host | str) -> bool:
         out = _ip("-n", str(host), "-o", "link", "show", INNER_IFACE)
