@@ -33,25 +33,19 @@ class Attach:
         self.status: int | None = None
         self.fatal = False
         self.clean = False
-        self.partial: dict[tuple[str, str], bytes] = {}
+        self.lines = jel.LineBuffer()   # -l: whole lines per (stream, rank)
         self.stdin_key: str | None = None  # forward our stdin into the job's input log
         self.last_interrupt = 0.0
         self.error: str | None = None
 
     # ---------------------------------------------------------------- output
-    def _write(self, stream: str, rank: str, data: bytes) -> None:
+    def _write(self, stream: str, rank: str, data: bytes, eof: bool = False) -> None:
         out = (sys.stdout if stream == "stdout" else sys.stderr).buffer
         if not self.label_io:
             out.write(data)
             out.flush()
             return
-        key = (stream, rank)
-        buf = self.partial.pop(key, b"") + data
-        *lines, rest = buf.split(b"\n")
-        prefix = f"{rank}: ".encode()
-        out.write(b"".join(prefix + line + b"\n" for line in lines))
-        if rest:
-            self.partial[key] = rest
+        out.write(jel.label_lines(f"{rank}: ", self.lines.take((stream, rank), data, eof)))
         out.flush()
 
     def _on_output(self, msg) -> None:
@@ -61,12 +55,10 @@ class Attach:
             ctx = e.get("context") or {}
             name = e.get("name")
             if name == "data":
-                if "data" in ctx:
-                    self._write(ctx["stream"], ctx.get("rank", "0"), jel.decode_data(ctx))
-                if ctx.get("eof") and self.label_io:
-                    rest = self.partial.pop((ctx["stream"], ctx.get("rank", "0")), b"")
-                    if rest:
-                        self._write(ctx["stream"], ctx.get("rank", "0"), rest + b"\n")
+                data = jel.decode_data(ctx) if "data" in ctx else b""
+                if data or (ctx.get("eof") and self.label_io):
+                    self._write(ctx["stream"], ctx.get("rank", "0"), data,
+                                bool(ctx.get("eof")))
             elif name == "log":
                 sys.stderr.write(f"{self._stamp(e)}fluxlite-shell[{ctx.get('rank', 0)}]: "
                                  f"{ctx.get('level', 'INFO')}: {ctx.get('message', '')}\n")
@@ -166,8 +158,8 @@ class Attach:
                 signal.signal(s, handler)
             os.close(self._sig_r)
             os.close(sig_w)
-        for (stream, rank), rest in list(self.partial.items()):
-            self._write(stream, rank, rest + b"\n")
+        for (stream, rank), rest in self.lines.tails():
+            self._write(stream, rank, rest, eof=True)
         if not self.h.connected and not self.clean:
             sys.stderr.write(f"{self.prog}: lost connection to the instance\n")
             return 1

@@ -68,3 +68,40 @@ def decode_data(ctx: dict) -> bytes:
         import base64
         return base64.b64decode(ctx["data"])
     return ctx["data"].encode("utf-8")
+
+
+class LineBuffer:
+    """Whole lines out of a stream of chunks, keeping one unfinished tail per key
+    (a task's stream).  The one line splitter: the shell's output plugin (stdout is
+    line-buffered, labelled files) and `run -l` on the terminal both use it."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit          # a tail this long goes out anyway (no newline coming)
+        self._tails: dict = {}
+
+    def take(self, key, data: bytes, eof: bool = False) -> bytes:
+        """What can go out now: up to the last newline, or everything at end of
+        stream or once the tail reaches `limit` bytes."""
+        buf = self._tails.pop(key, b"") + data
+        cut = buf.rfind(b"\n") + 1
+        if eof or (self.limit is not None and len(buf) - cut >= self.limit):
+            return buf
+        if cut < len(buf):
+            self._tails[key] = buf[cut:]
+        return buf[:cut]
+
+    def tails(self) -> list:
+        """Every unfinished tail, (key, bytes), removed from the buffer."""
+        out, self._tails = list(self._tails.items()), {}
+        return out
+
+
+def label_lines(prefix: str, data: bytes) -> bytes:
+    """Each line of `data` with `prefix` in front; an unfinished last line is ended."""
+    if not data:
+        return b""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    p = prefix.encode()
+    return b"".join(p + line + b"\n" for line in lines)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from ...job.eventlog import encode_data, entry
+from ...job.eventlog import LineBuffer, encode_data, entry, label_lines
 from ...util import fluid
 from ..plugin import ShellPlugin
 
@@ -44,7 +44,7 @@ class Output(ShellPlugin):
         self._scheduled = False
         self.files: dict[str, int] = {}
         self.label = False
-        self.partial: dict[tuple[int, str], bytes] = {}
+        self.lines = LineBuffer(LINE_LIMIT)
         shell.output_sinks.append(self)
 
     def shell_init(self) -> None:
@@ -80,7 +80,7 @@ class Output(ShellPlugin):
         if stream == "stdout" or (fd is not None and self.label):
             # stdout is line-buffered, as in Flux: the lines of tasks writing at once
             # never splice into one another (stderr goes out as it comes)
-            data = self._whole_lines(key, data, eof)
+            data = self.lines.take(key, data, eof)
         if fd is not None:
             if data:
                 self._write_file(fd, task, data, eof)
@@ -97,25 +97,10 @@ class Output(ShellPlugin):
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def _whole_lines(self, key: tuple[int, str], data: bytes, eof: bool) -> bytes:
-        """What can go out now: up to the last newline; the rest waits for its newline,
-        the stream's end, or LINE_LIMIT bytes (a stream that never ends a line)."""
-        buf = self.partial.pop(key, b"") + data
-        cut = buf.rfind(b"\n") + 1
-        if eof or len(buf) - cut >= LINE_LIMIT:
-            return buf
-        if cut < len(buf):
-            self.partial[key] = buf[cut:]
-        return buf[:cut]
-
     def _write_file(self, fd: int, task, data: bytes, eof: bool) -> None:
         if self.label:
-            prefix = f"{task.rank}: ".encode()
-            lines = data.split(b"\n")
-            if lines[-1] == b"":
-                lines.pop()
             # a last line without its newline still ends the task's line in the file
-            data = b"".join(prefix + line + b"\n" for line in lines)
+            data = label_lines(f"{task.rank}: ", data)
         os.write(fd, data)
 
     def flush(self) -> None:
