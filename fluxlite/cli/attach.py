@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 
+from ..job import api
 from ..job import eventlog as jel
 from ..job import states
 from ..util import fluid
@@ -32,11 +33,9 @@ class Attach:
         self.t0: float | None = None
         self.status: int | None = None
         self.fatal = False
-        self.clean = False
         self.lines = jel.LineBuffer()   # -l: whole lines per (stream, rank)
         self.stdin_key: str | None = None  # forward our stdin into the job's input log
         self.last_interrupt = 0.0
-        self.error: str | None = None
 
     # ---------------------------------------------------------------- output
     def _write(self, stream: str, rank: str, data: bytes, eof: bool = False) -> None:
@@ -48,50 +47,39 @@ class Attach:
         out.write(jel.label_lines(f"{rank}: ", self.lines.take((stream, rank), data, eof)))
         out.flush()
 
-    def _on_output(self, msg) -> None:
-        if msg.errnum:
-            return
-        for e in msg.payload.get("entries", ()):
-            ctx = e.get("context") or {}
-            name = e.get("name")
-            if name == "data":
-                data = jel.decode_data(ctx) if "data" in ctx else b""
-                if data or (ctx.get("eof") and self.label_io):
-                    self._write(ctx["stream"], ctx.get("rank", "0"), data,
-                                bool(ctx.get("eof")))
-            elif name == "log":
-                sys.stderr.write(f"{self._stamp(e)}fluxlite-shell[{ctx.get('rank', 0)}]: "
-                                 f"{ctx.get('level', 'INFO')}: {ctx.get('message', '')}\n")
-                sys.stderr.flush()
+    def _on_output(self, e: dict) -> None:
+        ctx = e.get("context") or {}
+        name = e.get("name")
+        if name == "data":
+            data = jel.decode_data(ctx) if "data" in ctx else b""
+            if data or (ctx.get("eof") and self.label_io):
+                self._write(ctx["stream"], ctx.get("rank", "0"), data,
+                            bool(ctx.get("eof")))
+        elif name == "log":
+            sys.stderr.write(f"{self._stamp(e)}fluxlite-shell[{ctx.get('rank', 0)}]: "
+                             f"{ctx.get('level', 'INFO')}: {ctx.get('message', '')}\n")
+            sys.stderr.flush()
 
     def _stamp(self, e: dict) -> str:
         if self.t0 is None:
             return ""
         return f"{e.get('timestamp', self.t0) - self.t0:.3f}s: "
 
-    def _on_main(self, msg) -> None:
-        if msg.errnum:
-            if not self.clean:
-                self.error = msg.errstr
-                self.clean = True
-            return
-        for e in msg.payload.get("entries", ()):
-            name = e.get("name")
-            ctx = e.get("context") or {}
-            if name == "submit":
-                self.t0 = e.get("timestamp")
-            elif name == "exception":
-                if ctx.get("severity", 0) == 0:
-                    self.fatal = True
-                if not self.quiet_exceptions:
-                    sys.stderr.write(f"{self._stamp(e)}job.exception {fluid.f58(self.jobid)} "
-                                     f"type={ctx.get('type')} severity={ctx.get('severity')} "
-                                     f"{ctx.get('note', '')}\n")
-                    sys.stderr.flush()
-            elif name == "finish":
-                self.status = ctx.get("status")
-            elif name == "clean":
-                self.clean = True
+    def _on_main(self, e: dict) -> None:
+        name = e.get("name")
+        ctx = e.get("context") or {}
+        if name == "submit":
+            self.t0 = e.get("timestamp")
+        elif name == "exception":
+            if ctx.get("severity", 0) == 0:
+                self.fatal = True
+            if not self.quiet_exceptions:
+                sys.stderr.write(f"{self._stamp(e)}job.exception {fluid.f58(self.jobid)} "
+                                 f"type={ctx.get('type')} severity={ctx.get('severity')} "
+                                 f"{ctx.get('note', '')}\n")
+                sys.stderr.flush()
+        elif name == "finish":
+            self.status = ctx.get("status")
 
     # --------------------------------------------------------------- signals
     def _on_signal_pipe(self) -> None:
@@ -136,12 +124,8 @@ class Attach:
     def run(self) -> int:
         # output first: the KVS answers in order, so a finished job's output is
         # replayed before its main eventlog says `clean`
-        out = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid, "output"),
-                                       "append": True, "waitcreate": True}, streaming=True)
-        out.on_response = self._on_output
-        main = self.h.rpc("kvs.watch", {"key": jel.eventlog_key(self.jobid), "append": True,
-                                        "waitcreate": True}, streaming=True)
-        main.on_response = self._on_main
+        follow = api.Follower(self.h, self.jobid, "output", on_entry=self._on_output,
+                              on_main=self._on_main, until_clean=True).start()
         self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_fd = signal.set_wakeup_fd(sig_w)
         old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -149,7 +133,7 @@ class Attach:
         if self.stdin_key:
             self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
         try:
-            self.h.run_until(lambda: self.clean or not self.h.connected)
+            self.h.run_until(lambda: follow.done or not self.h.connected)
         finally:
             if self.stdin_key:
                 self.h.remove_fd(sys.stdin.fileno())
@@ -160,11 +144,11 @@ class Attach:
             os.close(sig_w)
         for (stream, rank), rest in self.lines.tails():
             self._write(stream, rank, rest, eof=True)
-        if not self.h.connected and not self.clean:
+        if not self.h.connected and not follow.done:
             sys.stderr.write(f"{self.prog}: lost connection to the instance\n")
             return 1
-        if self.error:
-            sys.stderr.write(f"{self.prog}: {self.error}\n")
+        if follow.error is not None:
+            sys.stderr.write(f"{self.prog}: {follow.error.message}\n")
             return 1
         code = states.exit_code(self.status, self.fatal)
         if self.status:

@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import collections
+import errno
 import time
 
-from ..errors import EndOfStream, NoChild, NotFound, RPCTimeout
+from ..errors import FluxliteError, NoChild, NotFound, RPCTimeout
 from ..util import fluid
 from . import eventlog as jel
 from . import states
@@ -64,76 +66,127 @@ def kill(h, jobid: int, signum: int) -> None:
     h.call("job-manager.kill", {"id": jobid, "signum": signum})
 
 
-def watch_rpc(h, jobid: int, path: str = "eventlog", follow: bool = True):
-    """Start watching a job eventlog; a PendingRPC whose responses carry {entries}."""
-    return h.rpc("kvs.watch", {"key": jel.eventlog_key(jobid, path), "waitcreate": True,
-                               "append": True}, streaming=True) if follow else \
-        h.rpc("kvs.get", {"key": jel.eventlog_key(jobid, path)})
-
-
 def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
                 timeout: float | None = None):
     """Yield the entries of a job eventlog (path: eventlog, exec, output, input).
 
     Without `follow`, the entries there now.  With it, entries as they are
-    appended, until the log can grow no more: the main log after `clean`, the
-    exec log after `done`, the output log once every task's streams reached
-    eof, and any log once the job is inactive (its main log's `clean` is
-    watched alongside; the KVS answers in commit order, so every entry written
-    before `clean` has been yielded by then).  A log the job never created
-    raises NotFound saying why, at once without `follow`, once
-    the job is inactive with it.  An unknown job id raises NotFound.
-    `timeout` bounds the whole watch (RPCTimeout).
+    appended, until the log can grow no more (see Follower).  A log the job never
+    created raises NotFound saying why, at once without `follow`, once the job is
+    inactive with it.  An unknown job id raises NotFound.  `timeout` bounds the
+    whole watch (RPCTimeout).
     """
     path = "eventlog" if path == "main" else path
-    key = jel.eventlog_key(jobid, path)
     if not follow:
         try:
-            value = h.call("kvs.get", {"key": key})["value"]
+            value = h.call("kvs.get", {"key": jel.eventlog_key(jobid, path)})["value"]
         except NotFound:
             raise _no_eventlog(h, jobid, path) from None
         yield from value
         return
     info(h, jobid)  # an unknown id is an error now, not a wait for a log never written
     deadline = None if timeout is None else time.monotonic() + timeout
-    end = _LogEnd(path)
-    watch = _watch(h, key)
-    # the main log second: its `clean` arrives after everything committed before it
-    main = None if path == "eventlog" else _watch(h, jel.eventlog_key(jobid))
-    main_entries: list[dict] = []
-    created = False
+    queue: collections.deque = collections.deque()
+    f = Follower(h, jobid, path, on_entry=queue.append).start()
     try:
         while True:
-            while watch.ready():
-                try:
-                    resp = watch.take()
-                except EndOfStream:  # the key was removed: nothing more will come
-                    return
-                created = True
-                for e in resp["entries"]:
-                    yield e
-                    if end.reached(e):
-                        return
-            if main is not None and main.ready():
-                try:
-                    resp = main.take()
-                except EndOfStream:
-                    return
-                main_entries += resp["entries"]
-                if any(e.get("name") == "clean" for e in resp["entries"]):
-                    if not created:
-                        raise _no_eventlog(h, jobid, path, main_entries)
-                    return
-                continue
+            while queue:
+                yield queue.popleft()
+            if f.done:
+                break
             left = None if deadline is None else deadline - time.monotonic()
-            if not h.run_until(lambda: watch.ready() or (main is not None and main.ready()),
-                               left):
+            if not h.run_until(lambda: queue or f.done, left):
                 raise RPCTimeout(f"job {fluid.f58(jobid)}: no end of its {path} eventlog "
                                  f"within {timeout:g}s")
+        if f.error is not None:
+            raise f.error
+        if f.missing:
+            raise _no_eventlog(h, jobid, path, f.main_entries)
     finally:
-        _unwatch(h, key, watch)
-        if main is not None:
-            _unwatch(h, jel.eventlog_key(jobid), main)
+        f.close()
+
+
+class Follower:
+    """The one eventlog follower: a job eventlog, and its main log beside it, by
+    callbacks on a handle the caller drives (`h.run_until(lambda: f.done)`), so a
+    command can follow a job while it also serves signals and stdin.
+
+    `on_entry(e)` gets the followed log's entries as they are appended; with
+    another log than the main one, `on_main(e)` gets the main log's.  The follower
+    is `done` once the log can grow no more: the main log after `clean`, the exec
+    log after `done`, the output log once every task's streams reached eof, any log
+    once the job is inactive (its main log's `clean`: the KVS answers in commit
+    order, so everything written before `clean` has arrived by then).  With
+    `until_clean`, only `clean` ends it (`run` wants the finish status too).
+    `missing` says the job ended without ever creating the log; `error` holds a
+    watch's failure."""
+
+    def __init__(self, h, jobid: int, path: str = "eventlog", *, on_entry, on_main=None,
+                 until_clean: bool = False):
+        self.h, self.jobid, self.path = h, jobid, path
+        self.on_entry, self.on_main = on_entry, on_main
+        self.until_clean = until_clean
+        self.end = _LogEnd("eventlog" if until_clean else path)
+        self.done = False
+        self.created = False
+        self.missing = False
+        self.error: FluxliteError | None = None
+        self.main_entries: list[dict] = []
+        self._watches: list = []
+
+    def start(self) -> "Follower":
+        # the followed log first: the main log's `clean` comes after all of it
+        self._watches.append(self._watch(jel.eventlog_key(self.jobid, self.path), self._log))
+        if self.path != "eventlog":
+            self._watches.append(self._watch(jel.eventlog_key(self.jobid), self._main))
+        return self
+
+    def _watch(self, key: str, cb):
+        p = self.h.rpc("kvs.watch", {"key": key, "waitcreate": True, "append": True},
+                       streaming=True)
+        p.on_response = cb
+        return key, p
+
+    def _failed(self, msg) -> bool:
+        if not msg.errnum:
+            return False
+        if msg.errnum != errno.ENODATA:  # ENODATA: the key was removed, nothing more
+            self.error = FluxliteError.from_errnum(msg.errnum, msg.errstr)
+        self.done = True
+        return True
+
+    def _log(self, msg) -> None:
+        if self.done or self._failed(msg):
+            return
+        self.created = True
+        for e in msg.payload["entries"]:
+            self.on_entry(e)
+            if self.end.reached(e):
+                self.done = True
+                return
+
+    def _main(self, msg) -> None:
+        if self.done or self._failed(msg):
+            return
+        for e in msg.payload["entries"]:
+            self.main_entries.append(e)
+            if self.on_main is not None:
+                self.on_main(e)
+            if e.get("name") == "clean":
+                self.missing = not self.created
+                self.done = True
+                return
+
+    def close(self) -> None:
+        """Stop the watches early, here and in the KVS (not only when the handle closes)."""
+        for key, p in self._watches:
+            if p.done:
+                continue
+            p.cancel()
+            if self.h.connected and not getattr(getattr(self.h, "sock", None), "closed",
+                                                False):
+                self.h.send("kvs.unwatch", {"key": key, "matchtag": p.matchtag})
+        self._watches.clear()
 
 
 class _LogEnd:
@@ -160,20 +213,6 @@ class _LogEnd:
             self.eofs.setdefault(ctx.get("stream"), set()).add(ctx.get("rank"))
         return bool(self.count) and all(len(self.eofs.get(s, ())) >= n
                                         for s, n in self.count.items())
-
-
-def _watch(h, key: str):
-    return h.rpc("kvs.watch", {"key": key, "waitcreate": True, "append": True},
-                 streaming=True)
-
-
-def _unwatch(h, key: str, p) -> None:
-    """Stop a watch early, here and in the KVS (not only when the handle closes)."""
-    if p.done:
-        return
-    p.cancel()
-    if h.connected and not getattr(getattr(h, "sock", None), "closed", False):
-        h.send("kvs.unwatch", {"key": key, "matchtag": p.matchtag})
 
 
 def _no_eventlog(h, jobid: int, path: str, main: list[dict] | None = None) -> NotFound:
