@@ -51,7 +51,7 @@ class BrokerConfig:
                  bind_endpoint: str | None, parent_endpoint: str | None,
                  local_path: str, initial_program: list[str] | None = None,
                  initial_pgid: int | None = None, interactive: bool = False,
-                 owns_rundir: bool = False, bootstrap=None, spawner=None):
+                 spawner=None):
         self.rank = rank
         self.size = size
         self.attrs = attrs
@@ -62,8 +62,6 @@ class BrokerConfig:
         self.initial_program = initial_program
         self.initial_pgid = initial_pgid
         self.interactive = interactive
-        self.owns_rundir = owns_rundir
-        self.bootstrap = bootstrap
         self.spawner = spawner
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
         self.nested = False

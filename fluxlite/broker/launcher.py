@@ -28,7 +28,7 @@ import time
 
 from ..errors import UsageError
 from ..util import procs, tree
-from ..util.paths import fluxlite_bindir, make_private_dirs, make_rundir
+from ..util.paths import make_private_dirs, make_rundir
 
 MAX_SIZE = 1024
 
@@ -45,10 +45,6 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
         make_private_dirs(rundir)
     if len(os.path.join(rundir, f"local-{size}")) > 100:
         raise UsageError(f"run directory path is too long for a socket: {rundir}")
-
-    bindir = fluxlite_bindir()
-    if bindir and bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
     # warm image: everything a broker and a job shell need, imported once
     from ..broker.broker import BrokerConfig
@@ -72,7 +68,7 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
             parent_endpoint=None if rank == 0 else f"ipc://{rundir}/tbon-{tree.parent(rank, k)}",
             local_path=f"{rundir}/local-{rank}",
             initial_program=command if rank == 0 else None,
-            initial_pgid=launcher_pgid, interactive=interactive, owns_rundir=False)
+            initial_pgid=launcher_pgid, interactive=interactive)
         pid = os.fork()
         if pid == 0:
             code = 1

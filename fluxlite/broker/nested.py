@@ -99,7 +99,7 @@ def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
     cfg = BrokerConfig(rank=rank, size=size, attrs=attrs, rundir=rundir,
                        bind_endpoint=bind, parent_endpoint=parent_ep,
                        local_path=f"{rundir}/local", initial_program=command or None,
-                       initial_pgid=0, owns_rundir=True,
+                       initial_pgid=0,
                        interactive=os.isatty(0))  # the job's terminal (pty plugin)
     cfg.resources = resources
     cfg.nested = True

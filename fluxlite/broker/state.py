@@ -9,6 +9,8 @@ the way Flux's broker does.  No I/O here: the broker acts on the new state.
 
 from __future__ import annotations
 
+from ..errors import InvalidTransition
+
 JOIN, INIT, QUORUM, RUN, CLEANUP, SHUTDOWN, EXIT = (
     "join", "init", "quorum", "run", "cleanup", "shutdown", "exit")
 STATES = (JOIN, INIT, QUORUM, RUN, CLEANUP, SHUTDOWN, EXIT)
@@ -28,16 +30,9 @@ _NEXT = {
 }
 
 
-class InvalidTransition(Exception):
-    pass
-
-
 class StateMachine:
     def __init__(self, state: str = JOIN):
         self.state = state
-
-    def can(self, event: str) -> bool:
-        return event in _NEXT[self.state]
 
     def post(self, event: str) -> tuple[str, str]:
         """Apply `event`; returns (old, new).  Raises InvalidTransition if not allowed."""
