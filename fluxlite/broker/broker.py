@@ -64,6 +64,7 @@ class BrokerConfig:
         self.interactive = interactive
         self.spawner = spawner
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
+        self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
         self.nested = False
 
 
@@ -73,7 +74,8 @@ class Broker:
         self.rank = cfg.rank
         self.size = cfg.size
         self.attrs = cfg.attrs
-        self.fanout = tree.parse_topo(cfg.attrs["tbon.topo"])
+        self.topology = cfg.topology or tree.Topology.kary(
+            cfg.size, tree.parse_topo(cfg.attrs["tbon.topo"]))
         self.userid = os.getuid()
         self.rundir = cfg.rundir
         self.local_uri = "local://" + cfg.local_path
@@ -81,7 +83,7 @@ class Broker:
         self.sm = st.StateMachine()
         self.overlay: Overlay | None = None
         self.local: LocalEndpoint | None = None
-        self.router = Router(rank=self.rank, size=self.size, fanout=self.fanout,
+        self.router = Router(rank=self.rank, topology=self.topology,
                              userid=self.userid, links=_Links(self))
         self.services: list = []
         self.exit_code = 0
@@ -104,9 +106,9 @@ class Broker:
         a["hostname"] = os.uname().nodename
         a["local-uri"] = self.local_uri
         a["rundir"] = self.rundir
-        a["tbon.level"] = str(tree.level(self.rank, self.fanout))
-        a["tbon.maxlevel"] = str(tree.level(self.size - 1, self.fanout))
-        a["tbon.descendants"] = str(len(tree.descendants(self.rank, self.size, self.fanout)))
+        a["tbon.level"] = str(self.topology.level(self.rank))
+        a["tbon.maxlevel"] = str(self.topology.maxlevel)
+        a["tbon.descendants"] = str(len(self.topology.descendants(self.rank)))
         a["tbon.endpoint"] = self.cfg.bind_endpoint or ""
         a["tbon.parent-endpoint"] = self.cfg.parent_endpoint or ""
 
@@ -116,7 +118,7 @@ class Broker:
         self.ctx = zmq.Context(io_threads=1)
         max_message = battrs.parse_size(self.attrs["broker.max-message-size"])
         self.overlay = Overlay(
-            rank=self.rank, size=self.size, fanout=self.fanout, ctx=self.ctx,
+            rank=self.rank, topology=self.topology, ctx=self.ctx,
             bind_endpoint=self.cfg.bind_endpoint, parent_endpoint=self.cfg.parent_endpoint,
             timeouts=self._timeouts(), max_message=max_message,
             callbacks=OverlayCallbacks(message=self.router.deliver,

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from ..util import fsd, tree
+from ..util import fsd
 from .common import HELP, handle
 
 
@@ -27,14 +27,17 @@ def status(as_json, verbose, no_pretty):
     if as_json:
         click.echo(json.dumps(st))
         return
-    k = tree.parse_topo(st["topo"])
     by_rank = {r["rank"]: r for r in st["ranks"]}
+    children: dict[int, list[int]] = {}
+    for r in st["ranks"]:
+        if r["parent"] is not None:
+            children.setdefault(r["parent"], []).append(r["rank"])
     host = st["hostname"]
     now = st.get("now", time.time())
 
     def label(r: int) -> str:
         info = by_rank[r]
-        text = f"{r} {host}: {info['status']}"
+        text = f"{r} {info.get('hostname') or host}: {info['status']}"
         if info["state"] == "torpid":
             text += " (torpid)"
         if verbose:
@@ -53,7 +56,7 @@ def status(as_json, verbose, no_pretty):
         else:
             click.echo(f"{prefix}{'└─ ' if last else '├─ '}{label(r)}")
             child_prefix = prefix + ("   " if last else "│  ")
-        kids = tree.children(r, st["size"], k)
+        kids = sorted(children.get(r, ()))
         for i, c in enumerate(kids):
             walk(c, child_prefix, i == len(kids) - 1, False)
 

@@ -90,21 +90,21 @@ class ChildLink:
 
 
 class Overlay:
-    def __init__(self, *, rank: int, size: int, fanout: int, ctx: zmq.Context,
+    def __init__(self, *, rank: int, topology: tree.Topology, ctx: zmq.Context,
                  bind_endpoint: str | None, parent_endpoint: str | None, timeouts: Timeouts,
                  callbacks: OverlayCallbacks, max_message: int):
         self.cb = callbacks
         self.ctx = ctx
         self.rank = rank
-        self.size = size
-        self.k = fanout
+        self.size = topology.size
+        self.topology = topology
         self.max_message = max_message
         self.bind_endpoint = bind_endpoint
         self.parent_endpoint = parent_endpoint
-        self.child_ranks = tree.children(self.rank, self.size, self.k)
+        self.child_ranks = topology.children(self.rank)
         self.children = {r: ChildLink(r) for r in self.child_ranks}
         for c in self.children.values():
-            c.report = {OFFLINE: {c.rank, *tree.descendants(c.rank, self.size, self.k)}}
+            c.report = {OFFLINE: {c.rank, *topology.descendants(c.rank)}}
         self.by_ident: dict[bytes, ChildLink] = {}
         self.down: Channel | None = None
         self.up: Channel | None = None
@@ -307,7 +307,7 @@ class Overlay:
         c.since = time.time()
         c.lastseen = time.monotonic()
         c.error = ""
-        c.report = {ONLINE: {rank}, OFFLINE: set(tree.descendants(rank, self.size, self.k))}
+        c.report = {ONLINE: {rank}, OFFLINE: set(self.topology.descendants(rank))}
         self.by_ident[ident] = c
         log.debug("accepting connection", peer=rank, hostname=c.hostname)
         self._send_child_control(c, "hello-ok", {"rank": self.rank})
@@ -385,7 +385,7 @@ class Overlay:
     def _child_lost(self, c: ChildLink, reason: str) -> None:
         if c.state not in (ONLINE, TORPID):
             return
-        below = tree.descendants(c.rank, self.size, self.k)
+        below = self.topology.descendants(c.rank)
         log.error("broker failed", peer=c.rank, hostname=c.hostname, reason=reason,
                   severed=len(below))
         self._drop_child(c, LOST, reason)
@@ -402,7 +402,7 @@ class Overlay:
         c.error = reason
         if c.ident is not None:
             self.by_ident.pop(c.ident, None)
-        below = set(tree.descendants(c.rank, self.size, self.k))
+        below = set(self.topology.descendants(c.rank))
         c.report = {state: {c.rank} | below}
         self.schedule_report()
         self.cb.child_gone(c.rank, state, reason)

@@ -66,10 +66,10 @@ class ClientState:
 
 
 class Router:
-    def __init__(self, *, rank: int, size: int, fanout: int, userid: int, links: Links):
+    def __init__(self, *, rank: int, topology: tree.Topology, userid: int, links: Links):
         self.rank = rank
-        self.size = size
-        self.k = fanout
+        self.size = topology.size
+        self.topology = topology
         self.userid = userid
         self.links = links
         self.services: dict[str, object] = {}   # name -> in-broker service, or client identity
@@ -134,7 +134,7 @@ class Router:
             self._fail(msg, errno.EHOSTUNREACH,
                        f"rank {nodeid} does not exist (instance size is {self.size})")
             return
-        hop = tree.next_hop(self.rank, nodeid, self.k)
+        hop = self.topology.next_hop(self.rank, nodeid)
         if hop is None:
             self._send_up(msg)
         else:

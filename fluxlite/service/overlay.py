@@ -12,7 +12,7 @@ import errno
 import time
 
 from ..errors import FluxliteError
-from ..util import idset, tree
+from ..util import idset
 from .base import ANY, Service, handler
 
 
@@ -59,23 +59,23 @@ class OverlayService(Service):
         if self.ctx.rank != 0:
             raise FluxliteError("overlay.status is answered by rank 0", errno.EINVAL)
         ov = self.overlay
-        size, k = self.ctx.size, ov.k
+        size, topo = self.ctx.size, ov.topology
         ranks = []
         for r in range(size):
             state = ov.membership.get(r, "offline")
-            ranks.append({"rank": r, "state": state, "status": _subtree_status(ov, r, size, k),
-                          "parent": tree.parent(r, k),
+            ranks.append({"rank": r, "state": state, "status": _subtree_status(ov, r),
+                          "parent": topo.parent(r),
                           "since": ov.membership_since.get(r, ov.started)})
         return {"size": size, "topo": self.ctx.attrs["tbon.topo"],
                 "hostname": ov.hostname, "now": time.time(), "ranks": ranks}
 
 
-def _subtree_status(ov, rank: int, size: int, k: int) -> str:
+def _subtree_status(ov, rank: int) -> str:
     """Flux's subtree status: lost/offline for the rank itself, else full/partial/degraded."""
     own = ov.membership.get(rank, "offline")
     if own in ("lost", "offline"):
         return own
-    below = [ov.membership.get(r, "offline") for r in tree.descendants(rank, size, k)]
+    below = [ov.membership.get(r, "offline") for r in ov.topology.descendants(rank)]
     if any(s == "lost" for s in below):
         return "degraded"
     if any(s == "offline" for s in below):

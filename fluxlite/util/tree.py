@@ -80,3 +80,79 @@ def interior_ranks(size: int, k: int) -> list[int]:
 def critical_ranks(size: int, k: int) -> list[int]:
     """Default critical set of an instance: rank 0 plus every interior rank."""
     return sorted({0, *interior_ranks(size, k)})
+
+
+class Topology:
+    """The tree of one instance, whatever its shape: kary:K, or the parents a
+    bootstrap config names (Flux's "custom").  The router, the overlay and the
+    overlay service ask it; nothing here does I/O."""
+
+    def __init__(self, parents: list[int | None]):
+        if not parents or parents[0] is not None:
+            raise ValueError("rank 0 must be the root (its parent is None)")
+        self.parents = list(parents)
+        self.size = len(parents)
+        self._children: list[list[int]] = [[] for _ in parents]
+        for r, p in enumerate(parents[1:], start=1):
+            if p is None or not 0 <= p < self.size or p == r:
+                raise ValueError(f"rank {r}: invalid parent {p!r}")
+            self._children[p].append(r)
+        self._levels = [0] * self.size
+        for r in self._breadth_first():
+            for c in self._children[r]:
+                self._levels[c] = self._levels[r] + 1
+
+    @classmethod
+    def kary(cls, size: int, k: int) -> "Topology":
+        return cls([parent(r, k) for r in range(size)])
+
+    def _breadth_first(self) -> list[int]:
+        order, frontier, seen = [], [0], {0}
+        while frontier:
+            order += frontier
+            nxt = [c for r in frontier for c in self._children[r]]
+            if seen & set(nxt):
+                raise ValueError("the parents do not form a tree")
+            seen |= set(nxt)
+            frontier = nxt
+        if len(order) != self.size:
+            raise ValueError("the parents do not form a tree (a cycle, or ranks "
+                             "unreachable from rank 0)")
+        return order
+
+    def parent(self, rank: int) -> int | None:
+        return self.parents[rank]
+
+    def children(self, rank: int) -> list[int]:
+        return list(self._children[rank])
+
+    def descendants(self, rank: int) -> list[int]:
+        out: list[int] = []
+        frontier = self._children[rank]
+        while frontier:
+            out.extend(frontier)
+            frontier = [c for r in frontier for c in self._children[r]]
+        return out
+
+    def level(self, rank: int) -> int:
+        return self._levels[rank]
+
+    @property
+    def maxlevel(self) -> int:
+        return max(self._levels)
+
+    def next_hop(self, me: int, target: int) -> int | None:
+        """The child of `me` through which `target` is reached, or None if it is not below."""
+        if target == me or not 0 <= target < self.size:
+            return None
+        r = target
+        while r != 0:
+            p = self.parents[r]
+            if p == me:
+                return r
+            r = p
+        return None
+
+    def critical_ranks(self) -> list[int]:
+        """Rank 0 plus every interior rank: the default critical set."""
+        return sorted({0, *(r for r in range(self.size) if self._children[r])})

@@ -15,6 +15,7 @@ import pytest
 from fluxlite.protocol import message as m
 from fluxlite.protocol.message import Message
 from fluxlite.router.router import INTERNAL, PARENT, Router
+from fluxlite.util import tree
 
 CLIENT = b"\x01client"
 OTHER = b"\x02other"
@@ -69,7 +70,7 @@ class Service:
 
 def router(rank=0, size=7, k=2, **links):
     lk = Links(**links)
-    r = Router(rank=rank, size=size, fanout=k, userid=1000, links=lk)
+    r = Router(rank=rank, topology=tree.Topology.kary(size, k), userid=1000, links=lk)
     return r, lk
 
 
@@ -115,7 +116,6 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_routing_table(case):
     _, rank, size, k, names, (topic, nodeid, flags), source, expect = case
-    from fluxlite.util import tree
     down = tree.children(rank, size, k)
     if expect[0] == "error" and "is lost" in expect[2]:
         down = []

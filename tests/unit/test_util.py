@@ -125,3 +125,26 @@ def test_layout_of_exclusive_slots_runs_the_slots_asked_for():
         spec = js.build(["true"], ntasks=n, nnodes=None, cores_per_task=1, exclusive=True)
         alloc = {r: [0, 1] for r in range(len(want))}
         assert rset.layout(js.request(spec), alloc) == want
+
+
+def test_topology_kary_matches_the_functions():
+    for size, k in ((1, 2), (7, 2), (16, 32), (40, 3), (9, 0)):
+        t = tree.Topology.kary(size, k)
+        for r in range(size):
+            assert t.parent(r) == tree.parent(r, k)
+            assert t.children(r) == tree.children(r, size, k)
+            assert t.descendants(r) == tree.descendants(r, size, k)
+            assert t.level(r) == tree.level(r, k)
+            for target in range(size):
+                assert t.next_hop(r, target) == tree.next_hop(r, target, k)
+        assert t.critical_ranks() == tree.critical_ranks(size, k)
+
+
+def test_topology_from_a_config_parents_list():
+    t = tree.Topology([None, 0, 0, 1, 1, 2])          # 0 -> 1, 2; 1 -> 3, 4; 2 -> 5
+    assert t.children(1) == [3, 4] and t.descendants(0) == [1, 2, 3, 4, 5]
+    assert t.next_hop(0, 4) == 1 and t.next_hop(1, 5) is None and t.maxlevel == 2
+    assert t.critical_ranks() == [0, 1, 2]
+    for bad in ([None, 2, 1], [0, None], [None, 5], [None, 1]):
+        with pytest.raises(ValueError):
+            tree.Topology(bad)
