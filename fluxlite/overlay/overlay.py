@@ -60,6 +60,16 @@ class Timeouts:
 
 
 @dataclass
+class Curve:
+    """CURVE keys of this broker's TCP links (Z85 text, 40 bytes each)."""
+
+    public: bytes
+    secret: bytes
+    parent_public: bytes | None = None         # the key the parent presents
+    allowed: set[bytes] | None = None          # keys of the peers that may connect to us
+
+
+@dataclass
 class OverlayCallbacks:
     """How the overlay tells its owner what happened."""
 
@@ -92,8 +102,12 @@ class ChildLink:
 class Overlay:
     def __init__(self, *, rank: int, topology: tree.Topology, ctx: zmq.Context,
                  bind_endpoint: str | None, parent_endpoint: str | None, timeouts: Timeouts,
-                 callbacks: OverlayCallbacks, max_message: int):
+                 callbacks: OverlayCallbacks, max_message: int, curve: Curve | None = None,
+                 insecure: bool = False):
         self.cb = callbacks
+        self.curve = curve
+        self.insecure = insecure     # plain TCP (tests only): refused unless asked for
+        self.zap = None
         self.ctx = ctx
         self.rank = rank
         self.size = topology.size
@@ -140,6 +154,8 @@ class Overlay:
         sock.setsockopt(zmq.RCVHWM, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, self.max_message)
         sock.setsockopt(zmq.LINGER, 200)
+        if self.bind_endpoint.startswith("tcp://"):
+            self._secure_server(sock)
         self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_child_disconnect_hint)
         old = os.umask(0o077)  # an ipc socket only this user may connect to
         try:
@@ -147,6 +163,7 @@ class Overlay:
         finally:
             os.umask(old)
         self.down = Channel(sock, self._on_child_frames)
+        self.bind_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)  # tcp port "*"
 
     def _watch(self, sock: zmq.Socket, events: int, cb) -> None:
         mon = sock.get_monitor_socket(events=events)
@@ -168,6 +185,8 @@ class Overlay:
         sock.setsockopt(zmq.LINGER, 500)
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
+        if self.parent_endpoint.startswith("tcp://"):
+            self._secure_client(sock)
         self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_parent_disconnect)
         sock.connect(self.parent_endpoint)
         self.up = Channel(sock, self._on_parent_frames)
@@ -183,6 +202,36 @@ class Overlay:
         self.parent_lastseen = time.monotonic()
         self.schedule_report()
 
+    def _secure_server(self, sock: zmq.Socket) -> None:
+        """A TCP child socket is a CURVE server whose clients ZAP checks; plain TCP
+        only when the instance was started insecure (tests)."""
+        if self.curve is None:
+            if self.insecure:
+                return
+            raise ConnectFailed("a TCP overlay needs a CURVE certificate (see `fluxlite "
+                                "keygen`); plain TCP only with the insecure test flag")
+        from .zap import DOMAIN, ZapHandler
+        self.zap = ZapHandler(self.ctx, self.curve.allowed or {self.curve.public})
+        sock.setsockopt(zmq.ZAP_DOMAIN, DOMAIN)
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, self.curve.public)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.curve.secret)
+
+    def _secure_client(self, sock: zmq.Socket) -> None:
+        if self.curve is None:
+            if self.insecure:
+                return
+            raise ConnectFailed("a TCP overlay needs a CURVE certificate (see `fluxlite "
+                                "keygen`); plain TCP only with the insecure test flag")
+        sock.setsockopt(zmq.CURVE_SERVERKEY, self.curve.parent_public or self.curve.public)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, self.curve.public)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self.curve.secret)
+        # a cut link is noticed by the keepalives; TCP gives up on unacknowledged
+        # data after the lost timeout too, so a send never hangs longer
+        if self.lost_timeout:
+            sock.setsockopt(zmq.TCP_MAXRT, int(self.lost_timeout * 1000))
+
     def start_timer(self) -> None:
         self.schedule_report()
         self._timer = asyncio.get_running_loop().create_task(self._keepalive_loop())
@@ -192,6 +241,8 @@ class Overlay:
             self._timer.cancel()
         for ch in self._monitors:
             ch.close()
+        if self.zap is not None:
+            self.zap.close()
         for ch in (self.down, self.up):
             if ch is not None:
                 ch.close()
