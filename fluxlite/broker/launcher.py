@@ -15,7 +15,9 @@ as a command interrupted on a terminal does, unless the initial program chose
 its own exit code.
 
 A run directory the user names with --rundir is kept; any part of its path
-that fluxlite creates is made mode 0700, whatever the umask.
+that fluxlite creates is made mode 0700, whatever the umask, and an existing
+one that others may write (or that is not the user's) is refused: see
+util/paths.py.  Everything the brokers create in it is owner-only.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 
 from ..errors import UsageError
 from ..util import procs, tree
-from ..util.paths import make_private_dirs, make_rundir
+from ..util.paths import check_private_dir, make_private_dirs, make_rundir
 
 MAX_SIZE = 1024
 
@@ -43,6 +45,7 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
         rundir = make_rundir()
     else:
         make_private_dirs(rundir)
+        check_private_dir(rundir)
     if len(os.path.join(rundir, f"local-{size}")) > 100:
         raise UsageError(f"run directory path is too long for a socket: {rundir}")
 

@@ -26,6 +26,10 @@ With `tmpdir_in`, the spawner makes a private directory there for the process
 (a shell finds it as `tmpdir` in its info) and removes it once the process is
 reaped and its leftovers killed, before it reports the exit, or when the
 spawner itself ends: a job's scratch files go with its shell however it ends.
+
+File modes: the processes started keep the broker's umask, which is the user's,
+so a job's output files follow it as Flux's do.  What the spawner itself
+creates (the shell log, the private directories) is owner-only whatever the umask.
 """
 
 from __future__ import annotations
@@ -201,7 +205,8 @@ class _Server:
         tag, kind = req["tag"], req.get("kind", "exec")
         tmpdir = None
         if req.get("tmpdir_in"):
-            tmpdir = tempfile.mkdtemp(prefix="j", dir=req["tmpdir_in"])  # short: sockets
+            # short (sockets live there); mkdtemp makes it 0700 whatever the umask
+            tmpdir = tempfile.mkdtemp(prefix="j", dir=req["tmpdir_in"])
             if isinstance(req.get("info"), dict):
                 req["info"]["tmpdir"] = tmpdir
         pid = None
@@ -300,7 +305,10 @@ class _Server:
         os.dup2(null, 1)
         err = null
         if mode == "log" and self.shell_log:
-            err = os.open(self.shell_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # owner-only whatever the umask, which the process keeps for its tasks
+            err = os.open(self.shell_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT |
+                          os.O_NOFOLLOW, 0o600)
+            os.fchmod(err, 0o600)
         os.dup2(err, 2)
 
 

@@ -21,8 +21,13 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
 
-from ..errors import UsageError
+import msgspec
+from msgspec import Meta, Struct
+
+from ..errors import ProtocolError, UsageError
+from ..protocol.schema import describe
 from . import shell_options
 from ..util import fsd
 
@@ -106,84 +111,150 @@ def build(command: list[str], *, ntasks: int | None = None, nnodes: int | None =
     return spec
 
 
-def _count(obj, label: str) -> int:
-    c = obj.get("count") if isinstance(obj, dict) else None
-    if type(c) is not int or not 1 <= c <= MAX_COUNT:
-        raise UsageError(f"jobspec: {label} count must be an integer from 1 to {MAX_COUNT}")
-    return c
+# ------------------------------------------------------------------ validation
+# The shape of a jobspec version 1 as fluxlite accepts it, checked in one msgspec
+# pass: every malformed jobspec is one error naming the field ("jobspec:
+# tasks[0].count.total: expected `int` <= 1048576").  The limits are Flux's where
+# it has them (counts >= 1, a finite duration >= 0, a slot with a label that the
+# task names, only `system` and `user` attributes) and otherwise generous but
+# finite, so that no jobspec asks rank 0 for work without limit.
+
+MAX_TASKS = MAX_COUNT           # tasks one job may have, whatever the counts multiply to
+MAX_ARGS = 1 << 16              # words of a command
+MAX_ARG = 128 * 1024            # bytes of one word (Linux's MAX_ARG_STRLEN)
+MAX_PATH = 4096                 # PATH_MAX
+MAX_ENV = 1 << 16               # environment variables
+MAX_DURATION = 1e12             # seconds: finite (NaN and inf are refused)
+
+_Count = Annotated[int, Meta(ge=1, le=MAX_COUNT)]
+_Label = Annotated[str, Meta(min_length=1, max_length=255)]
+_Arg = Annotated[str, Meta(max_length=MAX_ARG)]
+_One = Meta(min_length=1, max_length=1)
+
+
+class CoreV1(Struct, tag="core", tag_field="type", kw_only=True):
+    count: _Count
+
+
+class SlotV1(Struct, tag="slot", tag_field="type", kw_only=True):
+    count: _Count
+    label: _Label
+    with_: Annotated[list[CoreV1], _One] = msgspec.field(name="with")
+    exclusive: bool = False
+
+
+class NodeV1(Struct, tag="node", tag_field="type", kw_only=True):
+    count: _Count
+    with_: Annotated[list[SlotV1], _One] = msgspec.field(name="with")
+    exclusive: bool = True
+
+
+class TaskCountV1(Struct, kw_only=True, forbid_unknown_fields=True):
+    per_slot: _Count | None = None
+    total: _Count | None = None
+    per_node: _Count | None = None
+
+    def __post_init__(self):
+        if sum(v is not None for v in (self.per_slot, self.total, self.per_node)) != 1:
+            raise ValueError("exactly one of per_slot, total or per_node must be set")
+
+
+class TaskV1(Struct, kw_only=True):
+    command: Annotated[list[_Arg], Meta(min_length=1, max_length=MAX_ARGS)]
+    slot: _Label
+    count: TaskCountV1
+    attributes: dict[str, Any] = {}
+
+
+class ShellV1(Struct, kw_only=True):
+    options: dict[str, Any] = {}
+
+
+class JobV1(Struct, kw_only=True):
+    name: Annotated[str, Meta(max_length=1024)] = ""
+
+
+class BatchV1(Struct, kw_only=True):
+    script: str = ""
+
+
+class SystemV1(Struct, kw_only=True):
+    """attributes.system: the keys fluxlite reads are typed; others (--setattr) pass."""
+    duration: Annotated[float, Meta(ge=0.0, le=MAX_DURATION)] = 0.0
+    cwd: Annotated[str, Meta(max_length=MAX_PATH)] = ""
+    environment: Annotated[dict[Annotated[str, Meta(max_length=MAX_ARG)], _Arg],
+                           Meta(max_length=MAX_ENV)] = {}
+    shell: ShellV1 = msgspec.field(default_factory=ShellV1)
+    job: JobV1 = msgspec.field(default_factory=JobV1)
+    batch: BatchV1 = msgspec.field(default_factory=BatchV1)
+
+
+class AttributesV1(Struct, kw_only=True, forbid_unknown_fields=True):
+    system: SystemV1
+    user: dict[str, Any] = {}
+
+
+class JobspecV1(Struct, kw_only=True, forbid_unknown_fields=True):
+    version: Literal[1]
+    resources: Annotated[list[Union[NodeV1, SlotV1]], _One]
+    tasks: Annotated[list[TaskV1], _One]
+    attributes: AttributesV1
+
+
+def _parse(spec) -> JobspecV1:
+    """The jobspec as JobspecV1, or ProtocolError (wrong type) / UsageError (a value out
+    of bounds) naming the field."""
+    try:
+        return msgspec.convert(spec, JobspecV1)
+    except msgspec.ValidationError as exc:
+        what, wrong_type = describe(exc)
+        what = what.removeprefix("payload: ")
+        raise (ProtocolError if wrong_type else UsageError)(f"jobspec: {what}") from None
+
+
+def _request(js1: JobspecV1) -> Request:
+    top = js1.resources[0]
+    count = js1.tasks[0].count
+    counts = dict(per_slot=count.per_slot or 1, total=count.total, per_node=count.per_node)
+    if isinstance(top, NodeV1):
+        slot = top.with_[0]
+        return Request(top.count, slot.count, top.count * slot.count, slot.with_[0].count,
+                       True, **counts)
+    return Request(None, None, top.count, top.with_[0].count, top.exclusive, **counts)
 
 
 def request(spec: dict) -> Request:
-    """The resource request of a valid jobspec."""
-    res = spec["resources"][0]
-    task_count = spec["tasks"][0]["count"]
-    if res["type"] == "node":
-        nnodes = _count(res, "node")
-        slot = res["with"][0]
-        spn = _count(slot, "slot")
-        cores = _count(slot["with"][0], "core")
-        return Request(nnodes, spn, nnodes * spn, cores, True,
-                       per_slot=task_count.get("per_slot", 1), total=task_count.get("total"),
-                       per_node=task_count.get("per_node"))
-    nslots = _count(res, "slot")
-    cores = _count(res["with"][0], "core")
-    return Request(None, None, nslots, cores, bool(res.get("exclusive")),
-                   per_slot=task_count.get("per_slot", 1), total=task_count.get("total"),
-                   per_node=task_count.get("per_node"))
+    """The resource request of a jobspec (as validate() checks it)."""
+    return _request(_parse(spec))
 
 
 def validate(spec) -> Request:
-    """Check a jobspec from the wire; UsageError says what is wrong."""
-    if not isinstance(spec, dict) or spec.get("version") != 1:
-        raise UsageError("jobspec: version must be 1")
-    res = spec.get("resources")
-    if not isinstance(res, list) or len(res) != 1 or not isinstance(res[0], dict):
-        raise UsageError("jobspec: resources must be a list of one node or slot")
-    top = res[0]
-    if top.get("type") == "node":
-        inner = top.get("with")
-        if not isinstance(inner, list) or len(inner) != 1 or inner[0].get("type") != "slot":
-            raise UsageError("jobspec: a node must contain one slot")
-        slot = inner[0]
-    elif top.get("type") == "slot":
-        slot = top
-    else:
-        raise UsageError("jobspec: resources must start with a node or a slot")
-    w = slot.get("with")
-    if not isinstance(w, list) or len(w) != 1 or not isinstance(w[0], dict) \
-            or w[0].get("type") != "core":
-        raise UsageError("jobspec: a slot must contain cores")
-    tasks = spec.get("tasks")
-    if not isinstance(tasks, list) or len(tasks) != 1 or not isinstance(tasks[0], dict):
-        raise UsageError("jobspec: tasks must be a list of one task")
-    cmd = tasks[0].get("command")
-    if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
-        raise UsageError("jobspec: command must be a non-empty list of strings")
-    count = tasks[0].get("count")
-    if not isinstance(count, dict) or len(count) != 1 or \
-            next(iter(count)) not in ("per_slot", "total", "per_node") or \
-            type(next(iter(count.values()))) is not int or next(iter(count.values())) < 1:
-        raise UsageError("jobspec: task count must be one of per_slot, total, per_node "
-                         "with a positive integer")
-    attrs = spec.get("attributes", {})
-    sysattrs = attrs.get("system", {}) if isinstance(attrs, dict) else None
-    if not isinstance(sysattrs, dict):
-        raise UsageError("jobspec: attributes.system must be a map")
-    dur = sysattrs.get("duration", 0)
-    if isinstance(dur, bool) or not isinstance(dur, (int, float)) or dur < 0:
-        raise UsageError("jobspec: duration must be a number of seconds >= 0")
-    env = sysattrs.get("environment", {})
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                            for k, v in env.items()):
-        raise UsageError("jobspec: environment must map names to strings")
-    if not isinstance(sysattrs.get("cwd", ""), str):
-        raise UsageError("jobspec: cwd must be a string")
-    opts = sysattrs.get("shell", {}).get("options", {}) if isinstance(
-        sysattrs.get("shell", {}), dict) else None
-    shell_options.validate(opts if opts is not None else "bad")
-    req = request(spec)
+    """Check a jobspec from the wire: its shape (JobspecV1), what ties its parts
+    together, and its shell options.  ProtocolError or UsageError names the field."""
+    js1 = _parse(spec)
+    top = js1.resources[0]
+    slot = top.with_[0] if isinstance(top, NodeV1) else top
+    task = js1.tasks[0]
+    if task.slot != slot.label:
+        raise UsageError(f"jobspec: tasks[0].slot: {task.slot!r} names no slot (the slot's "
+                         f"label is {slot.label!r})")
+    req = _request(js1)
+    if req.nslots > MAX_COUNT:
+        raise UsageError(f"jobspec: resources[0]: {req.nslots} slots in all (at most "
+                         f"{MAX_COUNT})")
+    # per_node without -N: at most one node per slot
+    most = (req.total if req.total is not None else
+            req.per_node * (req.nnodes or req.nslots) if req.per_node is not None else
+            req.nslots * req.per_slot)
+    if most > MAX_TASKS:
+        key = next(k for k in ("total", "per_node", "per_slot")
+                   if getattr(task.count, k) is not None)
+        raise UsageError(f"jobspec: tasks[0].count.{key}: the job would have up to {most} "
+                         f"tasks (at most {MAX_TASKS})")
     if req.total is not None and req.nnodes is not None and req.total < req.nnodes:
-        raise UsageError("jobspec: task count must not be less than the node count")
+        raise UsageError(f"jobspec: tasks[0].count.total: {req.total} tasks for "
+                         f"{req.nnodes} nodes (at least one task per node)")
+    shell_options.validate(js1.attributes.system.shell.options)
     return req
 
 

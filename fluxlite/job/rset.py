@@ -6,7 +6,9 @@
 
 Internally an allocation is {rank: [core ids]}.  `layout()` turns a jobspec's
 task count and an allocation into tasks per rank (block order: ranks in
-order, filled before moving on), which is what the job shells run.
+order, filled before moving on), which is what the job shells run.  It is
+arithmetic over the allocated ranks: its cost never grows with a task count
+that a jobspec chose.
 """
 
 from __future__ import annotations
@@ -70,11 +72,11 @@ def layout(req, alloc: dict[int, list[int]]) -> list[int]:
         take = min(s, left)
         counts.append(take)
         left -= take
-    i = 0
-    while left > 0 and counts:  # more tasks than slots (oversubscribed total): round robin
-        counts[i % len(counts)] += 1
-        left -= 1
-        i += 1
+    if left > 0 and counts:
+        # more tasks than slots (an oversubscribed total): deal the rest round robin,
+        # in arithmetic, so the work is per rank whatever the count
+        each, extra = divmod(left, len(counts))
+        counts = [c + each + (1 if i < extra else 0) for i, c in enumerate(counts)]
     return counts
 
 

@@ -1,7 +1,8 @@
 """One broker's links in the tree: a DEALER to its parent, a ROUTER for its children.
 
 Handshake: a child sends CONTROL `hello` {version, rank, pid, hostname}; the
-parent checks the protocol version and that the rank is one of its children,
+parent checks that an ipc peer is the instance owner's process (SO_PEERCRED, as
+libzmq reports it), the protocol version and that the rank is one of its children,
 then answers `hello-ok` (or `disconnect` with a reason, which the child logs
 and exits on).
 
@@ -41,6 +42,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from ..errors import ConnectFailed, ProtocolError
 from ..protocol import message as m
+from ..protocol.frames import peer_uid, recv_frames_from
 from ..protocol.message import Message
 from ..protocol.transport import Channel
 from ..util import fsd, idset, tree
@@ -162,7 +164,7 @@ class Overlay:
             sock.bind(self.bind_endpoint)
         finally:
             os.umask(old)
-        self.down = Channel(sock, self._on_child_frames)
+        self.down = Channel(sock, self._on_child_frames, recv=recv_frames_from)
         self.bind_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)  # tcp port "*"
 
     def _watch(self, sock: zmq.Socket, events: int, cb) -> None:
@@ -292,7 +294,8 @@ class Overlay:
                 self.send_child(c.rank, frames)
 
     # ----------------------------------------------------------- receives
-    def _on_child_frames(self, frames: list[bytes]) -> None:
+    def _on_child_frames(self, got) -> None:
+        frames, peer = got
         if len(frames) < 2:
             return
         ident = frames[0]
@@ -306,7 +309,7 @@ class Overlay:
         c = self.by_ident.get(ident)
         if c is None:
             if msg.type == m.CONTROL and msg.topic == "hello":
-                self._on_hello(ident, msg)
+                self._on_hello(ident, msg, peer_uid(peer))
             else:
                 self._refuse(ident, "message from a peer that has not said hello")
             return
@@ -327,8 +330,18 @@ class Overlay:
         except zmq.ZMQError:
             pass
 
-    def _on_hello(self, ident: bytes, msg: Message) -> None:
-        p = msg.payload if isinstance(msg.payload, dict) else {}
+    def _on_hello(self, ident: bytes, msg: Message, uid: int | None) -> None:
+        if uid is not None and uid != os.getuid():
+            # an ipc peer of another user (only root could reach the socket) is no broker
+            # of this instance, whatever its hello says
+            log.error("hello refused: not the instance owner", peer_uid=uid)
+            self._refuse(ident, f"uid {uid} may not join: the instance belongs to uid "
+                                f"{os.getuid()}")
+            return
+        try:
+            p = msg.payload if isinstance(msg.payload, dict) else {}
+        except ProtocolError:
+            p = {}
         version, rank = p.get("version"), p.get("rank")
         if version != m.PROTOCOL_VERSION:
             log.error("hello refused: protocol version mismatch", peer_version=version,
@@ -371,10 +384,13 @@ class Overlay:
         if topic == "status":
             p = msg.payload
             if isinstance(p, dict):
+                # a child speaks for its own subtree only: ranks outside it are ignored
+                mine = {c.rank, *self.topology.descendants(c.rank)}
                 try:
-                    c.report = {k: idset.decode(v) for k, v in p.items()
+                    c.report = {k: idset.decode(v, below=self.size) & mine
+                                for k, v in p.items()
                                 if k in (ONLINE, TORPID, LOST, OFFLINE)}
-                except ValueError:
+                except (ValueError, TypeError, AttributeError):
                     log.warning("malformed status report dropped", peer=c.rank)
                     return
                 self.schedule_report()

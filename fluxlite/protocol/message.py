@@ -14,6 +14,8 @@ socket boundary.  PROTOCOL_VERSION travels in the overlay hello.
 
 from __future__ import annotations
 
+import gc
+
 import msgpack
 
 from ..errors import FluxliteError, ProtocolError
@@ -47,7 +49,16 @@ _packb = msgpack.Packer(use_bin_type=True).pack
 
 
 def _unpackb(data: bytes):
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    # the cyclic collector is held off while one message is built: it has nothing to
+    # collect there, and a payload of many small containers would otherwise trigger
+    # full collections over the whole heap (a 1 MB frame of empty arrays: 0.4 s, not 0.1)
+    if not gc.isenabled():
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    gc.disable()
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    finally:
+        gc.enable()
 
 
 class Message:
@@ -89,6 +100,10 @@ class Message:
             except Exception as exc:
                 raise ProtocolError(f"undecodable payload on {self.topic!r}: {exc}") from None
         return self._payload
+
+    def payload_size(self) -> int:
+        """Bytes of a payload not decoded yet (0 once decoded, or built here)."""
+        return len(self._payload_raw) if self._payload_raw is not None else 0
 
     def payload_bytes(self) -> bytes:
         if self._payload_raw is not None:

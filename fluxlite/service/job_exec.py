@@ -36,8 +36,8 @@ from ..job import jobspec as js
 from ..job import execution as ex
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
-from ..protocol.schema import (AnyMap, Idset, JobId, Name, Severity, Signal, Struct, Text,
-                               WaitStatus)
+from ..protocol.schema import (BULK_PAYLOAD, AnyMap, Idset, JobId, Name, Severity, Signal,
+                               Struct, Text, WaitStatus)
 from ..util import fluid, fsd, idset
 from .base import ANY, Service, handler
 
@@ -174,7 +174,8 @@ class JobExecService(Service):
         return f"{fluid.f58_plain(job.id)}.{shell_rank}"
 
     # --------------------------------------------------------------- start
-    @handler("job-exec.start", schema=StartRequest, streaming=True)
+    @handler("job-exec.start", schema=StartRequest, streaming=True,
+              max_payload=BULK_PAYLOAD)
     def start_job(self, msg, r):
         job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, self.hostname, self.ctx.attrs)
         self.jobs[r.id] = job
@@ -256,7 +257,8 @@ class JobExecService(Service):
                            else f"unknown job id {fluid.f58(r.id)}")
         self.authorize(msg, job.userid, f"job {fluid.f58(r.id)}")
         try:
-            ranks = set(range(job.nshells)) if r.ranks == "all" else idset.decode(r.ranks)
+            ranks = set(range(job.nshells)) if r.ranks == "all" else \
+                idset.decode(r.ranks, below=max(job.nshells, 1 << 16))
         except ValueError:
             raise UsageError(f"invalid idset {r.ranks!r}: expected shell ranks like 0-1,3") \
                 from None

@@ -17,9 +17,10 @@ uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
 from __future__ import annotations
 
 import errno
+from typing import Annotated
 
 from ..errors import FluxliteError, ProtocolError
-from ..protocol.schema import Key, Matchtag, Struct
+from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
 
 
@@ -28,7 +29,7 @@ class KeyRequest(Struct, kw_only=True):
 
 
 class CommitRequest(Struct, kw_only=True):
-    ops: list[dict]
+    ops: Annotated[list[dict], Meta(max_length=MAX_OPS)]
 
 
 class WatchRequest(Struct, kw_only=True):
@@ -243,7 +244,7 @@ class KVSService(Service):
     def get(self, msg, req):
         return {"value": self.lookup(req.key)}
 
-    @handler("kvs.commit", schema=CommitRequest)
+    @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
     def commit_rpc(self, msg, req):
         return {"version": self.commit(req.ops)}
 

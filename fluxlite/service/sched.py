@@ -20,7 +20,7 @@ from ..errors import FluxliteError
 from ..job import jobspec as js
 from ..job import rset
 from ..util import idset
-from ..protocol.schema import AnyMap, JobId, Struct
+from ..protocol.schema import BULK_PAYLOAD, AnyMap, JobId, Struct
 from .base import ANY, Service, handler
 
 
@@ -170,7 +170,7 @@ class SchedService(Service):
             self.respond_error(p.msg, EOVERFLOW, why)
 
     # --------------------------------------------------------------- RPCs
-    @handler("sched.alloc", schema=AllocRequest)
+    @handler("sched.alloc", schema=AllocRequest, max_payload=BULK_PAYLOAD)
     def alloc(self, msg, r):
         req = js.request(r.jobspec)
         if self.ready:

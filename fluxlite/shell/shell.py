@@ -378,7 +378,7 @@ class JobShell:
     @handler("critical-ranks", schema=CriticalRanksPush)
     def _m_critical_ranks(self, msg, req) -> dict:
         try:
-            ranks = idset.decode(req.ranks)
+            ranks = idset.decode(req.ranks, below=max(self.nshells, 1 << 16))
         except ValueError as exc:
             raise FluxliteError(f"critical-ranks: {exc}", 22) from None
         announce = self._adopt_critical(ranks, req.seq)

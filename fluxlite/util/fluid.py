@@ -56,6 +56,7 @@ def utf8_locale() -> bool:
 
 def f58(fluid: int, ascii_only: bool | None = None) -> str:
     """F58 spelling of a job id: 'ƒ2fEnP1H' (or 'f2fEnP1H' when ascii_only)."""
+    _check(fluid)
     if ascii_only is None:
         ascii_only = not utf8_locale()
     digits = []
@@ -75,6 +76,7 @@ def f58_plain(fluid: int) -> str:
 
 def dothex(fluid: int) -> str:
     """The dotted-hex form used in KVS paths: '0000.0004.b200.0000'."""
+    _check(fluid)
     return ".".join(f"{(fluid >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
 
 
@@ -114,6 +116,13 @@ def _validate(value: int, text) -> int:
     if not 0 <= value < (1 << 64):
         raise ValueError(f"invalid job id {text!r}")
     return value
+
+
+def _check(fluid) -> None:
+    """A job id is an integer from 0 to 2**64-1: anything else is refused before any
+    arithmetic (a negative number would never reach zero by division)."""
+    if type(fluid) is not int or not 0 <= fluid < (1 << 64):
+        raise ValueError(f"invalid job id {fluid!r}: expected an integer from 0 to 2**64-1")
 
 
 def _is_hex(s: str) -> bool:

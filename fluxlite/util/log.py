@@ -1,7 +1,8 @@
 """Broker logging with structlog: one event per line, three sinks.
 
 - a ring of recent entries that `fluxlite dmesg` prints (attr log-ring-size),
-- JSON lines in the run directory (`<rundir>/broker-<rank>.log`),
+- JSON lines in the run directory (`<rundir>/broker-<rank>.log`, mode 0600
+  whatever the umask: see open_private_log),
 - key=value lines on stderr for entries at or above `log-stderr-level`
   (coloured console lines when stderr is a terminal).
 
@@ -98,7 +99,7 @@ def configure(rank: int | None, logfile: str | None = None, *, level: str = "inf
     if logfile is not None:
         if _state["file"] is not None:
             _state["file"].close()
-        _state["file"] = open(logfile, "a", buffering=1)
+        _state["file"] = open_private_log(logfile)
     _state["stderr_level"] = LEVELS[stderr_level]
     _state["tty"] = sys.stderr.isatty()
     structlog.configure(
@@ -106,6 +107,21 @@ def configure(rank: int | None, logfile: str | None = None, *, level: str = "inf
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         cache_logger_on_first_use=False,
     )
+
+
+def open_private_log(path: str):
+    """Open a log for appending, readable and writable by its owner only, whatever the
+    umask and whatever mode an old file of that name had (logs hold job commands,
+    environments and errors).  A symlink in its place is refused (O_NOFOLLOW)."""
+    import os
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", buffering=1)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def set_levels(level: str | None = None, stderr_level: str | None = None) -> None:

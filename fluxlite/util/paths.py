@@ -3,11 +3,21 @@
 Unix socket paths are limited to about 107 bytes, so run directories are short
 (`/tmp/fl-XXXXXXXX`); every directory fluxlite makes for them is mode 0700,
 whatever the umask.
+
+The run directory is the instance's wall: its sockets and logs are owner-only
+too, but a directory others may write lets them replace a socket with their own
+(and catch what the owner's commands send) or plant a symlink where a log goes.
+So a run directory the user names (`--rundir`) is used only if it is a directory
+owned by the user that nobody else may write; otherwise the launcher refuses it
+with the reason and the fix.  It is not made private behind the user's back (its
+mode is theirs to choose), and no private directory is made inside it: sockets
+stay where the user asked for them, `<rundir>/local-0`, as in Flux.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 
@@ -41,6 +51,29 @@ def make_private_dirs(path: str) -> None:
         except OSError as exc:
             raise UsageError(f"--rundir: cannot create {d}: {exc.strerror}") from None
         os.chmod(d, 0o700)
+
+
+def check_private_dir(path: str, what: str = "--rundir") -> None:
+    """Refuse, with the reason and the fix, a run directory that is not ours alone:
+    not a directory, owned by another user, not rwx for us, or writable by group or
+    others (even with the sticky bit: others could still create names in it)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot use {path}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{what}: {path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise UsageError(f"{what}: {path} is owned by uid {st.st_uid}, not by you "
+                         f"(uid {os.getuid()}): use a directory of your own")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o700 != 0o700:
+        raise UsageError(f"{what}: {path} has mode {mode:04o}: you need rwx on it "
+                         f"(chmod u+rwx {path})")
+    if mode & 0o022:
+        raise UsageError(f"{what}: {path} has mode {mode:04o}: others may write to it and "
+                         f"could replace the instance's sockets; use a directory only you "
+                         f"can write (chmod go-w {path})")
 
 
 def fluxlite_bindir() -> str | None:

@@ -27,12 +27,30 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Annotated
+
+import msgspec
 
 from ...util import fsd
 from ...job import shell_options
+from ...protocol.dispatch import handler
+from ...protocol.schema import Meta, Rank, Struct, Text, WaitStatus
 from ..plugin import ShellPlugin
 
 DEFAULT_TIMEOUT = 30.0
+
+
+class DoomReport(Struct, kw_only=True):
+    """A follower shell's report of a task exit (the `doom` method's payload)."""
+    shell_rank: Rank
+    host: Text = ""
+    rank: Rank
+    localid: Rank = 0
+    pid: Annotated[int, Meta(ge=0, le=(1 << 31) - 1)] = 0
+    wait_status: WaitStatus = 0
+    signaled: bool = False
+    exitcode: WaitStatus = 0
+    disposition: Text = ""
 
 
 class Doom(ShellPlugin):
@@ -51,8 +69,6 @@ class Doom(ShellPlugin):
         self.reports: list[dict] = []   # leader: every report, in arrival order
         self.ignored: set[tuple] = set()  # reports already recorded as doom.ignore
 
-    def methods(self) -> dict:
-        return {"doom": self._report} if self.shell.is_leader else {}
 
     def shell_init(self) -> None:
         opts = self.shell.options
@@ -79,8 +95,11 @@ class Doom(ShellPlugin):
             self.sent_first = True
             self.sent_error = self.sent_error or failed
 
-    def _report(self, payload: dict, msg) -> None:
-        self.check(payload)
+    @handler("doom", schema=DoomReport)
+    def _report(self, msg, report: DoomReport) -> None:
+        """Leader: a follower's first task exit (and its first failing one)."""
+        if self.shell.is_leader:
+            self.check(msgspec.structs.asdict(report))
 
     def shell_lost(self, shell_rank: int, severity: int, message: str) -> None:
         if severity == 0:

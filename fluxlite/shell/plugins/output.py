@@ -28,6 +28,7 @@ from ..plugin import ShellPlugin
 
 
 LINE_LIMIT = 64 << 10  # a partial line longer than this goes out anyway
+COMMIT_BYTES = 1 << 20  # output data in one KVS commit, at most (about)
 
 
 def expand_path(template: str, jobid: int) -> str:
@@ -104,10 +105,20 @@ class Output(ShellPlugin):
         os.write(fd, data)
 
     def flush(self) -> None:
+        """Commit what the tasks wrote, in commits of about COMMIT_BYTES at most (the
+        KVS decodes no commit larger than BULK_PAYLOAD)."""
         self._scheduled = False
-        if self.batch:
-            batch, self.batch = self.batch, []
-            self.shell.output_append(batch)
+        batch, self.batch = self.batch, []
+        chunk, size = [], 0
+        for e in batch:
+            n = len(e.get("context", {}).get("data", ""))
+            if chunk and size + n > COMMIT_BYTES:
+                self.shell.output_append(chunk)
+                chunk, size = [], 0
+            chunk.append(e)
+            size += n
+        if chunk:
+            self.shell.output_append(chunk)
 
     def shell_exit(self) -> None:
         for fd in set(self.files.values()):

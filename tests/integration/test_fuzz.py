@@ -1,0 +1,172 @@
+"""A seeded fuzz run at every socket a client or a peer can reach.
+
+Targets, one instance of 3 brokers (kary:2, so rank 0 has a tbon socket):
+- rank 0's local socket (what any client of the owner reaches),
+- rank 0's tbon socket before a hello (what any process that can open it reaches),
+- rank 0's tbon socket as a broker (a hello as rank 2 after the real one was killed:
+  garbage from an authenticated peer),
+- a running job's leader shell, through the broker (its service methods).
+
+Each gets thousands of frames of random and structured garbage (fuzzframes.py)
+in a few seconds.  Then: no broker or shell crashed, no answer was EIO (a
+handler that failed on input the schema let through), the job ends, and the
+instance still runs jobs.  FLUXLITE_FUZZ_SECONDS (default 2 per target) and
+FLUXLITE_FUZZ_SEED (default 1) choose the run; `make fuzz` runs longer.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import glob
+import os
+import time
+
+import pytest
+
+from fluxlite.job import jobspec as js
+from fluxlite.protocol import message as m
+from fluxlite.testing import jobid_of, wait_event
+
+from fuzzframes import Fuzzer
+from rawpeer import RawPeer, local_endpoint, rss_kib, tbon_endpoint
+
+SECONDS = float(os.environ.get("FLUXLITE_FUZZ_SECONDS", "2"))
+SEED = int(os.environ.get("FLUXLITE_FUZZ_SEED", "1"))
+
+
+class Tally:
+    """What one target got and what came back."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.sent = 0
+        self.seconds = 0.0
+        self.errnos: collections.Counter = collections.Counter()
+
+    def read(self, peer: RawPeer) -> None:
+        while True:
+            frames = peer.recv(0)
+            if frames is None:
+                return
+            try:
+                msg = m.decode(frames)
+            except Exception:
+                self.errnos["undecodable"] += 1
+                continue
+            if msg.type == m.RESPONSE:
+                self.errnos[errno.errorcode.get(msg.errnum, msg.errnum) if msg.errnum
+                            else "ok"] += 1
+                if msg.errnum == errno.EIO:
+                    self.errnos.setdefault("eio_examples", [])
+                    if len(self.errnos["eio_examples"]) < 5:
+                        self.errnos["eio_examples"].append(f"{msg.topic}: {msg.errstr}")
+
+    def line(self) -> str:
+        rate = self.sent / self.seconds if self.seconds else 0
+        return f"{self.name}: {self.sent} frames in {self.seconds:.1f}s ({rate:.0f}/s)"
+
+
+def blast(peer: RawPeer, tally: Tally, make_frames, seconds: float,
+          after_each=None) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        for _ in range(100):
+            frames = make_frames()
+            peer.send(frames)
+            tally.sent += 1
+            if after_each is not None:
+                after_each(frames)
+        tally.read(peer)
+    tally.seconds = time.monotonic() - t0
+    # everything sent has been handled once a request sent last is answered
+    resp = peer.call("broker.ping", {}, nodeid=0, timeout=60) if after_each is None \
+        else None
+    if resp is not None:
+        assert resp.errnum == 0
+    tally.read(peer)
+
+
+@pytest.mark.timeout(300 + 8 * SECONDS)
+def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, tmp_path,
+                                                             capsys):
+    inst = instance_factory(3, topo="kary:2", setattrs=["log-stderr-level=critical"])
+    h = inst.handle()
+    pids = [inst.broker_pid(r) for r in range(3)]
+    rss0 = rss_kib(pids[0])
+    fuzz = Fuzzer(SEED, size=3, jobspec=js.build(["true"], environment={}))
+    tallies = []
+
+    # a job that runs until the end: its leader shell is a target
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    jobid = jobid_of(inst.cli("submit", "-n1", "sh", "-c", f"read x < {fifo}"))
+    init = wait_event(h, jobid, "shell.init", "guest.exec.eventlog")
+    service, leader = init["context"]["service"], init["context"]["leader-rank"]
+    wait_event(h, jobid, "start")
+
+    # 1. the local socket
+    t = Tally("local socket (rank 0)")
+    with RawPeer(local_endpoint(inst)) as peer:
+        blast(peer, t, fuzz.client_frames, SECONDS)
+    tallies.append(t)
+
+    # 2. the tbon socket, before any hello
+    t = Tally("tbon socket, no hello")
+    with RawPeer(tbon_endpoint(inst)) as peer:
+        blast(peer, t, fuzz.peer_frames, SECONDS, after_each=lambda f: None)
+        t.read(peer)
+    tallies.append(t)
+
+    # 3. the job's leader shell, through the broker
+    t = Tally(f"job shell service {service}")
+    with RawPeer(local_endpoint(inst)) as peer:
+        blast(peer, t, lambda: fuzz.shell_frames(service, leader), SECONDS)
+    tallies.append(t)
+
+    # 4. the tbon socket as a broker: rank 2 is killed, and the fuzzer takes its place
+    inst.kill_broker(2)
+    inst.wait_membership(lambda s: 2 in s.get("lost", set()), timeout=15)
+    t = Tally("tbon socket, after hello as rank 2")
+    with RawPeer(tbon_endpoint(inst)) as peer:
+        peer.send_msg(m.Message.control("hello", {"version": 1, "rank": 2, "pid": 1,
+                                                  "hostname": "fuzz"}))
+        ok = peer.recv_msg(10)
+        assert ok is not None and ok.topic == "hello-ok", ok
+        blast(peer, t, lambda: fuzz.peer_frames(authenticated=True), SECONDS,
+              after_each=lambda f: None)
+        t.read(peer)
+        health = h.call("overlay.health", nodeid=0, timeout=60)
+        assert health["children"][1]["state"] in ("online", "torpid"), health
+    tallies.append(t)
+    # the fake rank 2 went away: it is lost, as the real one was
+    inst.wait_membership(lambda s: 2 in s.get("lost", set()), timeout=15)
+
+    # what survived: every broker that was not killed, the job, the instance
+    for pid in pids[:2]:
+        os.kill(pid, 0)  # raises if the broker died
+    with open(fifo, "w") as f:
+        f.write("go\n")
+    wait_event(h, jobid, "clean", timeout=60)
+    for rank in (0, 1):
+        h.call("broker.ping", {}, nodeid=rank, timeout=10)
+    cp = inst.cli("run", "-N2", "echo", "alive", check=True, timeout=60)
+    assert cp.stdout.split() == ["alive", "alive"]
+    inst.cli("jobs", "-a", check=True)
+
+    rundir = inst.getattr("rundir")
+    for log in glob.glob(os.path.join(rundir, "shell-*.log")):
+        with open(log, errors="replace") as f:
+            text = f.read()
+        where = text.find("Traceback")
+        assert where < 0, f"a job shell failed in {log}:\n{text[max(0, where - 300):][:3000]}"
+    eio = {t.name: t.errnos.get("eio_examples") for t in tallies if t.errnos.get("EIO")}
+    assert not eio, f"handlers failed with EIO on fuzzed input: {eio}"
+    assert sum(t.sent for t in tallies) >= 1000
+    rss1 = rss_kib(pids[0])
+    with capsys.disabled():
+        print(f"\nfuzz seed {SEED}, {SECONDS:g}s per target, rank 0 RSS {rss0} -> {rss1} KiB")
+        for t in tallies:
+            answers = ", ".join(f"{k} {v}" for k, v in t.errnos.most_common()
+                                if k != "eio_examples")
+            print(f"  {t.line()}; answers: {answers}")
