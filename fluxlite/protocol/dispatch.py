@@ -125,6 +125,10 @@ class Dispatcher:
     def respond_error(self, msg: Message, errnum: int, errstr: str = "") -> None:
         if not msg.flags & NORESPONSE:
             self._send(msg.response(None, errnum, errstr))
+        elif errnum != errno.ENODATA:
+            # no one hears the answer: the log is the only trace of a refused report
+            self.log.debug("unanswerable request refused", topic=msg.topic,
+                           errnum=errnum, error=errstr)
 
     def end_stream(self, msg: Message) -> None:
         self.respond_error(msg, errno.ENODATA)

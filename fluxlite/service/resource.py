@@ -135,7 +135,7 @@ class ResourceService(Service):
 
     def _targets(self, text: str) -> set[int]:
         try:
-            ranks = idset.decode(text, below=max(self.cores, default=0) + 1)
+            ranks = idset.decode(text)   # bounded by idset.MAX_IDS
         except ValueError as exc:
             raise FluxliteError(str(exc), errno.EINVAL) from None
         bad = ranks - set(self.cores)
