@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup start demo test test-unit test-integration bench demo-resilience clean
+.PHONY: setup start demo test test-unit test-integration bench fuzz chaos demo-resilience clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,13 @@ test-integration: setup
 
 bench: setup
 	$(PY) bench/run.py
+
+# longer runs of the attack and chaos tests the suite runs briefly
+fuzz: setup
+	FLUXLITE_FUZZ_SECONDS=$${FLUXLITE_FUZZ_SECONDS:-30} $(PY) -m pytest -q -s tests/integration/test_fuzz.py
+
+chaos: setup
+	FLUXLITE_CHAOS_JOBS=$${FLUXLITE_CHAOS_JOBS:-1000} FLUXLITE_CHAOS_KILLS=$${FLUXLITE_CHAOS_KILLS:-4} $(PY) -m pytest -q -s tests/integration/test_chaos.py
 
 demo-resilience: setup
 	bin/fluxlite-demo-resilience

@@ -61,6 +61,9 @@ class _ShellLog:
         if tb:
             print(tb, file=sys.stderr, flush=True)
 
+    def debug(self, event: str, **kw) -> None:
+        """Dropped: a shell's stderr is the job's, and debug lines would flood it."""
+
 
 class JobShell:
     def __init__(self, info: dict):
