@@ -104,6 +104,13 @@ class Barrier:
 
 
 @dataclass
+class Log:
+    """Something worth one log line (a task speaking garbage; said once per task)."""
+    rank: int
+    why: str
+
+
+@dataclass
 class Abort:
     """A task asked for the job to be ended."""
     rank: int
@@ -119,6 +126,7 @@ class _Client:
     finalized: bool = False
     in_barrier: bool = False
     gone: bool = False
+    complained: bool = False
 
 
 @dataclass
@@ -143,8 +151,9 @@ class PMI1Server:
         if c.gone:
             return []
         if not data:
-            return self.task_gone(rank, "closed its PMI connection"
-                                  if not c.finalized else "")
+            # a task that never spoke PMI (not an MPI program) leaves quietly
+            return self.task_gone(rank, "closed its PMI connection before finalize"
+                                  if c.initialized and not c.finalized else "")
         c.buf += data
         out: list = []
         while not c.gone:
@@ -216,11 +225,18 @@ class PMI1Server:
     def _error(self, c: _Client, answer: str, why: str) -> Answer:
         return Answer(c.rank, encode(answer, [("rc", -1), ("msg", _msg(why))]))
 
+    def _complain(self, c: _Client, answer: str, why: str) -> list:
+        out: list = [self._error(c, answer, why)]
+        if not c.complained:
+            c.complained = True
+            out.append(Log(c.rank, why))
+        return out
+
     def _line(self, c: _Client, line: bytes) -> list:
         try:
             cmd, args = decode(line)
         except ProtocolError as exc:
-            return [self._error(c, "error", str(exc))]
+            return self._complain(c, "error", str(exc))
         if cmd == "init":
             return [self._init(c, args)]
         if cmd in UNSUPPORTED:
@@ -230,7 +246,7 @@ class PMI1Server:
             return self._abort(c, args)
         handler = getattr(self, f"_cmd_{cmd}", None)
         if handler is None:
-            return [self._error(c, "error", f"unknown command {cmd}")]
+            return self._complain(c, "error", f"unknown PMI-1 command {cmd!r}")
         if not c.initialized:
             return [self._error(c, "error", f"{cmd} before init")]
         rv = handler(c, args)

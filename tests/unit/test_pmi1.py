@@ -4,7 +4,7 @@ garbage, a missing key, a double init, the barrier and a task leaving early."""
 import pytest
 
 from fluxlite.errors import ProtocolError
-from fluxlite.pmi.pmi1 import (LINE_MAX, Abort, Answer, Barrier, Close, PMI1Server,
+from fluxlite.pmi.pmi1 import (LINE_MAX, Abort, Answer, Barrier, Close, Log, PMI1Server,
                                decode, encode)
 
 pytestmark = pytest.mark.timeout(10)
@@ -28,7 +28,8 @@ def init(s, rank):
 
 
 def ask(s, rank, line: bytes) -> dict:
-    [a] = s.feed(rank, line)
+    a, *logs = s.feed(rank, line)
+    assert all(isinstance(x, Log) for x in logs)
     return words(a)
 
 
@@ -77,6 +78,8 @@ def test_commands_before_init_unsupported_and_unknown_get_rc_minus_1():
                          (b"garbage\n", "error")):
         got = ask(s, 0, line)
         assert got["cmd"] == answer and got["rc"] == "-1" and got["msg"], line
+    # garbage is worth one log line per task, not one per line
+    assert [x for x in s.feed(0, b"junk\njunk\n") if isinstance(x, Log)] == []
     # still served afterwards
     assert ask(s, 0, b"cmd=get_appnum\n")["rc"] == "0"
 
@@ -134,7 +137,7 @@ def test_a_task_leaving_releases_the_others_from_the_barrier_with_an_error():
         init(s, r)
     assert s.feed(0, b"cmd=barrier_in\n") == []
     out = s.feed(2, b"")
-    assert out[0] == Close(2, "closed its PMI connection")
+    assert out[0] == Close(2, "closed its PMI connection before finalize")
     [a] = out[1:]
     assert a.rank == 0 and words(a)["rc"] == "-1" and "rank_2" in words(a)["msg"]
     # a later entrant learns at once that the barrier cannot complete
@@ -147,3 +150,8 @@ def test_a_finalized_task_closing_is_quiet():
     init(s, 0)
     ask(s, 0, b"cmd=finalize\n")
     assert s.feed(0, b"") == [Close(0, "")]
+
+
+def test_a_task_that_never_spoke_pmi_leaves_quietly():
+    s = server()
+    assert s.feed(1, b"") == [Close(1, "")]
