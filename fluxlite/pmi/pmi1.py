@@ -99,8 +99,10 @@ class Close:
 
 @dataclass
 class Barrier:
-    """Every local task entered the barrier: exchange `keys` with the other shells."""
+    """Every local task entered the barrier: exchange `keys` with the other shells.
+    With `error`, this shell's barrier cannot complete: the others must be told."""
     keys: dict[str, str]
+    error: str = ""
 
 
 @dataclass
@@ -140,6 +142,7 @@ class PMI1Server:
     kvs: dict[str, str] = field(default_factory=dict)   # keys seen after barriers (and preput)
     pending: dict[str, str] = field(default_factory=dict)  # local puts since the last barrier
     barrier_busy: bool = False        # a Barrier was handed out and is not answered yet
+    broken: str = ""                  # why no barrier can complete here any more
 
     def __post_init__(self):
         self.clients = {r: _Client(r) for r in self.ranks}
@@ -179,8 +182,16 @@ class PMI1Server:
         out: list = [Close(rank, why)]
         if not c.finalized and not self.barrier_busy and \
                 any(o.in_barrier for o in self.clients.values()):
-            out += self.barrier_failed(f"task rank {rank} left before the barrier")
+            out += self._fail(f"task rank {rank} left before the barrier")
         return out
+
+    def _fail(self, why: str) -> list:
+        """A barrier cannot complete: release the local tasks and, once, report it."""
+        out: list = []
+        if not self.broken:
+            self.broken = why
+            out.append(Barrier({}, error=why))
+        return out + self.barrier_failed(why)
 
     def _drop(self, c: _Client, why: str) -> list:
         c.buf = b""
@@ -214,7 +225,7 @@ class PMI1Server:
         live = [o for o in self.clients.values() if not o.finalized]
         if any(o.gone for o in live):
             gone = min(o.rank for o in live if o.gone)
-            return self.barrier_failed(f"task rank {gone} left before the barrier")
+            return self._fail(f"task rank {gone} left before the barrier")
         if all(o.in_barrier for o in live) and not self.barrier_busy:
             self.barrier_busy = True
             keys, self.pending = self.pending, {}

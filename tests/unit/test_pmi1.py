@@ -138,7 +138,8 @@ def test_a_task_leaving_releases_the_others_from_the_barrier_with_an_error():
     assert s.feed(0, b"cmd=barrier_in\n") == []
     out = s.feed(2, b"")
     assert out[0] == Close(2, "closed its PMI connection before finalize")
-    [a] = out[1:]
+    assert out[1] == Barrier({}, error="task rank 2 left before the barrier")
+    [a] = out[2:]
     assert a.rank == 0 and words(a)["rc"] == "-1" and "rank_2" in words(a)["msg"]
     # a later entrant learns at once that the barrier cannot complete
     [b] = s.feed(1, b"cmd=barrier_in\n")
