@@ -92,9 +92,11 @@ class Answer:
 
 @dataclass
 class Close:
-    """Close the task's connection; `why` is worth one log line (empty: nothing to say)."""
+    """Close the task's connection; `why` is worth one log line (empty: nothing to say).
+    `eof`: the task closed it, which says more once its exit status is known."""
     rank: int
     why: str = ""
+    eof: bool = False
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Barrier:
     With `error`, this shell's barrier cannot complete: the others must be told."""
     keys: dict[str, str]
     error: str = ""
+    gone_rank: int | None = None      # with `error`: the task whose leaving caused it
 
 
 @dataclass
@@ -156,7 +159,7 @@ class PMI1Server:
         if not data:
             # a task that never spoke PMI (not an MPI program) leaves quietly
             return self.task_gone(rank, "closed its PMI connection before finalize"
-                                  if c.initialized and not c.finalized else "")
+                                  if c.initialized and not c.finalized else "", eof=True)
         c.buf += data
         out: list = []
         while not c.gone:
@@ -172,25 +175,25 @@ class PMI1Server:
             out += self._line(c, line)
         return out
 
-    def task_gone(self, rank: int, why: str = "") -> list:
+    def task_gone(self, rank: int, why: str = "", eof: bool = False) -> list:
         """The task's connection ended.  A task that leaves before finalize cannot enter
         the next barrier; the others are told so rather than left waiting."""
         c = self.clients[rank]
         if c.gone:
             return []
         c.gone = True
-        out: list = [Close(rank, why)]
+        out: list = [Close(rank, why, eof)]
         if not c.finalized and not self.barrier_busy and \
                 any(o.in_barrier for o in self.clients.values()):
-            out += self._fail(f"task rank {rank} left before the barrier")
+            out += self._fail(f"task rank {rank} left before the barrier", rank)
         return out
 
-    def _fail(self, why: str) -> list:
+    def _fail(self, why: str, rank: int | None = None) -> list:
         """A barrier cannot complete: release the local tasks and, once, report it."""
         out: list = []
         if not self.broken:
             self.broken = why
-            out.append(Barrier({}, error=why))
+            out.append(Barrier({}, error=why, gone_rank=rank))
         return out + self.barrier_failed(why)
 
     def _drop(self, c: _Client, why: str) -> list:
@@ -225,7 +228,7 @@ class PMI1Server:
         live = [o for o in self.clients.values() if not o.finalized]
         if any(o.gone for o in live):
             gone = min(o.rank for o in live if o.gone)
-            return self._fail(f"task rank {gone} left before the barrier")
+            return self._fail(f"task rank {gone} left before the barrier", gone)
         if all(o.in_barrier for o in live) and not self.barrier_busy:
             self.barrier_busy = True
             keys, self.pending = self.pending, {}

@@ -78,3 +78,42 @@ def test_bad_pmi_value_is_refused_at_submit(instance_factory):
     assert cp.returncode != 0
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and "pmi" in lines[0] and "simple or off" in lines[0], cp.stderr
+
+
+def test_a_task_exiting_before_mpi_init_ends_the_job_with_its_code(instance_factory, mpi):
+    """The others are in a barrier that can never complete: the job is ended at once
+    (not after exit-timeout) with the early task's status and a note naming it."""
+    inst = instance_factory(2)
+    cp = inst.cli("run", "-N2", "-n4", "-o", "exit-timeout=none", "sh", "-c",
+                  f'test "$PMI_RANK" = 1 && exit 5; exec {mpi["mpi_hello"]}', timeout=120)
+    assert cp.returncode == 5, cp.stderr
+    assert "task rank 1" in cp.stderr and "before the PMI barrier" in cp.stderr, cp.stderr
+
+
+GARBAGE = """
+import os, socket, sys
+s = socket.socket(fileno=int(os.environ["PMI_FD"]))
+if os.environ["PMI_RANK"] == "0":
+    s.sendall(b"garbage\\n")
+    print(s.recv(300).decode().split()[:2])
+    s.sendall(b"cmd=init pmi_version=1 pmi_subversion=1\\ncmd=get_universe_size\\n")
+    got = b""
+    while got.count(b"\\n") < 2:
+        got += s.recv(300)
+    print(got.decode().splitlines()[1])
+    s.sendall(b"cmd=finalize\\n")
+    print(s.recv(300).decode().strip())
+else:
+    s.close()
+"""
+
+
+def test_garbage_gets_an_error_answer_and_one_log_line(instance_factory):
+    inst = instance_factory(1)
+    cp = inst.cli("run", "-n2", "-l", "python3", "-c", GARBAGE, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "0: ['cmd=error', 'rc=-1']" in cp.stdout
+    assert "0: cmd=universe_size rc=0 size=2" in cp.stdout
+    assert "0: cmd=finalize_ack rc=0" in cp.stdout
+    logged = [line for line in cp.stderr.splitlines() if "pmi:" in line]
+    assert len(logged) == 1 and "garbage" in logged[0], cp.stderr

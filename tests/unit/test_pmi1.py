@@ -137,8 +137,8 @@ def test_a_task_leaving_releases_the_others_from_the_barrier_with_an_error():
         init(s, r)
     assert s.feed(0, b"cmd=barrier_in\n") == []
     out = s.feed(2, b"")
-    assert out[0] == Close(2, "closed its PMI connection before finalize")
-    assert out[1] == Barrier({}, error="task rank 2 left before the barrier")
+    assert out[0] == Close(2, "closed its PMI connection before finalize", eof=True)
+    assert out[1] == Barrier({}, error="task rank 2 left before the barrier", gone_rank=2)
     [a] = out[2:]
     assert a.rank == 0 and words(a)["rc"] == "-1" and "rank_2" in words(a)["msg"]
     # a later entrant learns at once that the barrier cannot complete
@@ -150,9 +150,9 @@ def test_a_finalized_task_closing_is_quiet():
     s = server(ranks=(0,), size=1)
     init(s, 0)
     ask(s, 0, b"cmd=finalize\n")
-    assert s.feed(0, b"") == [Close(0, "")]
+    assert s.feed(0, b"") == [Close(0, "", eof=True)]
 
 
 def test_a_task_that_never_spoke_pmi_leaves_quietly():
     s = server()
-    assert s.feed(1, b"") == [Close(1, "")]
+    assert s.feed(1, b"") == [Close(1, "", eof=True)]

@@ -23,6 +23,7 @@ are nested instances (`-o instance`) keep their own bootstrap channel.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 
 from ...errors import FluxliteError
@@ -62,6 +63,9 @@ class PMI(ShellPlugin):
         self.theirs: list[socket.socket] = []
         self.seq = 0
         self.aborted = False
+        self.ending = False       # the job is being ended: closes say nothing new
+        self.unfinished: set[int] = set()   # ranks that closed PMI before finalize
+        self.ending_elsewhere = False       # the leader said a barrier failed elsewhere
         # leader: the barrier being gathered
         self.arrived: dict[int, dict] = {}
         self.waiting: list = []
@@ -93,6 +97,11 @@ class PMI(ShellPlugin):
         # the task's end is closed with it; anything it left unread is moot
         if task.rank in self.socks:
             self._apply(self.server.task_gone(task.rank, ""))
+        # one line for a task that left PMI unfinished on its own (not one killed
+        # because the job is ending)
+        if task.rank in self.unfinished and not task.signaled and not self.ending:
+            self.shell.log(f"pmi: task rank {task.rank} exited ({task.disposition()}) "
+                           "after PMI init and before finalize", "ERROR")
 
     def _close_theirs(self) -> None:
         for sock in self.theirs:
@@ -116,12 +125,16 @@ class PMI(ShellPlugin):
             if isinstance(e, pmi1.Answer):
                 self._send(e.rank, e.data)
             elif isinstance(e, pmi1.Close):
-                if e.why:
+                if e.eof and e.why:
+                    self.unfinished.add(e.rank)
+                elif e.why:
                     self.shell.log(f"pmi: task rank {e.rank}: {e.why}", "ERROR")
                 self._close(e.rank)
             elif isinstance(e, pmi1.Log):
                 self.shell.log(f"pmi: task rank {e.rank}: {e.why}", "ERROR")
             elif isinstance(e, pmi1.Barrier):
+                if e.error:
+                    self._left_early(e)
                 self.shell.spawn(self._barrier(e.keys, e.error))
             elif isinstance(e, pmi1.Abort):
                 self._abort(e)
@@ -133,8 +146,11 @@ class PMI(ShellPlugin):
         try:
             # answers are short; a task that stops reading must not stall the shell
             sent = sock.send(data)
-        except (BlockingIOError, OSError):
-            sent = -1
+        except BlockingIOError:
+            sent = 0
+        except OSError:     # the task is gone; its exit says the rest
+            self._apply(self.server.task_gone(rank, ""))
+            return
         if sent != len(data):
             self._apply(self.server.task_gone(rank, "does not read its PMI answers"))
 
@@ -148,6 +164,7 @@ class PMI(ShellPlugin):
         if self.aborted:
             return
         self.aborted = True
+        self.ending = True
         code = e.code & 0xff
         note = (f"{self.shell.arg0}: task rank {e.rank} on host {self.shell.hostname} "
                 f"called PMI abort (exit code {e.code})" + (f": {e.message}" if e.message else ""))
@@ -155,6 +172,35 @@ class PMI(ShellPlugin):
         self.shell.spawn(self.shell.raise_exception(
             "exec", 0, note, {"rank": e.rank, "shell_rank": self.shell.rank,
                               "host": self.shell.hostname}, wait_status=code << 8))
+
+    def _left_early(self, e: pmi1.Barrier) -> None:
+        """A task left before a barrier the others are in: MPI cannot recover from
+        that (the others may wait on it outside PMI too), so the job is ended."""
+        if self.ending:
+            return
+        self.ending = True
+        self.shell.spawn(self._raise_left_early(e.gone_rank))
+
+    async def _raise_left_early(self, rank: int | None) -> None:
+        task = next((t for t in self.shell.tasks if t.rank == rank), None)
+        if task is not None and not task.done.done():
+            # its socket closed as it exited: the status follows at once (bounded, as
+            # a task may close the socket and go on running)
+            try:
+                await asyncio.wait_for(asyncio.shield(task.done), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        known = task is not None and task.status is not None
+        if self.ending_elsewhere or (known and task.signaled in (signal.SIGTERM, signal.SIGKILL)):
+            return      # killed because the job is ending (or by someone who ends it)
+        how = f" ({task.disposition()})" if known else ""
+        note = (f"{self.shell.arg0}: task rank {rank} on host {self.shell.hostname} "
+                f"left{how} before the PMI barrier the other tasks are in")
+        self.shell.log(note, "FATAL")
+        await self.shell.raise_exception(
+            "exec", 0, note, {"rank": rank, "shell_rank": self.shell.rank,
+                              "host": self.shell.hostname},
+            wait_status=task.status if known and task.status else 1 << 8)
 
     async def _barrier(self, keys: dict, error: str = "") -> None:
         self.seq += 1
@@ -165,6 +211,7 @@ class PMI(ShellPlugin):
             resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
                                            nodeid=self.shell.leader_rank)
         except FluxliteError as exc:
+            self.ending_elsewhere = True
             if error:
                 return          # the local tasks were told already
 
