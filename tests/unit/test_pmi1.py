@@ -156,3 +156,10 @@ def test_a_finalized_task_closing_is_quiet():
 def test_a_task_that_never_spoke_pmi_leaves_quietly():
     s = server()
     assert s.feed(1, b"") == [Close(1, "", eof=True)]
+
+
+def test_process_mapping_is_mpichs_node_map_for_block_placement():
+    from fluxlite.shell.plugins.pmi import process_mapping
+    assert process_mapping([2, 2]) == "(vector,(0,2,2))"
+    assert process_mapping([4]) == "(vector,(0,1,4))"
+    assert process_mapping([3, 3, 1]) == "(vector,(0,2,3),(2,1,1))"
