@@ -64,6 +64,14 @@ def _output_mode(v) -> None:
         raise ValueError
 
 
+PMI_MODES = ("simple", "off")
+
+
+def _pmi(v) -> None:
+    if v not in PMI_MODES:
+        raise ValueError
+
+
 OPTIONS = {
     "exit-timeout": (_exit_timeout, "doom",
                      "after the first task exits, how long others may run: FSD or none"),
@@ -75,6 +83,7 @@ OPTIONS = {
                                "output.label: prefix lines with the task rank"),
     "output.mode": (_output_mode, "output", "truncate (default) or append: how output "
                                             "files are opened"),
+    "pmi": (_pmi, "pmi", "simple (default): serve PMI-1 to MPI tasks; off: no PMI"),
     "input": (_any, "input", "tasks read stdin from the job's input log (set by run), or "
                              "input.path=FILE"),
 }
@@ -84,6 +93,7 @@ _MESSAGES = {
     "exit-on-error": "exit-on-error takes no value, or true/false",
     "plugins": "plugins must be a path or a list of paths",
     "output.mode": "output.mode must be truncate or append",
+    "pmi": "pmi must be simple or off",
 }
 
 

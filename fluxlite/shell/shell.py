@@ -224,7 +224,7 @@ class JobShell:
         for p in self.plugins.plugins:
             for m in declared_methods(p):
                 self.dispatcher.add(Method(f"{self.service}.{m.topic}", m.fn, m.schema,
-                                           m.streaming, m.roles))
+                                           m.streaming, m.roles, m.max_payload))
             for name, fn in p.methods().items():
                 self.add_method(name, fn)
         await self.plugins.call("shell.init", strict=True)

@@ -15,6 +15,9 @@ def builtin_plugins(shell) -> list:
     if shell.options.get("instance"):
         from .bootstrap import Bootstrap
         plugins.insert(0, Bootstrap)
+    elif shell.options.get("pmi", "simple") != "off":
+        from .pmi import PMI
+        plugins.append(PMI)
     if shell.options.get("pty") and shell.is_leader:
         from .pty import Pty
         plugins.insert(0, Pty)

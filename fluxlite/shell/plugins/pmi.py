@@ -1,0 +1,262 @@
+"""pmi: serve the PMI-1 simple wire protocol to the job's tasks (MPI programs).
+
+Options:
+    pmi=simple      (default) each task gets a private socketpair and the
+                    environment MPICH's simple PMI client reads: PMI_FD,
+                    PMI_RANK, PMI_SIZE, PMI_SPAWNED=0
+    pmi=off         no PMI: an MPI program starts as a singleton
+
+The protocol and each shell's state are fluxlite/pmi/pmi1.py; this plugin
+moves bytes between the tasks' sockets and that state.  Puts stay in the
+shell.  When every local task entered a barrier the shell sends its keys to
+the leader's `pmi-barrier` method (one message per shell); the leader answers
+every shell once, with the keys of all, when the last one arrived.  A task
+that leaves before a barrier, or a lost shell, makes the barrier fail for
+everyone (rc=-1) instead of hanging.  `abort` raises a fatal `exec`
+exception naming the task, and the job finishes with the abort code.
+
+Before the tasks start, the shell puts PMI_process_mapping (MPICH's node
+map, as Flux does), so MPICH finds the tasks that share a node.  Jobs that
+are nested instances (`-o instance`) keep their own bootstrap channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+
+from ...errors import FluxliteError
+from ...pmi import pmi1
+from ...protocol.dispatch import NO_REPLY, handler
+from ...protocol.schema import Rank, Seq, Struct, Text
+from ...util import fluid
+from ..plugin import ShellPlugin
+
+
+class PMIBarrier(Struct, kw_only=True):
+    """A shell's entry into the job's PMI barrier (the `pmi-barrier` method's payload)."""
+    shell_rank: Rank
+    seq: Seq
+    keys: dict[Text, Text] = {}
+    error: Text = ""
+
+
+def process_mapping(counts: list[int]) -> str:
+    """MPICH's PMI_process_mapping for block-placed tasks: (vector,(node,nnodes,ppn),...)."""
+    blocks: list[list[int]] = []
+    for node, n in enumerate(counts):
+        if blocks and blocks[-1][2] == n and blocks[-1][0] + blocks[-1][1] == node:
+            blocks[-1][1] += 1
+        else:
+            blocks.append([node, 1, n])
+    return "(vector," + ",".join(f"({a},{b},{c})" for a, b, c in blocks) + ")"
+
+
+class PMI(ShellPlugin):
+    name = "pmi"
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.server: pmi1.PMI1Server | None = None
+        self.socks: dict[int, socket.socket] = {}
+        self.theirs: list[socket.socket] = []
+        self.seq = 0
+        self.aborted = False
+        self.ending = False       # the job is being ended: closes say nothing new
+        self.unfinished: set[int] = set()   # ranks that closed PMI before finalize
+        self.ending_elsewhere = False       # the leader said a barrier failed elsewhere
+        # leader: the barrier being gathered
+        self.arrived: dict[int, dict] = {}
+        self.waiting: list = []
+        self.gathering_seq = 0
+        self.broken = ""          # leader: why no barrier can complete any more
+
+    def shell_init(self) -> None:
+        s = self.shell
+        first = s.first_task
+        self.server = pmi1.PMI1Server(kvsname=fluid.f58_plain(s.jobid), size=s.ntasks,
+                                      ranks=list(range(first, first + s.nlocal)))
+        self.server.kvs["PMI_process_mapping"] = process_mapping(list(s.info["counts"]))
+
+    # ----------------------------------------------------------- per task
+    def task_init(self, task) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours.setblocking(False)
+        task.pass_fds = tuple(task.pass_fds) + (theirs.fileno(),)
+        task.env.update({"PMI_FD": str(theirs.fileno()), "PMI_RANK": str(task.rank),
+                         "PMI_SIZE": str(self.shell.ntasks), "PMI_SPAWNED": "0"})
+        self.socks[task.rank] = ours
+        self.theirs.append(theirs)
+        asyncio.get_running_loop().add_reader(ours.fileno(), self._readable, task.rank)
+
+    def shell_start(self) -> None:
+        self._close_theirs()
+
+    def task_exit(self, task) -> None:
+        # the task's end is closed with it; anything it left unread is moot
+        if task.rank in self.socks:
+            self._apply(self.server.task_gone(task.rank, ""))
+        # one line for a task that left PMI unfinished on its own (not one killed
+        # because the job is ending)
+        if task.rank in self.unfinished and not task.signaled and not self.ending:
+            self.shell.log(f"pmi: task rank {task.rank} exited ({task.disposition()}) "
+                           "after PMI init and before finalize", "ERROR")
+
+    def _close_theirs(self) -> None:
+        for sock in self.theirs:
+            sock.close()    # the tasks have their own copies
+        self.theirs.clear()
+
+    def _readable(self, rank: int) -> None:
+        sock = self.socks.get(rank)
+        if sock is None:
+            return
+        try:
+            data = sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        self._apply(self.server.feed(rank, data))
+
+    def _apply(self, effects: list) -> None:
+        for e in effects:
+            if isinstance(e, pmi1.Answer):
+                self._send(e.rank, e.data)
+            elif isinstance(e, pmi1.Close):
+                if e.eof and e.why:
+                    self.unfinished.add(e.rank)
+                elif e.why:
+                    self.shell.log(f"pmi: task rank {e.rank}: {e.why}", "ERROR")
+                self._close(e.rank)
+            elif isinstance(e, pmi1.Log):
+                self.shell.log(f"pmi: task rank {e.rank}: {e.why}", "ERROR")
+            elif isinstance(e, pmi1.Barrier):
+                if e.error:
+                    self._left_early(e)
+                self.shell.spawn(self._barrier(e.keys, e.error))
+            elif isinstance(e, pmi1.Abort):
+                self._abort(e)
+
+    def _send(self, rank: int, data: bytes) -> None:
+        sock = self.socks.get(rank)
+        if sock is None:
+            return
+        try:
+            # answers are short; a task that stops reading must not stall the shell
+            sent = sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:     # the task is gone; its exit says the rest
+            self._apply(self.server.task_gone(rank, ""))
+            return
+        if sent != len(data):
+            self._apply(self.server.task_gone(rank, "does not read its PMI answers"))
+
+    def _close(self, rank: int) -> None:
+        sock = self.socks.pop(rank, None)
+        if sock is not None:
+            asyncio.get_running_loop().remove_reader(sock.fileno())
+            sock.close()
+
+    def _abort(self, e: pmi1.Abort) -> None:
+        if self.aborted:
+            return
+        self.aborted = True
+        self.ending = True
+        code = e.code & 0xff
+        note = (f"{self.shell.arg0}: task rank {e.rank} on host {self.shell.hostname} "
+                f"called PMI abort (exit code {e.code})" + (f": {e.message}" if e.message else ""))
+        self.shell.log(note, "FATAL")
+        self.shell.spawn(self.shell.raise_exception(
+            "exec", 0, note, {"rank": e.rank, "shell_rank": self.shell.rank,
+                              "host": self.shell.hostname}, wait_status=code << 8))
+
+    def _left_early(self, e: pmi1.Barrier) -> None:
+        """A task left before a barrier the others are in: MPI cannot recover from
+        that (the others may wait on it outside PMI too), so the job is ended."""
+        if self.ending:
+            return
+        self.ending = True
+        self.shell.spawn(self._raise_left_early(e.gone_rank))
+
+    async def _raise_left_early(self, rank: int | None) -> None:
+        task = next((t for t in self.shell.tasks if t.rank == rank), None)
+        if task is not None and not task.done.done():
+            # its socket closed as it exited: the status follows at once (bounded, as
+            # a task may close the socket and go on running)
+            try:
+                await asyncio.wait_for(asyncio.shield(task.done), 2.0)
+            except asyncio.TimeoutError:
+                pass
+        known = task is not None and task.status is not None
+        if self.ending_elsewhere or (known and task.signaled in (signal.SIGTERM, signal.SIGKILL)):
+            return      # killed because the job is ending (or by someone who ends it)
+        how = f" ({task.disposition()})" if known else ""
+        note = (f"{self.shell.arg0}: task rank {rank} on host {self.shell.hostname} "
+                f"left{how} before the PMI barrier the other tasks are in")
+        self.shell.log(note, "FATAL")
+        await self.shell.raise_exception(
+            "exec", 0, note, {"rank": rank, "shell_rank": self.shell.rank,
+                              "host": self.shell.hostname},
+            wait_status=task.status if known and task.status else 1 << 8)
+
+    async def _barrier(self, keys: dict, error: str = "") -> None:
+        self.seq += 1
+        payload = {"shell_rank": self.shell.rank, "seq": self.seq, "keys": keys}
+        if error:
+            payload["error"] = error
+        try:
+            resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
+                                           nodeid=self.shell.leader_rank)
+        except FluxliteError as exc:
+            self.ending_elsewhere = True
+            if error:
+                return          # the local tasks were told already
+
+            self._apply(self.server.barrier_failed(exc.message or str(exc)))
+            return
+        self._apply(self.server.barrier_done(dict(resp.get("keys") or {})))
+
+    # ----------------------------------------------------------- leader
+    @handler("pmi-barrier", schema=PMIBarrier, max_payload=16 << 20)
+    def _m_barrier(self, msg, req: PMIBarrier):
+        if req.error and not self.broken:
+            self._break(f"PMI barrier failed on shell rank {req.shell_rank}: {req.error}")
+        if self.broken:
+            raise FluxliteError(self.broken, 71)
+        if req.seq != self.gathering_seq:
+            if req.seq != self.gathering_seq + 1 or self.arrived:
+                raise FluxliteError(f"PMI barrier {req.seq} from shell {req.shell_rank} "
+                                    f"while gathering barrier {self.gathering_seq}", 71)
+            self.gathering_seq = req.seq
+        self.arrived[req.shell_rank] = dict(req.keys)
+        self.waiting.append(msg)
+        if len(self.arrived) < self.shell.nshells:
+            return NO_REPLY
+        merged: dict = {}
+        for rank in sorted(self.arrived):
+            merged.update(self.arrived[rank])
+        waiting, self.waiting = self.waiting, []
+        self.arrived = {}
+        for m in waiting[:-1]:
+            self.shell.h.respond(m, {"keys": merged})
+        return {"keys": merged}
+
+    def shell_lost(self, shell_rank: int, severity: int, message: str) -> None:
+        """A shell is gone: no barrier can complete; release those waiting."""
+        if not self.broken:
+            self._break(f"PMI barrier failed: shell rank {shell_rank} was lost")
+
+    def _break(self, why: str) -> None:
+        self.broken = why
+        waiting, self.waiting = self.waiting, []
+        self.arrived = {}
+        for m in waiting:
+            self.shell.h.respond(m, None, 71, self.broken)
+
+    def shell_exit(self) -> None:
+        self._close_theirs()
+        for rank in list(self.socks):
+            self._close(rank)
