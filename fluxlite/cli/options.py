@@ -78,6 +78,16 @@ def _dependencies(ctx, param, values):
         raise click.BadParameter(exc.message.removeprefix("invalid dependency ")) from None
 
 
+def _begin_time(ctx, param, value):
+    if value is None:
+        return None
+    from ..job.depend import parse_begin_time
+    try:
+        return parse_begin_time(value)
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.removeprefix("invalid begin-time ")) from None
+
+
 COMMON = [
     click.Option(["-N", "--nodes"], type=click.IntRange(1, None), default=None,
                  help="Number of nodes (ranks), each wholly allocated to the job."),
@@ -110,6 +120,10 @@ COMMON = [
                  help="Start only after job JOBID: after (it started), afterany (it "
                       "ended), afterok (it completed), afternotok (it failed) "
                       "(repeatable)."),
+    click.Option(["--begin-time"], callback=_begin_time, default=None,
+                 metavar="+FSD|HH:MM[:SS]|DATE",
+                 help="Start no earlier than this: +FSD from now (+30s, +2h), the next "
+                      "clock time HH:MM[:SS], or YYYY-MM-DD[ HH:MM[:SS]]."),
     click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
 ]
 
@@ -184,8 +198,11 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         options["plugins"] = ",".join(os.path.abspath(p) for p in options["plugins"].split(",")
                                       if p)
     sysattrs = dict(system or {})
-    if params.get("dependencies"):
-        sysattrs["dependencies"] = list(params["dependencies"])
+    deps = list(params.get("dependencies") or [])
+    if params.get("begin_time") is not None:
+        deps.append({"scheme": "begin-time", "value": params["begin_time"]})
+    if deps:
+        sysattrs["dependencies"] = deps
     user = {}
     for key, val in (params.get("setattr") or {}).items():
         if key.startswith("user."):

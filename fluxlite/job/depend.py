@@ -16,12 +16,20 @@ are Flux's `after*` ones, on a job id V:
 
 `verdict()` says, from what is known of V, whether the dependency is met, may
 still be met, or never can be (and why, in words naming V).
+
+`--begin-time` writes Flux's `{"scheme": "begin-time", "value": T}`, T a Unix
+time (a number): the job waits in DEPEND until then.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
+import re
+import time
+
 from ..errors import UsageError
-from ..util import fluid
+from ..util import fluid, fsd
 
 URGENCY_HOLD = 0
 URGENCY_DEFAULT = 16
@@ -31,7 +39,10 @@ PRIORITY_MAX = 4294967295
 URGENCY_NAMES = {"hold": URGENCY_HOLD, "default": URGENCY_DEFAULT,
                  "expedite": URGENCY_EXPEDITE}
 
-SCHEMES = ("after", "afterany", "afterok", "afternotok")
+AFTER = ("after", "afterany", "afterok", "afternotok")
+BEGIN_TIME = "begin-time"
+SCHEMES = AFTER + (BEGIN_TIME,)
+MAX_TIME = 1e12           # a begin-time, seconds since the epoch
 MAX_DEPENDENCIES = 1024   # per job
 
 MET, WAIT, NEVER = "met", "wait", "never"
@@ -69,8 +80,54 @@ def parse_uri(text: str) -> dict:
     if scheme not in SCHEMES:
         raise UsageError(f"invalid dependency {text!r}: unknown scheme {scheme!r} "
                          f"(known: {', '.join(SCHEMES)})")
+    if scheme == BEGIN_TIME:
+        try:
+            t = float(value)
+        except ValueError:
+            t = math.nan
+        if not 0 <= t <= MAX_TIME:
+            raise UsageError(f"invalid dependency {text!r}: begin-time takes a Unix time "
+                             "in seconds")
+        return {"scheme": scheme, "value": t}
     target(value, scheme)
     return {"scheme": scheme, "value": value}
+
+
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+def parse_begin_time(text: str, now: float | None = None) -> float:
+    """`--begin-time`: +FSD from now ("+30s", "+2h"), a clock time ("14:30",
+    "14:30:05": its next occurrence, today or tomorrow), or a date or date and time
+    in ISO form ("2026-12-24", "2026-12-24 18:00", "2026-12-24T18:00:00").  A Unix
+    time (seconds)."""
+    now = time.time() if now is None else now
+    t = str(text).strip()
+    bad = UsageError(f"invalid begin-time {text!r}: expected +FSD (e.g. +30s, +2h), a "
+                     "clock time HH:MM[:SS], or a date YYYY-MM-DD[ HH:MM[:SS]]")
+    if t.startswith("+"):
+        try:
+            return now + fsd.parse(t[1:])
+        except ValueError:
+            raise bad from None
+    m = _CLOCK.match(t)
+    if m:
+        h, mi, sec = int(m[1]), int(m[2]), int(m[3] or 0)
+        if h > 23 or mi > 59 or sec > 59:
+            raise bad
+        base = datetime.datetime.fromtimestamp(now)
+        at = base.replace(hour=h, minute=mi, second=sec, microsecond=0)
+        if at.timestamp() <= now:
+            at += datetime.timedelta(days=1)
+        return at.timestamp()
+    try:
+        at = datetime.datetime.fromisoformat(t)
+    except ValueError:
+        raise bad from None
+    v = at.timestamp()
+    if not 0 <= v <= MAX_TIME:
+        raise bad
+    return v
 
 
 def target(value: str, scheme: str) -> int:
@@ -83,7 +140,10 @@ def target(value: str, scheme: str) -> int:
 
 
 def description(dep: dict) -> str:
-    """What dependency-add / dependency-remove carry: 'afterok=ƒ2Vw8zSL'."""
+    """What dependency-add / dependency-remove carry: 'afterok=ƒ2Vw8zSL',
+    'begin-time=1796345768.150'."""
+    if dep["scheme"] == BEGIN_TIME:
+        return f"{BEGIN_TIME}={float(dep['value']):.3f}"
     return f"{dep['scheme']}={dep['value']}"
 
 

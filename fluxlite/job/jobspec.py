@@ -29,7 +29,7 @@ from msgspec import Meta, Struct
 from ..errors import ProtocolError, UsageError
 from ..protocol.schema import describe
 from . import shell_options
-from .depend import MAX_DEPENDENCIES, SCHEMES, target
+from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, target
 from ..util import fsd
 
 MAX_COUNT = 1 << 20
@@ -182,7 +182,8 @@ class BatchV1(Struct, kw_only=True):
 class DependencyV1(Struct, kw_only=True):
     """RFC 26: one entry of attributes.system.dependencies (other keys pass)."""
     scheme: Annotated[str, Meta(min_length=1, max_length=64)]
-    value: Annotated[str, Meta(min_length=1, max_length=256)]
+    value: Annotated[str, Meta(min_length=1, max_length=256)] | \
+        Annotated[float, Meta(ge=0.0, le=MAX_TIME)]
 
 
 class SystemV1(Struct, kw_only=True):
@@ -267,7 +268,14 @@ def validate(spec) -> Request:
             raise UsageError(f"jobspec: attributes.system.dependencies[{i}].scheme: "
                              f"dependency scheme {dep.scheme!r} is not supported (known: "
                              f"{', '.join(SCHEMES)})")
-        target(dep.value, dep.scheme)
+        where = f"jobspec: attributes.system.dependencies[{i}].value"
+        if dep.scheme == BEGIN_TIME:
+            if isinstance(dep.value, str):
+                raise ProtocolError(f"{where}: begin-time takes a number (a Unix time)")
+        elif not isinstance(dep.value, str):
+            raise ProtocolError(f"{where}: {dep.scheme} takes a job id string")
+        else:
+            target(dep.value, dep.scheme)
     shell_options.validate(js1.attributes.system.shell.options)
     return req
 

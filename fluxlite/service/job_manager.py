@@ -104,7 +104,7 @@ class Job:
         self.exec_pending = None
         self.freed = False
         self.waited = False
-        self.deps: dict[str, tuple[str, int]] = {}   # description -> (scheme, job id)
+        self.deps: dict[str, tuple[str, int | None]] = {}  # description -> (scheme, job id)
         self.dependents: list[Job] = []              # jobs in DEPEND waiting on this one
 
     @property
@@ -254,6 +254,9 @@ class JobManagerService(Service):
         still be met is a dependency-add, and one that never can be ends the job."""
         for dep in job.jobspec["attributes"]["system"].get("dependencies", []):
             scheme, desc = dep["scheme"], depend.description(dep)
+            if scheme == depend.BEGIN_TIME:
+                self._begin_time(job, desc, float(dep["value"]))
+                continue
             tid = depend.target(dep["value"], scheme)
             target = self.jobs.get(tid)
             if target is None:
@@ -273,6 +276,23 @@ class JobManagerService(Service):
                     continue
             self.raise_exception(job, "dependency", 0, why)
             return
+
+    def _begin_time(self, job: Job, desc: str, at: float) -> None:
+        """A begin-time dependency: met now, or a dependency-add and a timer."""
+        delay = at - time.time()
+        if delay <= 0 or desc in job.deps:
+            return
+        job.deps[desc] = (depend.BEGIN_TIME, None)
+        self._post(job, "dependency-add", {"description": desc})
+        asyncio.get_running_loop().call_later(delay, self._begin_time_reached, job, desc)
+
+    def _begin_time_reached(self, job: Job, desc: str) -> None:
+        if job.fatal is not None or job.state != states.DEPEND or desc not in job.deps:
+            return
+        del job.deps[desc]
+        self._post(job, "dependency-remove", {"description": desc})
+        if not job.deps:
+            self._depended(job)
 
     def _notify_dependents(self, target: Job) -> None:
         """`target` started or ended: look again at the jobs that depend on it (one job at

@@ -1,9 +1,11 @@
 """Workflows through the CLI against real instances: urgency, holds and priority
 order; RFC 26 after* dependencies (the DEPEND state, dependency-add/-remove,
-dependency exceptions); bad input."""
+dependency exceptions); begin-time; bad input."""
 
+import datetime
 import errno
 import json
+import time
 
 import pytest
 
@@ -305,3 +307,52 @@ def test_api_refuses_bad_dependencies(inst1):
         assert info.value.errnum == errnum, info.value.message
         assert word in info.value.message and "internal error" not in info.value.message
     assert h.call("job-manager.list", {"states": "all"})["jobs"] == []
+
+
+# --------------------------------------------------------------------- begin-time
+
+def test_begin_time_waits_in_depend(inst1):
+    before = time.time()
+    jobid = submit(inst1, "--begin-time=+2s", "true")
+    spec = json.loads(inst1.cli("job", "info", jobid, "jobspec", check=True).stdout)
+    (dep,) = spec["attributes"]["system"]["dependencies"]
+    assert dep["scheme"] == "begin-time" and before + 2 <= dep["value"] <= time.time() + 2
+    desc = f"begin-time={dep['value']:.3f}"
+    assert field(inst1, jobid, "{state} {contextual_info}") == f"DEPEND depends:{desc}"
+    wait_ok(inst1, jobid)
+    log = eventlog(inst1, jobid)
+    add = next(e for e in log if e["name"] == "dependency-add")
+    remove = next(e for e in log if e["name"] == "dependency-remove")
+    assert add["context"]["description"] == remove["context"]["description"] == desc
+    assert remove["timestamp"] >= dep["value"]
+    assert stamp(inst1, jobid, "start") >= dep["value"]
+
+
+def test_begin_time_clock_and_date_forms(inst1):
+    now = datetime.datetime.now()
+    ahead = now + datetime.timedelta(hours=2)
+    clock = submit(inst1, f"--begin-time={ahead:%H:%M}", "true")
+    past = submit(inst1, "--begin-time=2020-01-02 03:04", "--dependency=afterany:" + clock,
+                  "true")
+    spec = json.loads(inst1.cli("job", "info", past, "jobspec", check=True).stdout)
+    assert spec["attributes"]["system"]["dependencies"][-1] == {
+        "scheme": "begin-time", "value": datetime.datetime(2020, 1, 2, 3, 4).timestamp()}
+    spec = json.loads(inst1.cli("job", "info", clock, "jobspec", check=True).stdout)
+    at = spec["attributes"]["system"]["dependencies"][0]["value"]
+    assert at == ahead.replace(second=0, microsecond=0).timestamp() or \
+        at == (ahead.replace(second=0, microsecond=0) + datetime.timedelta(days=1)).timestamp()
+    assert field(inst1, clock, "{state}") == "DEPEND"
+    inst1.cli("cancel", clock, check=True)
+    # the date is past: met at once; the job ran once the job it follows ended
+    wait_ok(inst1, past)
+    assert [e["context"]["description"] for e in eventlog(inst1, past)
+            if e["name"] == "dependency-add"] == [f"afterany={clock}"]
+
+
+def test_bad_begin_time_is_one_line(inst1):
+    for bad in ("yesterday", "+5x", "25:00", "2030-13-01", ""):
+        cp = inst1.cli("submit", f"--begin-time={bad}", "true")
+        assert cp.returncode == 2 and cp.stdout == ""
+        assert len(cp.stderr.splitlines()) == 1 and "--begin-time" in cp.stderr, cp.stderr
+        assert "+FSD" in cp.stderr
+    assert inst1.cli("jobs", "-a", "-n", "-o", "{id}", check=True).stdout == ""

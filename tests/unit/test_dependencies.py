@@ -97,3 +97,44 @@ def test_sched_queue_is_priority_then_submit_order():
     assert [p.id for p in s.queue] == [4, 5, 1, 3, 2, 6]
     s.schedule()
     assert len(s.queue) == 6
+
+
+NOW = 1_800_000_000.0   # a fixed "now"
+
+
+def test_begin_time_forms():
+    assert depend.parse_begin_time("+30s", NOW) == NOW + 30
+    assert depend.parse_begin_time("+2h", NOW) == NOW + 7200
+    assert depend.parse_begin_time("+0", NOW) == NOW
+    import datetime
+    here = datetime.datetime.fromtimestamp(NOW)
+    later = (here + datetime.timedelta(minutes=5)).replace(microsecond=0)
+    t = depend.parse_begin_time(later.strftime("%H:%M:%S"), NOW)
+    assert t == later.timestamp()
+    earlier = (here - datetime.timedelta(minutes=5)).replace(second=0, microsecond=0)
+    t = depend.parse_begin_time(earlier.strftime("%H:%M"), NOW)   # passed today: tomorrow
+    assert t == (earlier + datetime.timedelta(days=1)).timestamp()
+    day = datetime.datetime(2030, 12, 24, 18, 0)
+    assert depend.parse_begin_time("2030-12-24 18:00", NOW) == day.timestamp()
+    assert depend.parse_begin_time("2030-12-24T18:00:00", NOW) == day.timestamp()
+    assert depend.parse_begin_time("2030-12-24", NOW) == datetime.datetime(2030, 12,
+                                                                           24).timestamp()
+    assert depend.description({"scheme": "begin-time", "value": 12.5}) == \
+        "begin-time=12.500"
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "+5x", "+-5s", "25:00", "12:60", "", "+",
+                                 "2030-13-01", "noon"])
+def test_begin_time_rejects(bad):
+    with pytest.raises(UsageError, match="invalid begin-time"):
+        depend.parse_begin_time(bad, NOW)
+
+
+def test_jobspec_begin_time_value_is_a_number():
+    spec = js.build(["true"], system={"dependencies": [{"scheme": "begin-time",
+                                                        "value": NOW}]})
+    js.validate(spec)
+    for value, exc in (("soon", ProtocolError), (-1.0, UsageError), (1e13, UsageError)):
+        spec["attributes"]["system"]["dependencies"][0]["value"] = value
+        with pytest.raises(exc, match="dependencies"):
+            js.validate(spec)
