@@ -49,7 +49,7 @@ def _signum(text: str) -> int:
 
 @click.group(context_settings=HELP)
 def job():
-    """Job utilities: eventlog, wait-event, attach, wait, info, raise, kill, id."""
+    """Job utilities: eventlog, wait-event, attach, wait, info, raise, kill, urgency, id."""
 
 
 @job.command(context_settings=HELP)
@@ -227,6 +227,23 @@ def raise_(severity, etype, jobid, note):
     from ..job import api
     with handle() as h:
         api.raise_exception(h, jobid, etype, severity, " ".join(note))
+
+
+@job.command("urgency", context_settings=HELP)
+@click.option("-v", "--verbose", is_flag=True, help="Say what the urgency was.")
+@click.argument("jobid", type=JOBID)
+@click.argument("urgency", metavar="N|hold|expedite|default")
+def urgency_(verbose, jobid, urgency):
+    """Change a pending job's urgency: 0 or hold holds it, a larger one releases it,
+    31 or expedite runs it before all others (16 is the default)."""
+    from ..job import api
+    from ..job.depend import parse_urgency
+    from ..util import fluid
+    value = parse_urgency(urgency)
+    with handle() as h:
+        old = api.urgency(h, jobid, value)
+    if verbose:
+        click.echo(f"{fluid.f58(jobid)}: urgency changed from {old} to {value}")
 
 
 @job.command(context_settings=HELP)

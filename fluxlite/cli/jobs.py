@@ -103,7 +103,9 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
     ex = job.get("exception") or {}
     uri = (job.get("memo") or {}).get("uri", "")
     if state in st.PENDING:
-        info = {st.PRIORITY: "priority-wait", st.DEPEND: "depends:"}.get(state, "")
+        info = {st.PRIORITY: "priority-wait",
+                st.DEPEND: "depends:" + ",".join(job.get("dependencies") or []),
+                st.SCHED: "held" if job.get("priority") == 0 else ""}.get(state, "")
         ctime = job.get("duration") or 0.0
     else:
         info, ctime = nodelist, runtime

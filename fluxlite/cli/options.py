@@ -53,6 +53,41 @@ def _duration(ctx, param, value):
         raise click.BadParameter(exc.message.replace("invalid time limit: ", "")) from None
 
 
+class UrgencyType(click.ParamType):
+    """N (0-31), hold, expedite or default."""
+    name = "URGENCY"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from ..job.depend import parse_urgency
+        try:
+            return parse_urgency(value)
+        except UsageError as exc:
+            self.fail(exc.message.removeprefix("invalid urgency "), param, ctx)
+
+
+URGENCY = UrgencyType()
+
+
+def _dependencies(ctx, param, values):
+    from ..job.depend import parse_uri
+    try:
+        return [parse_uri(v) for v in values]
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.removeprefix("invalid dependency ")) from None
+
+
+def _begin_time(ctx, param, value):
+    if value is None:
+        return None
+    from ..job.depend import parse_begin_time
+    try:
+        return parse_begin_time(value)
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.removeprefix("invalid begin-time ")) from None
+
+
 COMMON = [
     click.Option(["-N", "--nodes"], type=click.IntRange(1, None), default=None,
                  help="Number of nodes (ranks), each wholly allocated to the job."),
@@ -77,8 +112,18 @@ COMMON = [
     click.Option(["--cwd"], default=None, metavar="DIR",
                  help="Working directory of the tasks (default: the current one)."),
     click.Option(["--job-name"], default=None, metavar="NAME", help="Name shown by `jobs`."),
-    click.Option(["--urgency"], type=click.IntRange(0, 31), default=16, show_default=True,
-                 help="Urgency 0-31."),
+    click.Option(["--urgency"], type=URGENCY, default="default", metavar="N|hold|expedite|default",
+                 help="Urgency 0-31 (default 16): 0 or hold holds the job until `job "
+                      "urgency` raises it, 31 or expedite runs it before all others."),
+    click.Option(["--dependency", "dependencies"], multiple=True, callback=_dependencies,
+                 metavar="SCHEME:JOBID",
+                 help="Start only after job JOBID: after (it started), afterany (it "
+                      "ended), afterok (it completed), afternotok (it failed) "
+                      "(repeatable)."),
+    click.Option(["--begin-time"], callback=_begin_time, default=None,
+                 metavar="+FSD|HH:MM[:SS]|DATE",
+                 help="Start no earlier than this: +FSD from now (+30s, +2h), the next "
+                      "clock time HH:MM[:SS], or YYYY-MM-DD[ HH:MM[:SS]]."),
     click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
 ]
 
@@ -153,6 +198,11 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         options["plugins"] = ",".join(os.path.abspath(p) for p in options["plugins"].split(",")
                                       if p)
     sysattrs = dict(system or {})
+    deps = list(params.get("dependencies") or [])
+    if params.get("begin_time") is not None:
+        deps.append({"scheme": "begin-time", "value": params["begin_time"]})
+    if deps:
+        sysattrs["dependencies"] = deps
     user = {}
     for key, val in (params.get("setattr") or {}).items():
         if key.startswith("user."):

@@ -52,6 +52,11 @@ def list_jobs(h, states: str = "active") -> list[dict]:
     return h.call("job-manager.list", {"states": states})["jobs"]
 
 
+def urgency(h, jobid: int, urgency: int) -> int:
+    """Set a pending job's urgency (0-31); its previous urgency."""
+    return h.call("job-manager.urgency", {"id": jobid, "urgency": urgency})["old_urgency"]
+
+
 def cancel(h, jobid: int, note: str = "") -> None:
     h.call("job-manager.cancel", {"id": jobid, "note": note})
 

@@ -29,6 +29,7 @@ from msgspec import Meta, Struct
 from ..errors import ProtocolError, UsageError
 from ..protocol.schema import describe
 from . import shell_options
+from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, target
 from ..util import fsd
 
 MAX_COUNT = 1 << 20
@@ -178,6 +179,13 @@ class BatchV1(Struct, kw_only=True):
     script: str = ""
 
 
+class DependencyV1(Struct, kw_only=True):
+    """RFC 26: one entry of attributes.system.dependencies (other keys pass)."""
+    scheme: Annotated[str, Meta(min_length=1, max_length=64)]
+    value: Annotated[str, Meta(min_length=1, max_length=256)] | \
+        Annotated[float, Meta(ge=0.0, le=MAX_TIME)]
+
+
 class SystemV1(Struct, kw_only=True):
     """attributes.system: the keys fluxlite reads are typed; others (--setattr) pass."""
     duration: Annotated[float, Meta(ge=0.0, le=MAX_DURATION)] = 0.0
@@ -187,6 +195,7 @@ class SystemV1(Struct, kw_only=True):
     shell: ShellV1 = msgspec.field(default_factory=ShellV1)
     job: JobV1 = msgspec.field(default_factory=JobV1)
     batch: BatchV1 = msgspec.field(default_factory=BatchV1)
+    dependencies: Annotated[list[DependencyV1], Meta(max_length=MAX_DEPENDENCIES)] = []
 
 
 class AttributesV1(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -254,6 +263,19 @@ def validate(spec) -> Request:
     if req.total is not None and req.nnodes is not None and req.total < req.nnodes:
         raise UsageError(f"jobspec: tasks[0].count.total: {req.total} tasks for "
                          f"{req.nnodes} nodes (at least one task per node)")
+    for i, dep in enumerate(js1.attributes.system.dependencies):
+        if dep.scheme not in SCHEMES:
+            raise UsageError(f"jobspec: attributes.system.dependencies[{i}].scheme: "
+                             f"dependency scheme {dep.scheme!r} is not supported (known: "
+                             f"{', '.join(SCHEMES)})")
+        where = f"jobspec: attributes.system.dependencies[{i}].value"
+        if dep.scheme == BEGIN_TIME:
+            if isinstance(dep.value, str):
+                raise ProtocolError(f"{where}: begin-time takes a number (a Unix time)")
+        elif not isinstance(dep.value, str):
+            raise ProtocolError(f"{where}: {dep.scheme} takes a job id string")
+        else:
+            target(dep.value, dep.scheme)
     shell_options.validate(js1.attributes.system.shell.options)
     return req
 

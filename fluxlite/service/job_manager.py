@@ -12,17 +12,19 @@ CLEANUP, cancels it if it is pending and has job-exec kill it if it runs.
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import time
 
-from ..errors import FluxliteError, NoChild, NotFound, TryAgain, UsageError
+from ..errors import FluxliteError, NoChild, NotFound, PermissionDenied, TryAgain, UsageError
+from ..job import depend
 from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
 from ..protocol.schema import (AnyMap, JobId, Name, Severity, Signal, Struct, Text, Urgency,
                                WaitStatus)
 from ..util import fluid, idset
-from .base import ANY, Service, handler
+from .base import ANY, OWNER, Service, handler
 
 
 class SubmitRequest(Struct, kw_only=True):
@@ -32,6 +34,11 @@ class SubmitRequest(Struct, kw_only=True):
 
 class JobRequest(Struct, kw_only=True):
     id: JobId
+
+
+class UrgencyRequest(Struct, kw_only=True):
+    id: JobId
+    urgency: Urgency
 
 
 class CancelRequest(Struct, kw_only=True):
@@ -71,7 +78,7 @@ class Job:
     __slots__ = ("id", "userid", "urgency", "priority", "jobspec", "req", "name", "state",
                  "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc", "R", "exceptions",
                  "fatal", "status", "memo", "waiters", "ran", "key", "expiration",
-                 "exec_pending", "freed", "waited")
+                 "exec_pending", "freed", "waited", "deps", "dependents")
 
     def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int):
         self.id = jobid
@@ -79,7 +86,7 @@ class Job:
         self.jobspec = jobspec
         self.req = req
         self.urgency = urgency
-        self.priority = urgency
+        self.priority = depend.priority(urgency)
         self.name = js.command_name(jobspec)
         self.state = states.NEW
         self.t_submit = time.time()
@@ -97,6 +104,8 @@ class Job:
         self.exec_pending = None
         self.freed = False
         self.waited = False
+        self.deps: dict[str, tuple[str, int | None]] = {}  # description -> (scheme, job id)
+        self.dependents: list[Job] = []              # jobs in DEPEND waiting on this one
 
     @property
     def result(self) -> str | None:
@@ -125,6 +134,7 @@ class Job:
             "expiration": self.expiration, "memo": self.memo,
             "instance": bool(opts.get("instance")), "waited": self.waited,
             "depth": level + 1 if opts.get("instance") else 0,
+            "dependencies": list(self.deps),
         }
 
 
@@ -141,6 +151,8 @@ class JobManagerService(Service):
         self.level = int(ctx.attrs.get("instance-level") or 0)
         self._idle = asyncio.Event()
         self._idle.set()
+        self._settle: collections.deque[Job] = collections.deque()  # jobs whose dependents
+        self._settling = False                                       # are to be looked at
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -185,6 +197,7 @@ class JobManagerService(Service):
                 break
         if not any(j.state != states.INACTIVE for j in self.jobs.values()):
             self._idle.set()
+        self._notify_dependents(job)
 
     def _wait_result(self, job: Job) -> dict:
         job.waited = True
@@ -206,26 +219,164 @@ class JobManagerService(Service):
         req = js.validate(spec)
         if self.ctx.at_least("cleanup"):
             raise TryAgain("the instance is shutting down: submissions are closed")
+        if urgency > depend.URGENCY_DEFAULT and not self._is_owner(msg):
+            raise PermissionDenied(f"urgency {urgency}: only the instance owner may submit "
+                                   f"with an urgency above {depend.URGENCY_DEFAULT}")
         jobid = self.gen.generate()
         job = Job(jobid, msg.userid, spec, req, urgency)
         self.jobs[jobid] = job
         self._idle.clear()
         events = [entry("submit", {"userid": job.userid, "urgency": urgency, "flags": 0,
                                    "version": 1}),
-                  entry("validate"), entry("depend"), entry("priority", {"priority": urgency})]
+                  entry("validate")]
         self.kvs.commit([{"key": job_key(jobid, "jobspec"), "value": spec},
                          {"key": job.key, "append": events}])
         for e in events:
             self._advance(job, e["name"], e.get("context"))
-        p = self.rpc("sched.alloc", {"id": jobid, "jobspec": spec})
-        job.exec_pending = p
-        p.on_response = lambda resp, job=job: self._alloc_response(job, resp)
+        self._add_dependencies(job)
+        if job.fatal is None and not job.deps:
+            self._depended(job)
         out = {"id": jobid}
         if job.fatal is not None:  # denied during submit (e.g. unsatisfiable)
             out["exception"] = {"type": job.fatal["type"], "note": job.fatal["note"]}
         return out
 
-    def _alloc_response(self, job: Job, resp) -> None:
+    def _is_owner(self, msg) -> bool:
+        return bool(msg.role & OWNER) and msg.userid == self.ctx.owner
+
+    # -------------------------------------------------------- dependencies
+    def _verdict(self, scheme: str, target: Job) -> tuple[str, str]:
+        return depend.verdict(scheme, target.id, started=target.ran,
+                              inactive=target.state == states.INACTIVE, result=target.result)
+
+    def _add_dependencies(self, job: Job) -> None:
+        """RFC 26 after* dependencies: each one met now is dropped, each one that may
+        still be met is a dependency-add, and one that never can be ends the job."""
+        for dep in job.jobspec["attributes"]["system"].get("dependencies", []):
+            scheme, desc = dep["scheme"], depend.description(dep)
+            if scheme == depend.BEGIN_TIME:
+                self._begin_time(job, desc, float(dep["value"]))
+                continue
+            tid = depend.target(dep["value"], scheme)
+            target = self.jobs.get(tid)
+            if target is None:
+                why = f"{scheme}: job {fluid.f58(tid)} not found"
+            elif target.userid != job.userid:
+                why = (f"{scheme}: job {fluid.f58(tid)} belongs to another user "
+                       "(permission denied)")
+            else:
+                verdict, why = self._verdict(scheme, target)
+                if verdict == depend.MET:
+                    continue
+                if verdict == depend.WAIT:
+                    if desc not in job.deps:
+                        job.deps[desc] = (scheme, tid)
+                        target.dependents.append(job)
+                        self._post(job, "dependency-add", {"description": desc})
+                    continue
+            self.raise_exception(job, "dependency", 0, why)
+            return
+
+    def _begin_time(self, job: Job, desc: str, at: float) -> None:
+        """A begin-time dependency: met now, or a dependency-add and a timer."""
+        delay = at - time.time()
+        if delay <= 0 or desc in job.deps:
+            return
+        job.deps[desc] = (depend.BEGIN_TIME, None)
+        self._post(job, "dependency-add", {"description": desc})
+        asyncio.get_running_loop().call_later(delay, self._begin_time_reached, job, desc)
+
+    def _begin_time_reached(self, job: Job, desc: str) -> None:
+        if job.fatal is not None or job.state != states.DEPEND or desc not in job.deps:
+            return
+        del job.deps[desc]
+        self._post(job, "dependency-remove", {"description": desc})
+        if not job.deps:
+            self._depended(job)
+
+    def _notify_dependents(self, target: Job) -> None:
+        """`target` started or ended: look again at the jobs that depend on it (one job at
+        a time, so that a long chain ending at once does not recurse)."""
+        if not target.dependents:
+            return
+        self._settle.append(target)
+        if self._settling:
+            return
+        self._settling = True
+        try:
+            while self._settle:
+                self._settle_dependents(self._settle.popleft())
+        finally:
+            self._settling = False
+
+    def _settle_dependents(self, target: Job) -> None:
+        for job in list(target.dependents):
+            if job.fatal is None and job.state == states.DEPEND:
+                for desc, (scheme, tid) in list(job.deps.items()):
+                    if tid != target.id:
+                        continue
+                    verdict, why = self._verdict(scheme, target)
+                    if verdict == depend.MET:
+                        del job.deps[desc]
+                        self._post(job, "dependency-remove", {"description": desc})
+                    elif verdict == depend.NEVER:
+                        self.raise_exception(job, "dependency", 0, why)
+                        break
+            if job.fatal is not None or job.state != states.DEPEND or \
+                    all(tid != target.id for _, tid in job.deps.values()):
+                target.dependents.remove(job)
+            if job.fatal is None and job.state == states.DEPEND and not job.deps:
+                self._depended(job)
+
+    def _depended(self, job: Job) -> None:
+        """No dependency left: on to PRIORITY and SCHED; a held job (priority 0) waits
+        there until its urgency is raised."""
+        self._post(job, "depend")
+        self._post(job, "priority", {"priority": job.priority})
+        if job.priority > depend.PRIORITY_MIN:
+            self._alloc(job)
+
+    def _alloc(self, job: Job) -> None:
+        p = self.rpc("sched.alloc", {"id": job.id, "jobspec": job.jobspec,
+                                     "priority": job.priority})
+        job.exec_pending = p
+        p.on_response = lambda resp, job=job, p=p: self._alloc_response(job, resp, p)
+
+    # ------------------------------------------------------------ urgency
+    @handler("job-manager.urgency", schema=UrgencyRequest, roles=ANY)
+    def urgency(self, msg, r):
+        """Change a pending job's urgency (an `urgency` event, then its new priority):
+        raising it from 0 releases a held job, setting it to 0 holds one."""
+        job = self._job(r.id)
+        self._authorize(msg, job)
+        if job.state not in states.PENDING or job.fatal is not None:
+            raise UsageError(f"job {fluid.f58(job.id)} is not pending: its urgency can no "
+                             "longer be changed")
+        if r.urgency > depend.URGENCY_DEFAULT and not self._is_owner(msg):
+            raise PermissionDenied(f"urgency {r.urgency}: only the instance owner may set "
+                                   f"an urgency above {depend.URGENCY_DEFAULT}")
+        old = job.urgency
+        job.urgency = r.urgency
+        self._post(job, "urgency", {"userid": msg.userid, "urgency": r.urgency})
+        new, was = depend.priority(r.urgency), job.priority
+        job.priority = new
+        if job.state == states.SCHED and new != was:
+            self._post(job, "priority", {"priority": new})
+            if was == depend.PRIORITY_MIN:
+                self._alloc(job)
+            elif new == depend.PRIORITY_MIN:
+                job.exec_pending = None
+                self.send("sched.cancel", {"id": job.id})
+            else:
+                self.send("sched.prioritize", {"id": job.id, "priority": new})
+        return {"old_urgency": old}
+
+    def _alloc_response(self, job: Job, resp, p=None) -> None:
+        if p is not None and p is not job.exec_pending:
+            # an allocation asked for before the job was held: give it back
+            if not resp.errnum:
+                self.send("sched.free", {"id": job.id})
+            return
         if resp.errnum:
             if resp.errnum == errno.ECANCELED or job.fatal is not None:
                 return
@@ -259,6 +410,7 @@ class JobManagerService(Service):
         if kind == "start":
             job.ran = True
             self._post(job, "start")
+            self._notify_dependents(job)
         elif kind == "exception":
             self.raise_exception(job, data["type"], data["severity"], data.get("note", ""),
                                  data.get("context"), notify_exec=False)

@@ -1,7 +1,10 @@
-"""The `sched` service (rank 0): FIFO first-fit over cores per rank.
+"""The `sched` service (rank 0): first-fit over cores per rank, in priority order.
 
-Requests are served strictly in submit order (a job that does not fit yet
-blocks the ones behind it, so nothing starves).  `-N` asks for whole nodes;
+Pending requests are kept in order of priority (highest first; the job-manager
+computes it from the urgency), then submit order (job id), and are served
+strictly in that order: a job that does not fit yet blocks the ones behind it,
+so nothing starves.  There is no backfill.  `sched.prioritize` moves a pending
+job when its priority changes.  `-N` asks for whole nodes;
 otherwise slots of c cores are packed onto ranks in rank order.
 
 A request that can never fit is denied at once, in the words of Flux's
@@ -13,20 +16,33 @@ ranks still count toward what could fit; lost ranks do not.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import time
+from typing import Annotated
+
+from msgspec import Meta
 
 from ..errors import FluxliteError
 from ..job import jobspec as js
 from ..job import rset
-from ..util import idset
+from ..job.depend import PRIORITY_MAX
 from ..protocol.schema import BULK_PAYLOAD, AnyMap, JobId, Struct
+from ..util import idset
 from .base import ANY, Service, handler
+
+Priority = Annotated[int, Meta(ge=0, le=PRIORITY_MAX)]
 
 
 class AllocRequest(Struct, kw_only=True):
     id: JobId
     jobspec: AnyMap
+    priority: Priority = 16
+
+
+class PrioritizeRequest(Struct, kw_only=True):
+    id: JobId
+    priority: Priority
 
 
 class FeasibilityRequest(Struct, kw_only=True):
@@ -40,10 +56,15 @@ EOVERFLOW = errno.EOVERFLOW
 
 
 class _Pending:
-    __slots__ = ("id", "msg", "req", "t")
+    __slots__ = ("id", "msg", "req", "t", "priority")
 
-    def __init__(self, jobid, msg, req):
+    def __init__(self, jobid, msg, req, priority):
         self.id, self.msg, self.req, self.t = jobid, msg, req, time.time()
+        self.priority = priority
+
+    def order(self) -> tuple[int, int]:
+        """Highest priority first, then submit order (job ids grow with time)."""
+        return (-self.priority, self.id)
 
 
 class SchedService(Service):
@@ -177,9 +198,23 @@ class SchedService(Service):
             why = self.unsatisfiable(req)
             if why:
                 raise FluxliteError(why, EOVERFLOW)
-        self.queue.append(_Pending(r.id, msg, req))
+        self._enqueue(_Pending(r.id, msg, req, r.priority))
         self.schedule()
         return self.no_reply
+
+    def _enqueue(self, p: _Pending) -> None:
+        bisect.insort(self.queue, p, key=_Pending.order)
+
+    @handler("sched.prioritize", schema=PrioritizeRequest)
+    def prioritize(self, msg, r):
+        for p in self.queue:
+            if p.id == r.id:
+                self.queue.remove(p)
+                p.priority = r.priority
+                self._enqueue(p)
+                self.schedule()
+                return {"found": True}
+        return {"found": False}
 
     @handler("sched.feasibility", schema=FeasibilityRequest, roles=ANY)
     def feasibility(self, msg, r):
