@@ -5,3 +5,10 @@ eventlog entries and KVS keys, and the small client API the CLI uses.
 concurrent.futures futures."""
 
 from .jobspec import Jobspec  # noqa: F401
+
+
+def __getattr__(name):
+    if name == "Executor":  # imported on use: the CLI never pays for asyncio
+        from .executor import Executor
+        return Executor
+    raise AttributeError(name)
