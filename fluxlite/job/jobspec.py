@@ -81,7 +81,8 @@ def _path(what: str, path) -> str:
 
 
 def broker_command() -> list[str]:
-    """The command that starts a broker of a nested instance: this `fluxlite`."""
+    """The command that starts a broker of a nested instance: the absolute path of
+    this `fluxlite`, whatever PATH says."""
     from ..util.paths import fluxlite_bindir
     d = fluxlite_bindir()
     return [os.path.join(d, "fluxlite") if d else "fluxlite", "broker"]
