@@ -86,6 +86,12 @@ class JobException(FluxliteError):
         self.jobid, self.etype, self.note, self.severity = jobid, etype, note, severity
 
 
+class WrongThread(FluxliteError):
+    """A blocking Handle used from a thread other than the one that created it."""
+
+    default_errnum = _errno.EBUSY
+
+
 class NotFound(FluxliteError):
     default_errnum = _errno.ENOENT
 
