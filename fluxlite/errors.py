@@ -68,6 +68,30 @@ class UsageError(FluxliteError):
     default_errnum = _errno.EINVAL
 
 
+class InvalidValue(UsageError, ValueError):
+    """A Python API argument out of range (a ValueError, as Flux's bindings raise)."""
+
+
+class InvalidType(UsageError, TypeError):
+    """A Python API argument of the wrong type (a TypeError, as Flux's bindings raise)."""
+
+
+class JobException(FluxliteError):
+    """A job ended by a fatal exception (cancel, timeout, node failure...): what a job
+    future's result() raises.  `etype` and `note` are the exception's; `jobid` its job."""
+
+    def __init__(self, message: str = "", errnum: int | None = None, *, jobid: int = 0,
+                 etype: str = "", note: str = "", severity: int = 0):
+        super().__init__(message, errnum)
+        self.jobid, self.etype, self.note, self.severity = jobid, etype, note, severity
+
+
+class WrongThread(FluxliteError):
+    """A blocking Handle used from a thread other than the one that created it."""
+
+    default_errnum = _errno.EBUSY
+
+
 class NotFound(FluxliteError):
     default_errnum = _errno.ENOENT
 

@@ -56,7 +56,8 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
         opts.append("-Sbroker.critical-ranks=all")
     from .start import check_broker_opts
     check_broker_opts(opts)
-    command = [fluxlite_executable(), "broker", *opts, "--", *command_tail]
+    from ..job.jobspec import broker_command
+    command = [*broker_command(), *opts, "--", *command_tail]
     extra = {"instance": 1}
     if "exit-timeout" not in (params.get("setopt") or {}):
         extra["exit-timeout"] = "none"
@@ -73,13 +74,6 @@ def split_broker_opts(values) -> list[str]:
     for v in values:
         out += re.split(r",(?=-)", v)
     return out
-
-
-def fluxlite_executable() -> str:
-    """The absolute path of this `fluxlite`, so brokers start whatever PATH says."""
-    from ..util.paths import fluxlite_bindir
-    d = fluxlite_bindir()
-    return os.path.join(d, "fluxlite") if d else "fluxlite"
 
 
 _DIRECTIVE = re.compile(r"^\s*#\s*fluxlite:", re.IGNORECASE)

@@ -190,38 +190,35 @@ def job_environment(rules: tuple[str, ...], removes: tuple[str, ...]) -> dict[st
 
 def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
                  extra_options: dict | None = None, system: dict | None = None) -> dict:
-    """Build the jobspec for a submitting command from its parsed options."""
-    from ..job import jobspec as js
+    """Build the jobspec for a submitting command from its parsed options (with
+    fluxlite.job.jobspec.Jobspec, the one builder)."""
+    from ..job.jobspec import Jobspec
     options = dict(extra_options or {})
     options.update(params.get("setopt") or {})
     if isinstance(options.get("plugins"), str):  # relative to where the user is
         options["plugins"] = ",".join(os.path.abspath(p) for p in options["plugins"].split(",")
                                       if p)
-    sysattrs = dict(system or {})
+    if params.get("label_io") and (params.get("output") or params.get("error")):
+        options["output.label"] = 1
+    spec = Jobspec.from_command(
+        command, num_tasks=params.get("ntasks"), num_nodes=params.get("nodes"),
+        cores_per_task=params.get("cores_per_task") or 1,
+        exclusive=bool(params.get("exclusive")), per_node=per_node,
+        duration=params.get("time_limit") or 0.0, cwd=params.get("cwd"),
+        environment=job_environment(params.get("env_rules") or (),
+                                    params.get("env_remove") or ()),
+        name=params.get("job_name"), input=params.get("input"),
+        output=params.get("output"), error=params.get("error"))
+    for key, val in (system or {}).items():
+        spec.setattr(f"system.{key}", val)
     deps = list(params.get("dependencies") or [])
     if params.get("begin_time") is not None:
         deps.append({"scheme": "begin-time", "value": params["begin_time"]})
     if deps:
-        sysattrs["dependencies"] = deps
-    user = {}
+        spec.setattr("system.dependencies", deps)
+    for key, val in options.items():
+        spec.setattr_shell_option(key, val)
     for key, val in (params.get("setattr") or {}).items():
-        if key.startswith("user."):
-            user[key[5:]] = val
-        else:
-            sysattrs[key[7:] if key.startswith("system.") else key] = val
-    if params.get("input"):
-        options["input.path"] = os.path.abspath(params["input"])
-    if params.get("output"):
-        options["output.stdout.path"] = params["output"]
-    if params.get("error"):
-        options["output.stderr.path"] = params["error"]
-    if params.get("label_io") and (params.get("output") or params.get("error")):
-        options["output.label"] = 1
-    return js.build(
-        command, ntasks=params.get("ntasks"), nnodes=params.get("nodes"),
-        cores_per_task=params.get("cores_per_task") or 1,
-        exclusive=bool(params.get("exclusive")), per_node=per_node,
-        time_limit=params.get("time_limit"), cwd=params.get("cwd"),
-        environment=job_environment(params.get("env_rules") or (),
-                                    params.get("env_remove") or ()),
-        options=options, name=params.get("job_name"), system=sysattrs, user=user)
+        spec.setattr(key if key.startswith(("user.", "system.")) else f"system.{key}", val)
+    spec.validate()
+    return spec.jobspec

@@ -10,16 +10,22 @@ Responses are routed by the shared RPCTracker; callers either wait on one
 PendingRPC or give it an `on_response` callback and drive `run_until()`.
 A socket monitor notices the broker going away, and every outstanding RPC
 then fails with EHOSTUNREACH instead of hanging.
+
+A Handle belongs to the thread that created it (a ZeroMQ socket must not be
+used by two threads): from any other thread every call raises WrongThread at
+once, instead of racing on the socket.  Open one Handle per thread, or share a
+fluxlite.job.Executor, which is safe to share.
 """
 
 from __future__ import annotations
 
 import errno
+import threading
 import time
 
 import zmq
 
-from ..errors import FluxliteError, RPCTimeout
+from ..errors import FluxliteError, RPCTimeout, WrongThread
 from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
 from .connect import resolve_uri
@@ -29,6 +35,7 @@ from ..protocol.rpc import PendingRPC
 class Handle(HandleCore):
     def __init__(self, uri: str | None = None, *, connect_timeout: float = 5.0):
         super().__init__()
+        self.owner = threading.current_thread()
         self.uri = uri
         self.endpoint = resolve_uri(uri)
         self.ctx = zmq.Context.instance()
@@ -47,13 +54,25 @@ class Handle(HandleCore):
         self.connected = True
         self._sent_any = False
 
+    def _check_thread(self) -> None:
+        if threading.current_thread() is not self.owner:
+            raise WrongThread(
+                f"this Handle belongs to thread {self.owner.name!r} and was used from "
+                f"{threading.current_thread().name!r}: a Handle cannot be shared between "
+                "threads (open one per thread, or share a fluxlite.job.Executor)")
+
     def _transmit(self, frames: list[bytes]) -> None:
+        self._check_thread()
         try:
             send_frames(self.sock, frames, 0)
         except zmq.Again:
             raise FluxliteError(f"no instance answering at {self.uri or self.endpoint}: "
                                 "is it running?", errno.ECONNREFUSED) from None
         self._sent_any = True
+
+    def rpc(self, *args, **kwargs):
+        self._check_thread()  # before the tracker hands out a matchtag
+        return super().rpc(*args, **kwargs)
 
     def call(self, topic: str, payload=None, *, nodeid: int | None = None,
              timeout: float | None = None):
@@ -99,6 +118,7 @@ class Handle(HandleCore):
         return True
 
     def poll(self, timeout: float | None = None) -> int:
+        self._check_thread()
         ms = None if timeout is None else max(0, int(timeout * 1000))
         n = 0
         for sock, _ in self.poller.poll(ms):
@@ -142,6 +162,7 @@ class Handle(HandleCore):
     def close(self) -> None:
         if self.sock.closed:
             return
+        self._check_thread()
         if self.connected and self._sent_any:
             try:
                 self.sock.send_multipart(self._goodbye(), zmq.NOBLOCK)

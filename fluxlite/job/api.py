@@ -124,12 +124,13 @@ class Follower:
     order, so everything written before `clean` has arrived by then).  With
     `until_clean`, only `clean` ends it (`run` wants the finish status too).
     `missing` says the job ended without ever creating the log; `error` holds a
-    watch's failure."""
+    watch's failure.  `on_done()`, if given, is called once when it becomes done
+    (for callers driven by an event loop rather than `run_until`)."""
 
     def __init__(self, h, jobid: int, path: str = "eventlog", *, on_entry, on_main=None,
-                 until_clean: bool = False):
+                 until_clean: bool = False, on_done=None):
         self.h, self.jobid, self.path = h, jobid, path
-        self.on_entry, self.on_main = on_entry, on_main
+        self.on_entry, self.on_main, self.on_done = on_entry, on_main, on_done
         self.until_clean = until_clean
         self.end = _LogEnd("eventlog" if until_clean else path)
         self.done = False
@@ -157,8 +158,14 @@ class Follower:
             return False
         if msg.errnum != errno.ENODATA:  # ENODATA: the key was removed, nothing more
             self.error = FluxliteError.from_errnum(msg.errnum, msg.errstr)
-        self.done = True
+        self._end()
         return True
+
+    def _end(self) -> None:
+        if not self.done:
+            self.done = True
+            if self.on_done is not None:
+                self.on_done()
 
     def _log(self, msg) -> None:
         if self.done or self._failed(msg):
@@ -167,7 +174,7 @@ class Follower:
         for e in msg.payload["entries"]:
             self.on_entry(e)
             if self.end.reached(e):
-                self.done = True
+                self._end()
                 return
 
     def _main(self, msg) -> None:
@@ -179,7 +186,7 @@ class Follower:
                 self.on_main(e)
             if e.get("name") == "clean":
                 self.missing = not self.created
-                self.done = True
+                self._end()
                 return
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
-"""Jobspecs: built from command-line options, validated at submit.
+"""Jobspecs: built by `Jobspec` (from the CLI's options or the Python API),
+validated at submit.
 
 The shape follows Flux's jobspec version 1, so Flux's documentation applies:
 
@@ -18,15 +19,18 @@ numbers the scheduler and job-exec need.
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 import os
+from collections import abc
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
 from msgspec import Meta, Struct
 
-from ..errors import ProtocolError, UsageError
+from ..errors import InvalidType, InvalidValue, ProtocolError, UsageError
 from ..protocol.schema import describe
 from . import shell_options
 from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, target
@@ -60,56 +64,286 @@ class Request:
         return f"{self.nslots} slot(s) of {self.cores_per_slot} core(s)"
 
 
-def build(command: list[str], *, ntasks: int | None = None, nnodes: int | None = None,
-          cores_per_task: int = 1, exclusive: bool = False, per_node: int | None = None,
-          time_limit: float | None = None, cwd: str | None = None,
-          environment: dict | None = None, options: dict | None = None,
-          name: str | None = None, system: dict | None = None, user: dict | None = None) -> dict:
-    """A jobspec from run/submit/batch style options; raises UsageError on nonsense."""
-    if not command:
-        raise UsageError("a job needs a command")
-    for label, v in (("-n/--ntasks", ntasks), ("-N/--nodes", nnodes),
-                     ("-c/--cores-per-task", cores_per_task)):
-        if v is not None and not (1 <= v <= MAX_COUNT):
-            raise UsageError(f"{label} must be between 1 and {MAX_COUNT}, got {v}")
-    core = {"type": "core", "count": cores_per_task}
-    if nnodes is not None:
-        if per_node is not None:
-            if ntasks is not None and ntasks < nnodes:
-                raise UsageError(f"node count ({nnodes}) must not be greater than slot "
-                                 f"count ({ntasks})")
-            slots_per_node = max(1, math.ceil((ntasks or nnodes) / nnodes))
-            count = {"per_node": per_node}
+def _count(label: str, v, *, zero: bool = False) -> None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidValue(f"{label} must be an integer >= {0 if zero else 1}, got {v!r}")
+    if not ((0 if zero else 1) <= v <= MAX_COUNT):
+        raise InvalidValue(f"{label} must be between {0 if zero else 1} and {MAX_COUNT}, "
+                           f"got {v}")
+
+
+def _path(what: str, path) -> str:
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise InvalidType(f"{what} must be a string or pathlib object, got "
+                          f"{type(path).__name__}")
+    return path
+
+
+def broker_command() -> list[str]:
+    """The command that starts a broker of a nested instance: the absolute path of
+    this `fluxlite`, whatever PATH says."""
+    from ..util.paths import fluxlite_bindir
+    d = fluxlite_bindir()
+    return [os.path.join(d, "fluxlite") if d else "fluxlite", "broker"]
+
+
+class Jobspec:
+    """The one jobspec builder (run, submit, batch and alloc build theirs with it).
+
+        spec = Jobspec.from_command(["hostname"], num_tasks=4, num_nodes=2)
+        spec.duration = "10m"; spec.stdout = "out.{{id}}"
+        spec.setattr_shell_option("exit-timeout", "none")
+        jobid = api.submit(h, spec.jobspec)
+
+    The factories and setters follow Flux's `flux.job.JobspecV1` (same
+    arguments, ValueError/TypeError for nonsense: here InvalidValue/InvalidType,
+    which are also UsageError).  Unlike Flux's, a new jobspec already has this
+    process's working directory, environment and the command's name (what
+    `fluxlite submit` gives a job), and shell options are fluxlite's flat names
+    (`output.stdout.path`, not Flux's nested `output.stdout.{type,path}`).
+    """
+
+    def __init__(self, resources: list, tasks: list, attributes: dict | None = None,
+                 version: int = 1):
+        if version != 1:
+            raise InvalidValue("version must be 1")
+        attributes = {"system": {"duration": 0.0}} if attributes is None else attributes
+        if not isinstance(attributes, dict) or not isinstance(attributes.get("system"), dict):
+            raise InvalidValue("attributes.system must be a mapping")
+        self.jobspec = {"version": 1, "resources": resources, "tasks": tasks,
+                        "attributes": attributes}
+
+    # ------------------------------------------------------------- factories
+    @classmethod
+    def from_command(cls, command, num_tasks: int | None = 1, cores_per_task: int = 1,
+                     gpus_per_task: int | None = None, num_nodes: int | None = None,
+                     exclusive: bool = False, duration=None, environment=None, cwd=None,
+                     rlimits=None, name: str | None = None, input=None, output=None,
+                     error=None, *, per_node: int | None = None) -> "Jobspec":
+        """`num_tasks` tasks of `cores_per_task` cores, spread over `num_nodes`
+        whole nodes if given.  `per_node` (batch/alloc) runs that many tasks per node
+        instead, `num_tasks` then counting slots."""
+        if isinstance(command, str):
+            raise InvalidType("command must be a list of words, not a string")
+        if not command:
+            raise InvalidValue("a job needs a command")
+        command = [_path("each word of the command", w) for w in command]
+        if num_tasks is not None:
+            _count("task count (num_tasks, -n/--ntasks)", num_tasks)
+        _count("cores per task (cores_per_task, -c/--cores-per-task)", cores_per_task)
+        if gpus_per_task is not None:
+            _count("gpus per task", gpus_per_task, zero=True)
+            if gpus_per_task:
+                raise NotImplementedError("Jobspec.from_command(gpus_per_task=...): fluxlite "
+                                          "schedules no GPUs")
+        if rlimits:
+            raise NotImplementedError("Jobspec.from_command(rlimits=...): fluxlite's job "
+                                      "shell sets no resource limits")
+        core = {"type": "core", "count": cores_per_task}
+        if num_nodes is not None:
+            _count("node count (num_nodes, -N/--nodes)", num_nodes)
+            if per_node is not None:
+                if num_tasks is not None and num_tasks < num_nodes:
+                    raise InvalidValue(f"node count ({num_nodes}) must not be greater than "
+                                       f"slot count ({num_tasks})")
+                slots_per_node = max(1, math.ceil((num_tasks or num_nodes) / num_nodes))
+                count = {"per_node": per_node}
+            else:
+                num_tasks = num_nodes if num_tasks is None else num_tasks
+                if num_tasks < num_nodes:
+                    raise InvalidValue(f"node count ({num_nodes}) must not be greater than "
+                                       f"task count ({num_tasks})")
+                slots_per_node = math.ceil(num_tasks / num_nodes)
+                count = ({"per_slot": 1} if num_tasks % num_nodes == 0
+                         else {"total": num_tasks})
+            slot = {"type": "slot", "count": slots_per_node, "label": "task", "with": [core]}
+            resources = [{"type": "node", "count": num_nodes, "exclusive": True,
+                          "with": [slot]}]
         else:
-            ntasks = nnodes if ntasks is None else ntasks
-            if ntasks < nnodes:
-                raise UsageError(f"node count ({nnodes}) must not be greater than task "
-                                 f"count ({ntasks})")
-            slots_per_node = math.ceil(ntasks / nnodes)
-            count = {"per_slot": 1} if ntasks % nnodes == 0 else {"total": ntasks}
-        slot = {"type": "slot", "count": slots_per_node, "label": "task", "with": [core]}
-        resources = [{"type": "node", "count": nnodes, "exclusive": True, "with": [slot]}]
-    else:
-        n = ntasks or 1
-        slot = {"type": "slot", "count": n, "label": "task", "with": [core]}
-        if exclusive:
-            slot["exclusive"] = True
-        resources = [slot]
-        count = {"per_node": per_node} if per_node is not None else {"per_slot": 1}
-    sysattrs = dict(system or {})
-    sysattrs["duration"] = float(time_limit or 0)
-    sysattrs["cwd"] = cwd or os.getcwd()
-    sysattrs["environment"] = dict(os.environ if environment is None else environment)
-    if options:
-        sysattrs.setdefault("shell", {})["options"] = dict(options)
-    sysattrs.setdefault("job", {})["name"] = name or os.path.basename(command[0])
-    spec = {"version": 1, "resources": resources,
-            "tasks": [{"command": list(command), "slot": "task", "count": count}],
-            "attributes": {"system": sysattrs}}
-    if user:
-        spec["attributes"]["user"] = dict(user)
-    validate(spec)
-    return spec
+            slot = {"type": "slot", "count": num_tasks or 1, "label": "task", "with": [core]}
+            if exclusive:
+                slot["exclusive"] = True
+            resources = [slot]
+            count = {"per_node": per_node} if per_node is not None else {"per_slot": 1}
+        spec = cls(resources, [{"command": command, "slot": "task", "count": count}])
+        spec.duration = 0.0 if duration is None else duration
+        spec.cwd = os.getcwd() if cwd is None else cwd
+        spec.environment = dict(os.environ) if environment is None else environment
+        spec.setattr("system.job.name", name or os.path.basename(command[0]))
+        if input is not None:
+            spec.stdin = input
+        if output is not None:
+            spec.stdout = output
+        if error is not None:
+            spec.stderr = error
+        spec.validate()
+        return spec
+
+    @classmethod
+    def from_nest_command(cls, command, num_slots: int | None = 1, cores_per_slot: int = 1,
+                          gpus_per_slot: int | None = None, num_nodes: int | None = None,
+                          broker_opts=None, exclusive: bool = False, conf=None,
+                          **kwargs) -> "Jobspec":
+        """A nested instance, one broker per node, whose initial program is `command`."""
+        if conf is not None:
+            raise NotImplementedError("Jobspec.from_nest_command(conf=...): give broker "
+                                      "options (broker_opts) instead")
+        command = [*broker_command(), *(broker_opts or ()), "--", *command]
+        spec = cls.from_command(command, num_tasks=num_slots, cores_per_task=cores_per_slot,
+                                gpus_per_task=gpus_per_slot, num_nodes=num_nodes,
+                                exclusive=exclusive, per_node=1, **kwargs)
+        spec.setattr_shell_option("instance", 1)
+        spec.setattr_shell_option("exit-timeout", "none")
+        return spec
+
+    @classmethod
+    def from_batch_command(cls, script: str, jobname: str, args=None, num_slots: int = 1,
+                           cores_per_slot: int = 1, gpus_per_slot: int | None = None,
+                           num_nodes: int | None = None, broker_opts=None,
+                           exclusive: bool = False, conf=None, **kwargs) -> "Jobspec":
+        """A nested instance whose rank 0 runs `script` (its text, stored in the jobspec)."""
+        if not isinstance(script, str):
+            raise InvalidType("script must be a string (the script's contents)")
+        if not script.startswith("#!"):
+            raise InvalidValue(f"{jobname} does not appear to start with '#!'")
+        spec = cls.from_nest_command(["{{script}}", *(args or ())], num_slots=num_slots,
+                                     cores_per_slot=cores_per_slot,
+                                     gpus_per_slot=gpus_per_slot, num_nodes=num_nodes,
+                                     broker_opts=broker_opts, exclusive=exclusive,
+                                     conf=conf, name=jobname, **kwargs)
+        spec.setattr("system.batch.script", script)
+        return spec
+
+    # --------------------------------------------------------------- setters
+    @property
+    def duration(self):
+        return self._system.get("duration")
+
+    @duration.setter
+    def duration(self, duration) -> None:
+        """Seconds (int/float), a Flux Standard Duration string, or a timedelta; 0 is none."""
+        if isinstance(duration, str):
+            try:
+                t = fsd.parse(duration)
+            except ValueError:
+                raise InvalidValue(f"invalid Flux Standard Duration {duration!r}") from None
+        elif isinstance(duration, datetime.timedelta):
+            t = duration.total_seconds()
+        elif isinstance(duration, (int, float)) and not isinstance(duration, bool):
+            t = float(duration)
+        else:
+            raise InvalidType("duration must be an int, float, string, or timedelta")
+        if math.isnan(t) or math.isinf(t):
+            raise InvalidValue("duration must be a normal, finite value")
+        if t < 0:
+            raise InvalidValue("duration must not be negative")
+        self.setattr("system.duration", t)
+
+    @property
+    def cwd(self):
+        return self._system.get("cwd")
+
+    @cwd.setter
+    def cwd(self, cwd) -> None:
+        if isinstance(cwd, os.PathLike):
+            cwd = os.fspath(cwd)
+        if not isinstance(cwd, str):
+            raise InvalidValue("cwd must be a string")
+        self.setattr("system.cwd", cwd)
+
+    @property
+    def environment(self):
+        return self._system.get("environment")
+
+    @environment.setter
+    def environment(self, environ) -> None:
+        """The whole environment (assigned, not copied, as Flux does)."""
+        if not isinstance(environ, abc.Mapping):
+            raise InvalidValue("environment must be a mapping")
+        self.setattr("system.environment", environ)
+
+    @property
+    def stdin(self):
+        return self._options.get("input.path")
+
+    @stdin.setter
+    def stdin(self, path) -> None:
+        self.setattr_shell_option("input.path", os.path.abspath(_path("The path", path)))
+
+    @property
+    def stdout(self):
+        return self._options.get("output.stdout.path")
+
+    @stdout.setter
+    def stdout(self, path) -> None:
+        self.setattr_shell_option("output.stdout.path", _path("The path", path))
+
+    @property
+    def stderr(self):
+        return self._options.get("output.stderr.path")
+
+    @stderr.setter
+    def stderr(self, path) -> None:
+        self.setattr_shell_option("output.stderr.path", _path("The path", path))
+
+    def getattr(self, key: str):
+        """An attribute by dotted key (`system.duration`); KeyError if absent."""
+        key = key.removeprefix("attributes.")
+        value = self.jobspec["attributes"]
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(key)
+            value = value[part]
+        return value
+
+    def setattr(self, key: str, val) -> None:
+        """Set an attribute by dotted key: `system.duration`, `user.tag`."""
+        parts = key.removeprefix("attributes.").split(".")
+        if not all(parts):
+            raise InvalidValue(f"invalid attribute key {key!r}")
+        d = self.jobspec["attributes"]
+        for part in parts[:-1]:
+            d = d.setdefault(part, {})
+            if not isinstance(d, dict):
+                raise InvalidValue(f"attribute key {key!r}: {part} is not a mapping")
+        d[parts[-1]] = val
+
+    def setattr_shell_option(self, key: str, val) -> None:
+        """Set a job shell option (fluxlite's names, e.g. `exit-timeout`, `output.label`)."""
+        self._system.setdefault("shell", {}).setdefault("options", {})[key] = val
+
+    @property
+    def _system(self) -> dict:
+        return self.jobspec["attributes"]["system"]
+
+    @property
+    def _options(self) -> dict:
+        return self._system.get("shell", {}).get("options", {})
+
+    @property
+    def resources(self):
+        return self.jobspec["resources"]
+
+    @property
+    def tasks(self):
+        return self.jobspec["tasks"]
+
+    @property
+    def attributes(self):
+        return self.jobspec["attributes"]
+
+    @property
+    def version(self):
+        return self.jobspec["version"]
+
+    def validate(self) -> Request:
+        """Check it as the job-manager will (validate() below)."""
+        return validate(self.jobspec)
+
+    def dumps(self, **kwargs) -> str:
+        return json.dumps(self.jobspec, ensure_ascii=False, **kwargs)
 
 
 # ------------------------------------------------------------------ validation

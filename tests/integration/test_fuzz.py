@@ -94,7 +94,7 @@ def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, t
     h = inst.handle()
     pids = [inst.broker_pid(r) for r in range(3)]
     rss0 = rss_kib(pids[0])
-    fuzz = Fuzzer(SEED, size=3, jobspec=js.build(["true"], environment={}))
+    fuzz = Fuzzer(SEED, size=3, jobspec=js.Jobspec.from_command(["true"], environment={}).jobspec)
     tallies = []
 
     # a job that runs until the end: its leader shell is a target

@@ -97,7 +97,7 @@ def test_huge_task_counts_are_refused_at_once(inst1, count, field):
     """tasks[0].count once made rank 0 lay out 1e8 tasks one by one (20 s without
     answering anyone); now counts have Flux's lower bound and a finite upper one."""
     h = inst1.handle()
-    spec = js.build(["true"])
+    spec = js.Jobspec.from_command(["true"]).jobspec
     spec["tasks"][0]["count"] = count
     t0 = time.monotonic()
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EINVAL, field)
@@ -108,7 +108,7 @@ def test_huge_task_counts_are_refused_at_once(inst1, count, field):
 
 def test_counts_that_multiply_past_the_limit_are_refused(inst1):
     h = inst1.handle()
-    spec = js.build(["true"], ntasks=MAX_COUNT)
+    spec = js.Jobspec.from_command(["true"], num_tasks=MAX_COUNT).jobspec
     spec["tasks"][0]["count"] = {"per_slot": 2}
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EINVAL,
             "tasks[0].count.per_slot", f"at most {MAX_COUNT}")
@@ -180,7 +180,7 @@ def test_malformed_jobspecs_are_one_clear_error_never_eio(inst1):
     """Each malformed jobspec is EPROTO (wrong type) or EINVAL (out of bounds) with the
     field's path, never EIO 'internal error', and nothing is left half-submitted."""
     h = inst1.handle()
-    base = js.build(["true"])
+    base = js.Jobspec.from_command(["true"]).jobspec
     for label, mutate, errnum, field in MALFORMED:
         spec = copy.deepcopy(base)
         mutate(spec)
@@ -199,7 +199,7 @@ def test_a_job_name_that_is_not_a_string_cannot_break_the_listing(inst1):
     """One job with a non-string name once broke `jobs -a` for everyone; it is now
     refused at submit; on the command line, a malformed attribute is one line on stderr."""
     h = inst1.handle()
-    spec = js.build(["true"])
+    spec = js.Jobspec.from_command(["true"]).jobspec
     spec["attributes"]["system"]["job"]["name"] = {"not": "a string"}
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EPROTO, "job.name")
     cp = inst1.cli("submit", "--setattr=system.batch=5", "true")
@@ -216,7 +216,7 @@ def test_credentials_come_from_the_connection_not_the_message(inst1):
     role at all gets the credentials of its connection: its jobs are its own."""
     me = os.getuid()
     with RawPeer(local_endpoint(inst1)) as peer:
-        resp = peer.call("job-manager.submit", {"jobspec": js.build(["true"])},
+        resp = peer.call("job-manager.submit", {"jobspec": js.Jobspec.from_command(["true"]).jobspec},
                          userid=me + 1001, role=m.ROLE_USER)
         assert resp.errnum == 0, resp.errstr
         jobid = resp.payload["id"]
@@ -385,7 +385,7 @@ def test_oversized_frames_are_refused_unread(instance_factory):
 
 def test_a_payload_larger_than_its_method_takes_is_refused_before_decoding(inst1):
     h = inst1.handle()
-    spec = js.build(["true"], environment={f"V{i}": "x" * 1000 for i in range(2100)})
+    spec = js.Jobspec.from_command(["true"], environment={f"V{i}": "x" * 1000 for i in range(2100)}).jobspec
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EINVAL, "payload",
             "at most")
     refused(h, "broker.ping", {"pad": "x" * (2 << 20)}, errno.EINVAL, "payload")

@@ -156,7 +156,7 @@ def test_api_refuses_bad_urgency(inst1):
             h.call("job-manager.urgency", {"id": held, "urgency": bad}, timeout=10)
         assert info.value.errnum == errnum and "urgency" in info.value.message
     with pytest.raises(FluxliteError) as info:
-        h.call("job-manager.submit", {"jobspec": js.build(["true"]), "urgency": 32},
+        h.call("job-manager.submit", {"jobspec": js.Jobspec.from_command(["true"]).jobspec, "urgency": 32},
                timeout=10)
     assert info.value.errnum == errno.EINVAL
     assert h.call("job-manager.urgency", {"id": held, "urgency": 16},
@@ -300,7 +300,7 @@ def test_api_refuses_bad_dependencies(inst1):
             ([{"scheme": "afterok"}], errno.EPROTO, "value"),
             ("afterok:1", errno.EPROTO, "dependencies"),
             ([{"scheme": "afterany", "value": "1"}] * 1025, errno.EINVAL, "dependencies")):
-        spec = js.build(["true"])
+        spec = js.Jobspec.from_command(["true"]).jobspec
         spec["attributes"]["system"]["dependencies"] = deps
         with pytest.raises(FluxliteError) as info:
             h.call("job-manager.submit", {"jobspec": spec}, timeout=10)

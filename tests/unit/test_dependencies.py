@@ -69,7 +69,7 @@ def test_verdict(scheme, started, inactive, result, want):
 
 
 def test_jobspec_accepts_dependencies_within_bounds():
-    spec = js.build(["true"], system={"dependencies": [
+    spec = _with_system({"dependencies": [
         {"scheme": "afterok", "value": "1234"}, {"scheme": "after", "value": fluid.f58(9),
                                                  "extra": 1}]})
     js.validate(spec)
@@ -131,10 +131,17 @@ def test_begin_time_rejects(bad):
 
 
 def test_jobspec_begin_time_value_is_a_number():
-    spec = js.build(["true"], system={"dependencies": [{"scheme": "begin-time",
+    spec = _with_system({"dependencies": [{"scheme": "begin-time",
                                                         "value": NOW}]})
     js.validate(spec)
     for value, exc in (("soon", ProtocolError), (-1.0, UsageError), (1e13, UsageError)):
         spec["attributes"]["system"]["dependencies"][0]["value"] = value
         with pytest.raises(exc, match="dependencies"):
             js.validate(spec)
+
+
+def _with_system(system: dict) -> dict:
+    spec = js.Jobspec.from_command(["true"])
+    for key, val in system.items():
+        spec.setattr(f"system.{key}", val)
+    return spec.jobspec

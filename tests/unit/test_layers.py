@@ -3,7 +3,8 @@
     errors, the package itself (__version__)
     util
     protocol, pmi                      (codec, frames, RPC tracker, the dispatcher; PMI wire)
-    client, job, router, overlay       (handles; job data; routing; tree links)
+    client, router, overlay            (handles; routing; tree links)
+    job                                (job data, and the job API and executor on a handle)
     service, shell                     (in-broker services; the job shell on a client)
     broker                             (the one place that wires the parts)
     cli, compat, testing               (commands, the Flux compatibility layer, test helpers)
@@ -20,10 +21,11 @@ import fluxlite
 LAYER = {
     "errors": 0, "util": 1,
     "protocol": 2, "pmi": 2,
-    "client": 3, "job": 3, "router": 3, "overlay": 3,
-    "service": 4, "shell": 4,
-    "broker": 5,
-    "cli": 6, "compat": 6, "testing": 6, "__main__": 7,
+    "client": 3, "router": 3, "overlay": 3,
+    "job": 4,
+    "service": 5, "shell": 5,
+    "broker": 6,
+    "cli": 7, "compat": 7, "testing": 7, "__main__": 8,
     "__init__": 0,  # the package itself holds only __version__
 }
 ROOT = pathlib.Path(fluxlite.__file__).parent
