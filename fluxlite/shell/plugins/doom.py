@@ -48,7 +48,7 @@ class DoomReport(Struct, kw_only=True):
     localid: Rank = 0
     pid: Annotated[int, Meta(ge=0, le=(1 << 31) - 1)] = 0
     wait_status: WaitStatus = 0
-    signaled: bool = False
+    signaled: Annotated[int, Meta(ge=0, le=64)] = 0   # the signal that ended the task, or 0
     exitcode: WaitStatus = 0
     disposition: Text = ""
 
