@@ -84,7 +84,7 @@ class Doom(ShellPlugin):
         info = {"shell_rank": self.shell.rank, "host": self.shell.hostname,
                 "rank": task.rank, "localid": task.localid,
                 "pid": task.pid or 0, "wait_status": task.status or 0,
-                "signaled": bool(task.signaled), "exitcode": task.exitcode or 0,
+                "signaled": task.signaled or 0, "exitcode": task.exitcode or 0,
                 "disposition": task.disposition()}
         failed = info["exitcode"] != 0
         if self.shell.is_leader:
