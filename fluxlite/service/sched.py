@@ -16,6 +16,7 @@ ranks still count toward what could fit; lost ranks do not.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import errno
 import time
@@ -79,6 +80,7 @@ class SchedService(Service):
         self.allocs: dict[int, dict[int, list[int]]] = {}
         self.queue: list[_Pending] = []
         self.ready = False
+        self._soon = False   # a schedule_soon() is pending
 
     async def start(self) -> None:
         p = self.rpc("resource.acquire", streaming=True)
@@ -102,7 +104,7 @@ class SchedService(Service):
             self.removed |= shrink
             self.up -= shrink
             self._deny_infeasible()
-        self.schedule()
+        self.schedule_soon()
 
     # -------------------------------------------------------- decisions
     def unsatisfiable(self, req: js.Request) -> str | None:
@@ -162,6 +164,27 @@ class SchedService(Service):
                 if left == 0:
                     return out
         return None
+
+    def schedule_soon(self) -> None:
+        """Schedule on the next loop turn, once however many frees come in between.
+
+        A free never schedules in its own call: the answer it would give a pending
+        job reaches the job-manager at once, whose job may fail to start at once (a
+        rank lost but not yet shrunk) and free again, so one free would recurse
+        through the whole queue."""
+        if self._soon:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:   # driven without a loop (unit tests): at once
+            self.schedule()
+            return
+        self._soon = True
+        loop.call_soon(self._scheduled)
+
+    def _scheduled(self) -> None:
+        self._soon = False
+        self.schedule()
 
     def schedule(self) -> None:
         if not self.ready:
@@ -243,7 +266,7 @@ class SchedService(Service):
         for r, cores in alloc.items():
             if r in self.free and r not in self.removed:
                 self.free[r] |= set(cores)
-        self.schedule()
+        self.schedule_soon()
         return {}
 
     @handler("sched.resource-status", schema=None, roles=ANY)

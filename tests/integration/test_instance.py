@@ -329,7 +329,7 @@ def test_leak_check_sees_brokers_spawners_and_shells(inst4):
     assert sum(n.startswith("fluxlite-broker") for n in names) == 4
     assert sum(n.startswith("fluxlite-spawner") for n in names) == 4
     assert sum(n.startswith("fluxlite-shell") for n in names) == 2
-    assert sum(n.startswith("sleep") for n in names) == 2
+    assert sum(n.startswith("sleep") for n in names) == 2, names
     inst4.cli("cancel", fluid.f58(jobid), check=True)
     api.wait(h, jobid, timeout=30)
 
