@@ -222,6 +222,9 @@ class PMI(ShellPlugin):
     # ----------------------------------------------------------- leader
     @handler("pmi-barrier", schema=PMIBarrier, max_payload=16 << 20)
     def _m_barrier(self, msg, req: PMIBarrier):
+        if req.shell_rank >= self.shell.nshells:
+            raise FluxliteError(f"PMI barrier from shell rank {req.shell_rank}: the job has "
+                                f"{self.shell.nshells} shell(s)", 22)
         if req.error and not self.broken:
             self._break(f"PMI barrier failed on shell rank {req.shell_rank}: {req.error}")
         if self.broken:
