@@ -6,6 +6,10 @@
     jobid = api.submit(h, jobspec)
     for e in api.event_watch(h, jobid): print(e["name"])
     print(api.wait(h, jobid)["result"])
+
+The requests are built once, by the `*_request` functions below, for this
+blocking API, the asyncio one (aio.py) and the Executor alike: each returns
+the (topic, payload) a handle's `call` or `rpc` takes.
 """
 
 from __future__ import annotations
@@ -14,24 +18,56 @@ import collections
 import errno
 import time
 
-from ..errors import FluxliteError, NoChild, NotFound, RPCTimeout
+from ..errors import FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
 from ..util import fluid
 from . import eventlog as jel
 from . import states
 
 
-def submit(h, jobspec: dict, urgency: int = 16) -> int:
+# ------------------------------------------------------------- requests
+def submit_request(jobspec, urgency: int = 16) -> tuple[str, dict]:
+    """job-manager.submit for a Jobspec or a jobspec dict."""
+    from .jobspec import Jobspec
+    spec = jobspec.jobspec if isinstance(jobspec, Jobspec) else jobspec
+    if not isinstance(spec, dict):
+        raise InvalidType(f"submit takes a Jobspec or a jobspec dict, not "
+                          f"{type(jobspec).__name__}")
+    return "job-manager.submit", {"jobspec": spec, "urgency": urgency}
+
+
+def wait_request(jobid: int) -> tuple[str, dict]:
+    return "job-manager.wait", {"id": jobid}
+
+
+def info_request(jobid: int) -> tuple[str, dict]:
+    return "job-manager.info", {"id": jobid}
+
+
+def cancel_request(jobid: int, note: str = "") -> tuple[str, dict]:
+    return "job-manager.cancel", {"id": jobid, "note": note}
+
+
+def eventlog_get_request(jobid: int, path: str = "eventlog") -> tuple[str, dict]:
+    return "kvs.get", {"key": jel.eventlog_key(jobid, path)}
+
+
+def eventlog_watch_request(key: str) -> tuple[str, dict]:
+    return "kvs.watch", {"key": key, "waitcreate": True, "append": True}
+
+
+# ------------------------------------------------------------ blocking API
+def submit(h, jobspec, urgency: int = 16) -> int:
     return submit_full(h, jobspec, urgency)["id"]
 
 
-def submit_full(h, jobspec: dict, urgency: int = 16) -> dict:
+def submit_full(h, jobspec, urgency: int = 16) -> dict:
     """Submit; the answer has the id and, if the job was refused at once, its exception."""
-    return h.call("job-manager.submit", {"jobspec": jobspec, "urgency": urgency})
+    return h.call(*submit_request(jobspec, urgency))
 
 
 def wait(h, jobid: int, timeout: float | None = None) -> dict:
     """Block until the job is inactive: {id, success, errstr, result, returncode}."""
-    return h.call("job-manager.wait", {"id": jobid}, timeout=timeout)
+    return h.call(*wait_request(jobid), timeout=timeout)
 
 
 def wait_any(h, timeout: float | None = None) -> dict:
@@ -45,7 +81,7 @@ def wait_any(h, timeout: float | None = None) -> dict:
 
 
 def info(h, jobid: int) -> dict:
-    return h.call("job-manager.info", {"id": jobid})
+    return h.call(*info_request(jobid))
 
 
 def list_jobs(h, states: str = "active") -> list[dict]:
@@ -58,7 +94,7 @@ def urgency(h, jobid: int, urgency: int) -> int:
 
 
 def cancel(h, jobid: int, note: str = "") -> None:
-    h.call("job-manager.cancel", {"id": jobid, "note": note})
+    h.call(*cancel_request(jobid, note))
 
 
 def raise_exception(h, jobid: int, etype: str = "cancel", severity: int = 0,
@@ -84,7 +120,7 @@ def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
     path = "eventlog" if path == "main" else path
     if not follow:
         try:
-            value = h.call("kvs.get", {"key": jel.eventlog_key(jobid, path)})["value"]
+            value = h.call(*eventlog_get_request(jobid, path))["value"]
         except NotFound:
             raise _no_eventlog(h, jobid, path) from None
         yield from value
@@ -148,8 +184,7 @@ class Follower:
         return self
 
     def _watch(self, key: str, cb):
-        p = self.h.rpc("kvs.watch", {"key": key, "waitcreate": True, "append": True},
-                       streaming=True)
+        p = self.h.rpc(*eventlog_watch_request(key), streaming=True)
         p.on_response = cb
         return key, p
 
@@ -229,11 +264,17 @@ class _LogEnd:
 
 def _no_eventlog(h, jobid: int, path: str, main: list[dict] | None = None) -> NotFound:
     """ENOENT for a missing job eventlog, saying whether the job may still write it."""
+    state = info(h, jobid)["state"]
+    if main is None and state == states.INACTIVE:
+        main = h.call(*eventlog_get_request(jobid))["value"]
+    return no_eventlog_error(jobid, path, state, main)
+
+
+def no_eventlog_error(jobid: int, path: str, state: str, main: list[dict] | None) -> NotFound:
+    """What _no_eventlog says, from the job's state and (if inactive) its main log."""
     job = fluid.f58(jobid)
-    if info(h, jobid)["state"] != states.INACTIVE:
+    if state != states.INACTIVE:
         return NotFound(f"job {job} has no {path} eventlog yet")
-    if main is None:
-        main = h.call("kvs.get", {"key": jel.eventlog_key(jobid)})["value"]
     if not any(e.get("name") == "start" for e in main):
         return NotFound(f"job {job} never started, so it has no {path} eventlog")
     return NotFound(f"job {job} has no {path} eventlog")

@@ -30,8 +30,8 @@ from collections import deque
 
 from ..errors import FluxliteError, JobException, NotFound
 from ..util import fluid
+from . import api
 from .api import Follower
-from .jobspec import Jobspec
 
 log = logging.getLogger(__name__)
 
@@ -209,14 +209,12 @@ class Executor(concurrent.futures.Executor):
         urgency = kwargs.pop("urgency", 16)
         if kwargs:
             raise TypeError(f"Executor.submit: unexpected arguments {', '.join(kwargs)}")
-        spec = jobspec.jobspec if isinstance(jobspec, Jobspec) else jobspec
-        if not isinstance(spec, dict):
-            raise TypeError("Executor.submit takes a Jobspec or a jobspec dict")
+        request = api.submit_request(jobspec, urgency)  # TypeError for a wrong jobspec
         fut = JobFuture(self)
         with self._shutdown_lock:
             self._check_usable("submit")
             self._queue.append(fut)
-            self._call(self._submit, fut, spec, urgency)
+            self._call(self._submit, fut, request)
         return fut
 
     def attach(self, jobid: int | str) -> JobFuture:
@@ -290,14 +288,14 @@ class Executor(concurrent.futures.Executor):
             self._followers.clear()
             self._h.close()
 
-    def _submit(self, fut: JobFuture, spec: dict, urgency: int) -> None:
+    def _submit(self, fut: JobFuture, request: tuple[str, dict]) -> None:
         self._queue.remove(fut)
         if not fut.set_running_or_notify_cancel():
             self._maybe_stop()
             return
         self._futures.add(fut)
         try:
-            p = self._h.rpc("job-manager.submit", {"jobspec": spec, "urgency": urgency})
+            p = self._h.rpc(*request)
         except FluxliteError as exc:
             self._finish(fut, exc)
             return
@@ -316,7 +314,7 @@ class Executor(concurrent.futures.Executor):
             self._maybe_stop()
             return
         self._futures.add(fut)
-        p = self._h.rpc("job-manager.info", {"id": jobid})
+        p = self._h.rpc(*api.info_request(jobid))
 
         def known(msg) -> None:
             if msg.errnum:
@@ -370,7 +368,7 @@ class Executor(concurrent.futures.Executor):
             fut.add_jobid_callback(lambda f: self._call(self._cancel_job, f))
             return
         try:
-            self._h.rpc("job-manager.cancel", {"id": fut._jobid, "note": "future cancelled"})
+            self._h.rpc(*api.cancel_request(fut._jobid, "future cancelled"))
         except FluxliteError:
             pass
 
