@@ -45,17 +45,22 @@ def _stdin_has_data() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
+# how submit and bulksubmit make copies, and what they do once the jobs are in
+SUBMIT = [
+    click.Option(["--cc"], default=None, metavar="IDSET",
+                 help="Submit one copy per id in IDSET; {cc} in the command, in --output, "
+                      "--error, --input, --job-name, --cwd and --env values, and "
+                      "FLUXLITE_JOB_CC in the environment are the copy's id."),
+    click.Option(["-q", "--quiet"], is_flag=True, help="Do not print job ids."),
+    click.Option(["--wait"], is_flag=True,
+                 help="Wait for the jobs to finish; exit with the largest exit code."),
+    click.Option(["--watch"], is_flag=True, help="Wait for the jobs and show their output."),
+    click.Option(["--progress"], is_flag=True, help="Wait for the jobs with a progress bar."),
+]
+
+
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(TASKS + COMMON + IO)
-@click.option("--cc", default=None, metavar="IDSET",
-              help="Submit one copy per id in IDSET; {cc} in the command, in --output, "
-                   "--error, --input, --job-name, --cwd and --env values, and "
-                   "FLUXLITE_JOB_CC in the environment are the copy's id.")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print job ids.")
-@click.option("--wait", is_flag=True,
-              help="Wait for the jobs to finish; exit with the largest exit code.")
-@click.option("--watch", is_flag=True, help="Wait for the jobs and show their output.")
-@click.option("--progress", is_flag=True, help="Wait for the jobs with a progress bar.")
+@apply(TASKS + COMMON + IO + SUBMIT)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit(command, cc, quiet, wait, watch, progress, **params):
     """Submit COMMAND as a job and print its id."""
