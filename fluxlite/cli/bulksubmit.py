@@ -172,6 +172,7 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **param
             argv = [a.replace("{cc}", "") for a in argv]
             p = {k: (v.replace("{cc}", "") if k in CC_OPTIONS and isinstance(v, str) else v)
                  for k, v in p.items()}
+            p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
         jobs.extend(with_cc(argv, p, this_cc))
     if dry_run:
         for argv, _ in jobs:

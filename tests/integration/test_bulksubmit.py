@@ -62,6 +62,13 @@ def test_bulksubmit_attributes_seq_and_define(inst1, tmp_path):
     assert (tmp_path / "f3.out").read_text() == "e/f3 f3.c e 1 2 8 e/f3.c|\n"
 
 
+def test_bulksubmit_cc_is_empty_without_cc_option(inst1, tmp_path):
+    inst1.cli("bulksubmit", "--quiet", "--wait", f"--output={tmp_path}/{{}}{{cc}}.out",
+              "--env=V=v{cc}", "sh", "-c", "echo {0}{cc} $V", ":::", "a", check=True)
+    assert os.listdir(tmp_path) == ["a.out"]
+    assert (tmp_path / "a.out").read_text() == "a v\n"
+
+
 def test_bulksubmit_with_cc_and_linked_list(inst1, tmp_path):
     cp = inst1.cli("bulksubmit", "--quiet", "--wait", "--cc=1-{1}",
                    f"--output={tmp_path}/{{0}}-{{cc}}.out", "echo", "{0}", "{cc}",
