@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "start": ("start", "start", "Start an instance of N brokers and run a command in it"),
     "run": ("submit", "run", "Run a job and wait for it, with its output"),
     "submit": ("submit", "submit", "Submit a job and print its id"),
+    "bulksubmit": ("bulksubmit", "bulksubmit", "Submit one job per input of a command template"),
     "jobs": ("jobs", "jobs", "List jobs"),
     "resource": ("resource", "resource", "Show and change resources: list, status, drain"),
     "cancel": ("job", "cancel", "Cancel jobs"),

@@ -45,36 +45,63 @@ def _stdin_has_data() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
+# how submit and bulksubmit make copies, and what they do once the jobs are in
+SUBMIT = [
+    click.Option(["--cc"], default=None, metavar="IDSET",
+                 help="Submit one copy per id in IDSET; {cc} in the command, in --output, "
+                      "--error, --input, --job-name, --cwd and --env values, and "
+                      "FLUXLITE_JOB_CC in the environment are the copy's id."),
+    click.Option(["-q", "--quiet"], is_flag=True, help="Do not print job ids."),
+    click.Option(["--wait"], is_flag=True,
+                 help="Wait for the jobs to finish; exit with the largest exit code."),
+    click.Option(["--watch"], is_flag=True, help="Wait for the jobs and show their output."),
+    click.Option(["--progress"], is_flag=True, help="Wait for the jobs with a progress bar."),
+]
+
+
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(TASKS + COMMON + IO)
-@click.option("--cc", default=None, metavar="IDSET",
-              help="Submit one copy per id in IDSET; {cc} in the command and "
-                   "FLUXLITE_JOB_CC in the environment are the copy's id.")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print job ids.")
-@click.option("--wait", is_flag=True,
-              help="Wait for the jobs to finish; exit with the largest exit code.")
-@click.option("--watch", is_flag=True, help="Wait for the jobs and show their output.")
-@click.option("--progress", is_flag=True, help="Wait for the jobs with a progress bar.")
+@apply(TASKS + COMMON + IO + SUBMIT)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit(command, cc, quiet, wait, watch, progress, **params):
     """Submit COMMAND as a job and print its id."""
-    wait = wait or progress
-    ccs = [None]
-    if cc is not None:
-        try:
-            ccs = sorted(idset.decode(cc))
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--cc") from None
-        if not ccs:
-            raise click.BadParameter("empty idset", param_hint="--cc")
-    specs = []
+    specs = [jobspec_from(argv, p) for argv, p in with_cc(list(command), params, cc)]
+    sys.exit(submit_all(specs, params, quiet=quiet, wait=wait, watch=watch,
+                        progress=progress, prog="fluxlite submit"))
+
+
+# options that take a path or a name: {cc} is expanded in them as in the command
+CC_OPTIONS = ("output", "error", "input", "job_name", "cwd")
+
+
+def with_cc(command: list[str], params: dict, cc: str | None) -> list[tuple[list[str], dict]]:
+    """(command, params) for each copy --cc asks for: {cc} replaced by the copy's id in
+    the command and in the path and name options, FLUXLITE_JOB_CC set; one unchanged
+    pair without --cc."""
+    if cc is None:
+        return [(command, params)]
+    try:
+        ccs = sorted(idset.decode(cc))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cc") from None
+    if not ccs:
+        raise click.BadParameter("empty idset", param_hint="--cc")
+    out = []
     for i in ccs:
-        if i is None:
-            specs.append(jobspec_from(list(command), params))
-            continue
-        argv = [a.replace("{cc}", str(i)) for a in command]
-        specs.append(jobspec_from(argv, dict(params, env_rules=tuple(params["env_rules"]) +
-                                             (f"FLUXLITE_JOB_CC={i}",))))
+        def sub(text, i=str(i)):
+            return text.replace("{cc}", i) if isinstance(text, str) else text
+        p = dict(params)
+        for key in CC_OPTIONS:
+            p[key] = sub(p.get(key))
+        p["env_rules"] = tuple(sub(r) for r in params.get("env_rules") or ()) + \
+            (f"FLUXLITE_JOB_CC={i}",)
+        out.append(([sub(a) for a in command], p))
+    return out
+
+
+def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watch: bool,
+               progress: bool, prog: str) -> int:
+    """Submit the jobspecs, print their ids, and wait or watch as asked; the exit code."""
+    wait = wait or progress
     rc = 0
     with handle() as h:
         pending = [h.rpc("job-manager.submit", {"jobspec": s, "urgency": params["urgency"]})
@@ -88,17 +115,15 @@ def submit(command, cc, quiet, wait, watch, progress, **params):
                 click.echo(fluid.f58(resp["id"]))
             if "exception" in resp:
                 ex = resp["exception"]
-                print(f"fluxlite submit: job {fluid.f58(resp['id'])}: {ex['note']}",
-                      file=sys.stderr)
+                print(f"{prog}: job {fluid.f58(resp['id'])}: {ex['note']}", file=sys.stderr)
                 rc = 1
         if watch:
             from .attach import Attach
             for jobid in ids:
-                rc = max(rc, Attach(h, jobid, label_io=params["label_io"],
-                                    prog="fluxlite submit").run())
+                rc = max(rc, Attach(h, jobid, label_io=params["label_io"], prog=prog).run())
         elif wait:
             rc = max(rc, _wait_all(h, ids, progress))
-    sys.exit(rc)
+    return rc
 
 
 def _wait_all(h, ids: list[int], progress: bool) -> int:

@@ -1,0 +1,183 @@
+"""`fluxlite bulksubmit`: one job per input, as flux-bulksubmit(1).
+
+The command and the path and name options are templates filled in with Python's
+str.format() from each combination of inputs: `{}` or `{N}` is an input, `{seq}` and
+`{seq1}` its sequence number, `{.%}`, `{./}`, `{./%}`, `{.//}` (or `{N.%}`...) the
+input without extension, its basename, both, its dirname, and `{.NAME}` an attribute
+given with --define (`{.%}` is `{0.%}`).  `{cc}` is filled in a second pass, by submit's --cc.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import string
+import sys
+
+import click
+
+from ..errors import UsageError
+from .common import NO_INTERSPERSED
+from .options import COMMON, IO, TASKS, apply, jobspec_from
+from .submit import CC_OPTIONS, SUBMIT, submit_all, with_cc
+
+SEPARATORS = (":::", ":::+", "::::", "::::+")
+
+BUILTIN = {
+    "%": lambda x: os.path.splitext(x)[0],
+    "/": os.path.basename,
+    "/%": lambda x: os.path.splitext(os.path.basename(x))[0],
+    "//": os.path.dirname,
+}
+
+
+class _Formatter(string.Formatter):
+    def __init__(self, defines: dict[str, str]):
+        self.defines = defines
+
+    def get_field(self, field_name, args, kwargs):
+        import _string
+        first, rest = _string.formatter_field_name_split(field_name)
+        if first == "":  # {.%}: of the (first) input
+            first = 0
+        obj = self.get_value(first, args, kwargs)
+        for is_attr, key in rest:
+            if not is_attr:
+                raise UsageError(f"unknown field '{field_name}'")
+            obj = self.attribute(str(obj), key, field_name)
+        return obj, first
+
+    def get_value(self, key, args, kwargs):
+        if isinstance(key, int):
+            if key >= len(args):
+                raise UsageError(f"unknown field '{{{key}}}': {len(args)} input list(s), "
+                                 "numbered from 0")
+            return args[key]
+        if key not in kwargs:
+            raise UsageError(f"unknown field '{{{key}}}'")
+        return kwargs[key]
+
+    def attribute(self, value: str, name: str, field_name: str) -> str:
+        if name in self.defines:
+            try:
+                return eval(self.defines[name], {}, {"x": value})  # noqa: S307 (user's own code)
+            except Exception as exc:
+                raise UsageError(f"--define {name}: {exc}") from None
+        if name in BUILTIN:
+            return BUILTIN[name](value)
+        raise UsageError(f"unknown field '{field_name}'")
+
+
+def _parse_defines(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        name, sep, code = v.partition("=")
+        if not sep or not name.isidentifier() or not code:
+            raise UsageError(f"--define {v!r}: expected NAME=CODE")
+        try:
+            compile(code, "--define", "eval")
+        except SyntaxError as exc:
+            raise UsageError(f"--define {name}: {exc.msg}") from None
+        out[name] = code
+    return out
+
+
+def split_inputs(args: list[str]) -> tuple[list[str], list[tuple[list[str], bool]]]:
+    """The command template and the input lists, each with whether it is linked
+    (::: WORDS..., :::: FILES... whose lines are the inputs, - for stdin)."""
+    command: list[str] = []
+    lists: list[tuple[list[str], bool]] = []
+    files = False
+    for a in args:
+        if a in SEPARATORS:
+            files = a.startswith("::::")
+            lists.append(([], a.endswith("+")))
+        elif not lists:
+            command.append(a)
+        else:
+            lists[-1][0].extend(_read_lines(a) if files else [a])
+    return command, lists
+
+
+def _read_lines(path: str) -> list[str]:
+    if path == "-":
+        return [line for line in sys.stdin.read().splitlines() if line]
+    try:
+        with open(path) as f:
+            return [line for line in f.read().splitlines() if line]
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror}") from None
+
+
+def combinations(lists: list[tuple[list[str], bool]]) -> list[list[str]]:
+    """Cross product of the lists (the last varies fastest, as Flux); a linked list
+    gives one item per combination, cycled when it is shorter."""
+    if not lists:
+        return []
+    combined = [i for i, (_, linked) in enumerate(lists) if not linked or i == 0]
+    out = []
+    for k, combo in enumerate(itertools.product(*(lists[i][0] for i in combined))):
+        picked = dict(zip(combined, combo))
+        row = []
+        for i, (items, _) in enumerate(lists):
+            if i in picked:
+                row.append(picked[i])
+            elif not items:
+                return []
+            else:
+                row.append(items[k % len(items)])
+        out.append(row)
+    return out
+
+
+@click.command(context_settings=NO_INTERSPERSED)
+@apply(TASKS + COMMON + IO + SUBMIT)
+@click.option("--define", "defines", multiple=True, metavar="NAME=CODE",
+              help="Define {.NAME}: the Python expression CODE of the input x.")
+@click.option("--dry-run", is_flag=True, help="Print the commands, submit nothing.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **params):
+    """Submit one job per input: COMMAND [::: INPUTS...]... (lines of stdin without :::).
+
+    {} or {N} in COMMAND and in --output, --error, --input, --job-name, --cwd, --env
+    and --cc is the input; several ::: lists give their cross product.
+    """
+    fmt = _Formatter(_parse_defines(defines))
+    command, lists = split_inputs(list(args))
+    if not lists:
+        lists = [(_read_lines("-"), False)]
+    if not command:
+        command = ["{}"]
+    rows = combinations(lists)
+    if not rows:
+        raise UsageError("no inputs: give them after ::: or as lines on stdin")
+    jobs = []
+    for seq, row in enumerate(rows):
+        def sub(text, row=row, seq=seq):
+            if not isinstance(text, str):
+                return text
+            try:
+                return fmt.format(text, *row, seq=seq, seq1=seq + 1, cc="{cc}")
+            except UsageError as exc:
+                raise UsageError(f"{text!r}: {exc.message}") from None
+            except ValueError as exc:
+                raise UsageError(f"{text!r}: {exc}") from None
+        p = dict(params)
+        for key in CC_OPTIONS:
+            p[key] = sub(p.get(key))
+        p["env_rules"] = tuple(sub(r) for r in params.get("env_rules") or ())
+        argv = [sub(a) for a in command]
+        this_cc = sub(cc)
+        if this_cc is None:  # no --cc: {cc} is empty, as Flux
+            argv = [a.replace("{cc}", "") for a in argv]
+            p = {k: (v.replace("{cc}", "") if k in CC_OPTIONS and isinstance(v, str) else v)
+                 for k, v in p.items()}
+            p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
+        jobs.extend(with_cc(argv, p, this_cc))
+    if dry_run:
+        for argv, _ in jobs:
+            click.echo("bulksubmit: submit " + " ".join(argv))
+        sys.exit(0)
+    specs = [jobspec_from(argv, p) for argv, p in jobs]
+    sys.exit(submit_all(specs, params, quiet=quiet, wait=wait, watch=watch,
+                        progress=progress, prog="fluxlite bulksubmit"))

@@ -1,0 +1,112 @@
+"""`submit --cc` templates in options and `fluxlite bulksubmit`, through the CLI against
+real instances."""
+
+import os
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_cc_expands_in_output_and_name_options(inst1, tmp_path):
+    cp = inst1.cli("submit", "--cc=1-3", "--quiet", "--wait",
+                   f"--output={tmp_path}/cc{{cc}}.out", "--job-name=copy{cc}",
+                   f"--cwd={tmp_path}", "--env=WHICH=w{cc}",
+                   "sh", "-c", "echo copy {cc} $WHICH $FLUXLITE_JOB_CC $(pwd)", check=True)
+    assert cp.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == ["cc1.out", "cc2.out", "cc3.out"]
+    for i in (1, 2, 3):
+        assert (tmp_path / f"cc{i}.out").read_text() == f"copy {i} w{i} {i} {tmp_path}\n"
+    names = inst1.cli("jobs", "-a", "-n", "-o", "{name}", check=True).stdout.split()
+    assert sorted(names) == ["copy1", "copy2", "copy3"]
+
+
+def test_cc_expands_in_input(inst1, tmp_path):
+    for i in (1, 2):
+        (tmp_path / f"in{i}").write_text(f"data {i}\n")
+    inst1.cli("submit", "--cc=1-2", "--quiet", "--wait", f"--input={tmp_path}/in{{cc}}",
+              f"--output={tmp_path}/out{{cc}}", "cat", check=True)
+    assert [(tmp_path / f"out{i}").read_text() for i in (1, 2)] == ["data 1\n", "data 2\n"]
+
+
+def job_count(inst) -> int:
+    return len(inst.cli("jobs", "-a", "-n", "-o", "{id}", check=True).stdout.split())
+
+
+def test_bulksubmit_cross_product_of_input_lists(inst1, tmp_path):
+    cp = inst1.cli("bulksubmit", "--wait", f"--output={tmp_path}/{{0}}{{1}}.out",
+                   "--job-name={1}{0}", "echo", "{1}", "{0}", ":::", "a", "b", ":::", "x", "y",
+                   check=True)
+    assert len(cp.stdout.split()) == 4  # one id per job
+    assert sorted(os.listdir(tmp_path)) == ["ax.out", "ay.out", "bx.out", "by.out"]
+    for a in "ab":
+        for x in "xy":
+            assert (tmp_path / f"{a}{x}.out").read_text() == f"{x} {a}\n"
+    names = inst1.cli("jobs", "-a", "-n", "-o", "{name}", check=True).stdout.split()
+    assert sorted(names) == ["xa", "xb", "ya", "yb"]
+
+
+def test_bulksubmit_reads_stdin_lines_without_separator(inst1):
+    cp = inst1.cli("bulksubmit", "--quiet", "--wait", "sh", "-c", "exit {}",
+                   input="1\n3\n2\n")
+    assert (cp.returncode, cp.stdout, cp.stderr) == (3, "", "")
+    assert job_count(inst1) == 3
+
+
+def test_bulksubmit_attributes_seq_and_define(inst1, tmp_path):
+    inst1.cli("bulksubmit", "--quiet", "--wait", "--define=p2=2**int(x[3])",
+              f"--output={tmp_path}/{{./%}}.out", "echo", "{.%}", "{./}", "{.//}",
+              "{seq}", "{seq1}", "{.p2}", "{:>3}|",
+              ":::", "d/f1.txt", "e/f3.c", check=True)
+    assert (tmp_path / "f1.out").read_text() == "d/f1 f1.txt d 0 1 2 d/f1.txt|\n"
+    assert (tmp_path / "f3.out").read_text() == "e/f3 f3.c e 1 2 8 e/f3.c|\n"
+
+
+def test_bulksubmit_cc_is_empty_without_cc_option(inst1, tmp_path):
+    inst1.cli("bulksubmit", "--quiet", "--wait", f"--output={tmp_path}/{{}}{{cc}}.out",
+              "--env=V=v{cc}", "sh", "-c", "echo {0}{cc} $V", ":::", "a", check=True)
+    assert os.listdir(tmp_path) == ["a.out"]
+    assert (tmp_path / "a.out").read_text() == "a v\n"
+
+
+def test_bulksubmit_with_cc_and_linked_list(inst1, tmp_path):
+    cp = inst1.cli("bulksubmit", "--quiet", "--wait", "--cc=1-{1}",
+                   f"--output={tmp_path}/{{0}}-{{cc}}.out", "echo", "{0}", "{cc}",
+                   ":::", "a", "b", ":::+", "2", "1", check=True)
+    assert cp.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == ["a-1.out", "a-2.out", "b-1.out"]
+    assert (tmp_path / "a-2.out").read_text() == "a 2\n"
+    assert (tmp_path / "b-1.out").read_text() == "b 1\n"
+
+
+def test_bulksubmit_watch_shows_output(inst1):
+    cp = inst1.cli("bulksubmit", "--quiet", "--watch", "sh", "-c", "echo got {0}; exit {0}",
+                   ":::", "0", "4")
+    assert (cp.returncode, cp.stdout) == (4, "got 0\ngot 4\n")
+
+
+def test_bulksubmit_dry_run_submits_nothing(inst1):
+    cp = inst1.cli("bulksubmit", "--dry-run", "echo", "{1}", "{0}", ":::", "1", "2", ":::",
+                   "3", "4", check=True)
+    assert cp.stdout.splitlines() == [f"bulksubmit: submit echo {a} {b}"
+                                      for b in "12" for a in "34"]
+    assert job_count(inst1) == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["echo", "{foo}", ":::", "1"], "'{foo}': unknown field '{foo}'"),
+    (["echo", "{1}", ":::", "1"], "'{1}': unknown field '{1}': 1 input list(s), numbered from 0"),
+    (["echo", "{.nope}", ":::", "1"], "'{.nope}': unknown field '.nope'"),
+    (["echo", "ok {}", "{", ":::", "1"], "'{': Single '{' encountered in format string"),
+    (["echo", "}", ":::", "1"], "'}': Single '}' encountered in format string"),
+    (["--output={", "echo", ":::", "1"], "'{': Single '{' encountered in format string"),
+    (["--define=p=(", "echo", "{.p}", ":::", "1"], "--define p: '(' was never closed"),
+    (["--define=p", "echo", ":::", "1"], "--define 'p': expected NAME=CODE"),
+    (["echo", "{}", ":::"], "no inputs: give them after ::: or as lines on stdin"),
+])
+def test_bulksubmit_bad_template_is_one_line_and_submits_nothing(inst1, args, message):
+    cp = inst1.cli("bulksubmit", *args)
+    assert cp.returncode != 0
+    assert cp.stderr == f"fluxlite bulksubmit: {message}\n"
+    assert cp.stdout == ""
+    assert job_count(inst1) == 0
