@@ -111,3 +111,33 @@ def test_compat_env_prints_shell_lines(inst2):
     bindir = os.path.join(os.path.dirname(os.path.abspath(__import__("fluxlite").__file__)),
                           "compat", "bin")
     assert any(line.startswith("export PATH=") and bindir in line for line in lines)
+
+
+FLUX_PROGRAM = r'''
+import flux
+import flux.job
+from flux.job import FluxExecutor, JobspecV1
+
+h = flux.Flux()
+spec = JobspecV1.from_command(["sh", "-c", "exit 3"])
+jobid = flux.job.submit(h, spec)
+res = flux.job.wait(h, jobid)
+print(res.jobid == jobid, res.success)
+with FluxExecutor() as ex:
+    futs = [ex.submit(JobspecV1.from_command(["sh", "-c", f"exit {i}"])) for i in range(3)]
+    print([f.result() for f in futs])
+print(flux.__file__.count("fluxlite"))
+'''
+
+
+def test_flux_python_package_runs_a_flux_program(inst2, tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(FLUX_PROGRAM)
+    python = fluxlite_command()[0].rsplit("/", 1)[0] + "/python"
+    cp = sh(inst2, COMPAT + f"{python} {prog}")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == ["True False", "[0, 1, 2]", "1"]
+    # without compat env, `import flux` is not fluxlite's
+    cp = subprocess.run([python, "-c", "import flux; print(flux.__file__)"], env=plain_env(inst2),
+                        capture_output=True, text=True, timeout=30)
+    assert cp.returncode != 0 or "fluxlite" not in cp.stdout
