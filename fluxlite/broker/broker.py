@@ -318,6 +318,9 @@ class Broker:
     async def _run_initial_program(self) -> None:
         env = dict(os.environ)
         env["FLUXLITE_URI"] = self.local_uri
+        from ..util.compat import flux_compat
+        if flux_compat(env):
+            env["FLUX_URI"] = self.local_uri
         from ..util.paths import fluxlite_bindir
         bindir = fluxlite_bindir()
         if bindir and bindir not in env.get("PATH", "").split(os.pathsep):

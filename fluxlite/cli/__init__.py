@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "uptime": ("misc", "uptime", "Show how long the instance has run, its depth and size"),
     "shutdown": ("misc", "shutdown", "Shut the instance down"),
     "keygen": ("keygen", "keygen", "Write a CURVE certificate for a TCP overlay"),
+    "compat": ("compat", "compat", "Flux compatibility: `eval \"$(fluxlite compat env)\"`"),
 }
 HIDDEN = {"broker"}  # started by batch/alloc, not by people
 
@@ -70,7 +71,7 @@ def cli():
     """
 
 
-GROUPS = {"job", "kvs", "resource", "overlay"}  # commands with subcommands
+GROUPS = {"job", "kvs", "resource", "overlay", "compat"}  # commands with subcommands
 
 
 def _command_name(argv: list[str]) -> str:

@@ -27,6 +27,7 @@ from ..job import eventlog as jel
 from ..protocol.dispatch import Dispatcher, Method, declared_methods, handler
 from ..protocol.schema import AnyMap, Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset
+from ..util.compat import FLUX_MIRRORED, flux_compat
 from .plugin import PluginStack
 from .task import Task
 
@@ -303,11 +304,17 @@ class JobShell:
         if self.info.get("tmpdir"):
             # as Flux's FLUX_JOB_TMPDIR: private to the job on this node, removed with it
             env["FLUXLITE_JOB_TMPDIR"] = self.info["tmpdir"]
+        # Flux compatibility, on for the instance or in the job's environment
+        compat = flux_compat() or flux_compat(env)
+        if compat:
+            env.update({"FLUX_" + k[len("FLUXLITE_"):]: env[k] for k in FLUX_MIRRORED if k in env})
         cwd = self.jobspec["attributes"]["system"].get("cwd") or "/"
         on_output = self._on_output
         for localid in range(self.nlocal):
             rank = self.first_task + localid
             tenv = dict(env, FLUXLITE_TASK_RANK=str(rank), FLUXLITE_TASK_LOCAL_ID=str(localid))
+            if compat:
+                tenv.update(FLUX_TASK_RANK=str(rank), FLUX_TASK_LOCAL_ID=str(localid))
             task = Task(self, localid, rank, self.command, tenv, cwd)
             self.tasks.append(task)
             await self.plugins.call("task.init", task)

@@ -7,7 +7,8 @@
     job                                (job data, and the job API and executor on a handle)
     service, shell                     (in-broker services; the job shell on a client)
     broker                             (the one place that wires the parts)
-    cli, compat, testing               (commands, the Flux compatibility layer, test helpers)
+    cli, testing                       (commands, test helpers)
+    compat                             (the Flux compatibility layer, on the CLI)
 
 The check reads every module's imports (also those inside functions) with `ast`,
 so a lazy import cannot hide an upward one.
@@ -25,7 +26,7 @@ LAYER = {
     "job": 4,
     "service": 5, "shell": 5,
     "broker": 6,
-    "cli": 7, "compat": 7, "testing": 7, "__main__": 8,
+    "cli": 7, "testing": 7, "compat": 8, "__main__": 9,
     "__init__": 0,  # the package itself holds only __version__
 }
 ROOT = pathlib.Path(fluxlite.__file__).parent

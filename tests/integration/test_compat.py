@@ -1,0 +1,143 @@
+"""Flux compatibility, opt-in: `eval "$(fluxlite compat env)"` puts a `flux` command
+on PATH that runs the fluxlite command of the same name, and instances and jobs
+see FLUX_* variables beside the FLUXLITE_* ones; without it, none of that."""
+
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from fluxlite.testing import TAG_VAR, assert_no_leaks, fluxlite_command
+
+pytestmark = pytest.mark.timeout(120)
+
+COMPAT = 'eval "$(fluxlite compat env)" && '
+
+
+def sh(inst, script, timeout=60, env=None):
+    """`sh -c script` in the instance's environment (with `fluxlite` on PATH)."""
+    return subprocess.run(["sh", "-c", script], env=dict(inst.env, **(env or {})),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def plain_env(inst):
+    env = dict(inst.env)
+    env.pop("FLUXLITE_FLUX_COMPAT", None)
+    return env
+
+
+@pytest.fixture
+def inst2(instance_factory):
+    return instance_factory(2)
+
+
+def test_flux_run_gives_tasks_flux_variables(inst2):
+    cp = sh(inst2, COMPAT + "flux run -N2 -n2 sh -c 'echo $FLUX_TASK_RANK $FLUX_TASK_LOCAL_ID "
+                "$FLUX_JOB_SIZE $FLUX_JOB_NNODES $FLUX_JOB_ID $FLUXLITE_JOB_ID "
+                "$FLUX_URI $FLUXLITE_URI'")
+    assert cp.returncode == 0, cp.stderr
+    rows = sorted(line.split() for line in cp.stdout.splitlines())
+    assert [r[:4] for r in rows] == [["0", "0", "2", "2"], ["1", "0", "2", "2"]]
+    for r in rows:
+        assert r[4] == r[5] and r[4].startswith("ƒ")      # FLUX_JOB_ID is the f58 id
+        assert r[6] == r[7] and r[6].startswith("local://")
+    cp = sh(inst2, COMPAT + "flux run -n2 printenv FLUX_TASK_RANK")
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(cp.stdout.split()) == ["0", "1"]
+
+
+def test_flux_job_tmpdir_is_the_jobs_tmpdir(inst2):
+    cp = sh(inst2, COMPAT + "flux run sh -c 'test -d \"$FLUX_JOB_TMPDIR\" && "
+                "test \"$FLUX_JOB_TMPDIR\" = \"$FLUXLITE_JOB_TMPDIR\" && echo ok'")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "ok"
+
+
+def test_flux_jobs_lists_what_flux_submit_ran(inst2):
+    cp = sh(inst2, COMPAT + "flux submit --wait true && flux jobs -a")
+    assert cp.returncode == 0, cp.stderr
+    jobid = cp.stdout.splitlines()[0].strip()
+    assert jobid.startswith("ƒ")
+    assert any(line.split()[0] == jobid for line in cp.stdout.splitlines()[2:])
+
+
+def test_flux_command_fluxlite_lacks_is_one_error_line(inst2):
+    cp = sh(inst2, COMPAT + "flux mini-nosuch run true")
+    assert cp.returncode == 1
+    assert cp.stderr.splitlines() == [
+        "flux: 'mini-nosuch' is a Flux command fluxlite does not provide "
+        "(see 'flux --help' for those it does)"]
+    # a fluxlite command's own errors keep their form
+    cp = sh(inst2, COMPAT + "flux run --nosuch-option true")
+    assert cp.returncode == 2 and len(cp.stderr.splitlines()) == 1
+    assert "--nosuch-option" in cp.stderr
+
+
+def test_flux_uri_beside_fluxlite_uri_in_start(inst2):
+    cp = sh(inst2, COMPAT + "exec fluxlite start -s 2 sh -c 'echo \"$FLUX_URI $FLUXLITE_URI\"'",
+            env={"FLUXLITE_URI": "", TAG_VAR: (tag := uuid.uuid4().hex)})
+    assert cp.returncode == 0, cp.stderr
+    flux_uri, fluxlite_uri = cp.stdout.split()
+    assert flux_uri == fluxlite_uri and flux_uri.startswith("local://")
+    assert_no_leaks(tag)
+
+
+def test_without_compat_no_flux_command_and_no_flux_variables(inst2):
+    env = plain_env(inst2)
+    which = shutil.which("flux", path=env.get("PATH", ""))
+    assert which is None or "fluxlite" not in which   # never put on PATH by fluxlite
+    cp = subprocess.run(fluxlite_command() + ["run", "-n2", "printenv"], env=env,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "FLUXLITE_TASK_RANK=" in cp.stdout
+    assert not [v for v in cp.stdout.splitlines() if v.startswith("FLUX_")]
+    env.pop("FLUXLITE_URI", None)
+    env[TAG_VAR] = tag = uuid.uuid4().hex
+    cp = subprocess.run(fluxlite_command() + ["start", "printenv"], env=env,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "FLUXLITE_URI=" in cp.stdout
+    assert not [v for v in cp.stdout.splitlines() if v.startswith("FLUX_")]
+    assert_no_leaks(tag)
+
+
+def test_compat_env_prints_shell_lines(inst2):
+    cp = subprocess.run(fluxlite_command() + ["compat", "env"], env=inst2.env,
+                        capture_output=True, text=True, timeout=30, check=True)
+    lines = cp.stdout.splitlines()
+    assert "export FLUXLITE_FLUX_COMPAT=1" in lines
+    bindir = os.path.join(os.path.dirname(os.path.abspath(__import__("fluxlite").__file__)),
+                          "compat", "bin")
+    assert any(line.startswith("export PATH=") and bindir in line for line in lines)
+
+
+FLUX_PROGRAM = r'''
+import flux
+import flux.job
+from flux.job import FluxExecutor, JobspecV1
+
+h = flux.Flux()
+spec = JobspecV1.from_command(["sh", "-c", "exit 3"])
+jobid = flux.job.submit(h, spec)
+res = flux.job.wait(h, jobid)
+print(res.jobid == jobid, res.success)
+with FluxExecutor() as ex:
+    futs = [ex.submit(JobspecV1.from_command(["sh", "-c", f"exit {i}"])) for i in range(3)]
+    print([f.result() for f in futs])
+print(flux.__file__.count("fluxlite"))
+'''
+
+
+def test_flux_python_package_runs_a_flux_program(inst2, tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(FLUX_PROGRAM)
+    python = fluxlite_command()[0].rsplit("/", 1)[0] + "/python"
+    cp = sh(inst2, COMPAT + f"{python} {prog}")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == ["True False", "[0, 1, 2]", "1"]
+    # without compat env, `import flux` is not fluxlite's
+    cp = subprocess.run([python, "-c", "import flux; print(flux.__file__)"], env=plain_env(inst2),
+                        capture_output=True, text=True, timeout=30)
+    assert cp.returncode != 0 or "fluxlite" not in cp.stdout
