@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from fluxlite.job import api
-from fluxlite.testing import jobid_of
+from fluxlite.testing import Instance, jobid_of
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -26,7 +26,7 @@ def mpi(tmp_path_factory):
         pytest.skip("mpicc not found: install mpich libmpich-dev to run the MPI tests")
     out = tmp_path_factory.mktemp("mpi")
     built = {}
-    for name in ("mpi_hello", "mpi_abort"):
+    for name in ("mpi_hello", "mpi_abort", "mpi_allreduce", "mpi_early_exit"):
         path = str(out / name)
         subprocess.run([mpicc, "-o", path, os.path.join(PROGRAMS, f"{name}.c")],
                        check=True, timeout=120)
@@ -117,3 +117,65 @@ def test_garbage_gets_an_error_answer_and_one_log_line(instance_factory):
     assert "0: cmd=finalize_ack rc=0" in cp.stdout
     logged = [line for line in cp.stderr.splitlines() if "pmi:" in line]
     assert len(logged) == 1 and "garbage" in logged[0], cp.stderr
+
+
+# ------------------------------------------------------- a size-4 instance
+@pytest.fixture(scope="module")
+def inst4mpi():
+    """One size-4 instance (4 cores per rank) for the shapes below; leak-checked."""
+    inst = Instance(4, cores_per_rank=4)
+    inst.start()
+    yield inst
+    inst.__exit__(None, None, None)
+
+
+SHAPES = [("-n4",), ("-N2", "-n4"), ("-N4", "-n8")]
+
+
+def size_of(shape) -> int:
+    return int(shape[-1][2:])
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=" ".join)
+def test_hello_shapes_in_a_size_4_instance(inst4mpi, mpi, shape):
+    cp = inst4mpi.cli("run", *shape, mpi["mpi_hello"], timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    n = size_of(shape)
+    assert ranks_of(cp.stdout) == sorted(f"rank {r} of {n}" for r in range(n))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=" ".join)
+def test_allreduce_shapes_in_a_size_4_instance(inst4mpi, mpi, shape):
+    cp = inst4mpi.cli("run", *shape, mpi["mpi_allreduce"], timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    n = size_of(shape)
+    want = n * (n + 1) // 2
+    assert sorted(cp.stdout.splitlines()) == \
+        sorted(f"allreduce rank {r} of {n} sum {want} ok" for r in range(n))
+
+
+def test_20_concurrent_mpi_jobs_never_mix_their_exchanges(inst4mpi, mpi, tmp_path):
+    """`submit --cc 1-20` of two-task MPI jobs at once: all complete, and each job's
+    output shows ranks 0 and 1 of 2 with the right sum (a job that got another's
+    keys would see the wrong size, hang, or fail its sum)."""
+    cp = inst4mpi.cli("submit", "--cc", "1-20", "-n2", "--wait",
+                      "--output", str(tmp_path / "out.{cc}"), mpi["mpi_allreduce"],
+                      timeout=170)
+    assert cp.returncode == 0, cp.stderr
+    ids = cp.stdout.split()
+    assert len(set(ids)) == 20, cp.stdout
+    for cc in range(1, 21):
+        lines = sorted((tmp_path / f"out.{cc}").read_text().splitlines())
+        assert lines == ["allreduce rank 0 of 2 sum 3 ok",
+                         "allreduce rank 1 of 2 sum 3 ok"], (cc, lines)
+
+
+def test_a_c_program_exiting_before_mpi_init_does_not_hang_the_others(inst4mpi, mpi):
+    """Rank 1 exits(3) before MPI_Init; ranks 0, 2, 3 are in MPI_Init's barrier.
+    The job ends with rank 1's code and a note naming it, long before the time
+    limit (-t 1m) and without waiting for exit-timeout."""
+    cp = inst4mpi.cli("run", "-N2", "-n4", "-t", "1m", "-o", "exit-timeout=none",
+                      mpi["mpi_early_exit"], "1", timeout=60)
+    assert cp.returncode == 3, cp.stderr
+    assert "task rank 1" in cp.stderr and "before the PMI barrier" in cp.stderr, cp.stderr
+    assert "rank 0 of" not in cp.stdout
