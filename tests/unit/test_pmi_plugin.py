@@ -11,7 +11,9 @@ import socket
 
 import pytest
 
+from fluxlite.errors import FluxliteError
 from fluxlite.pmi.pmi1 import decode
+from fluxlite.protocol.dispatch import NO_REPLY
 from fluxlite.shell.plugins.pmi import PMI, PMIBarrier
 
 pytestmark = pytest.mark.timeout(20)
@@ -31,21 +33,30 @@ class Task:
 
 
 class Handle:
+    """The shell's broker handle: a `pmi-barrier` call goes to the plugin's handler
+    (as the broker would route it to the leader shell) and its answer comes back."""
     def __init__(self, shell):
         self.shell = shell
         self.calls = []
 
     async def call(self, topic, payload, nodeid=None):
         self.calls.append((topic, payload, nodeid))
-        return self.shell.pmi._m_barrier(None, PMIBarrier(**payload))
+        msg = asyncio.get_running_loop().create_future()
+        assert self.shell.pmi._m_barrier(msg, PMIBarrier(**payload)) is NO_REPLY
+        return await msg
 
     def respond(self, msg, payload, errnum=0, errstr=""):
-        raise AssertionError("one shell: nobody else waits")
+        if errnum:
+            msg.set_exception(FluxliteError(errstr, errnum))
+        else:
+            msg.set_result(payload)
 
 
 class Shell:
-    """What the pmi plugin uses of a JobShell, for one shell of `ntasks` tasks."""
-    def __init__(self, ntasks):
+    """What the pmi plugin uses of a JobShell, for one shell of `ntasks` tasks.  As the
+    leader it enters the barrier in-process; else through its broker (`h.call`)."""
+    def __init__(self, ntasks, leader=False):
+        self.is_leader = leader
         self.jobid = 123456789
         self.ntasks = ntasks
         self.nlocal = ntasks
@@ -104,8 +115,8 @@ class Conn:
         self.sock.close()
 
 
-async def start(ntasks=2):
-    shell = Shell(ntasks)
+async def start(ntasks=2, leader=False):
+    shell = Shell(ntasks, leader)
     shell.pmi.shell_init()
     conns = []
     for r in range(ntasks):
@@ -122,8 +133,9 @@ async def start(ntasks=2):
 INIT = b"cmd=init pmi_version=1 pmi_subversion=1\n"
 
 
-async def test_every_command_over_a_socketpair():
-    shell, (c0, c1) = await start(2)
+@pytest.mark.parametrize("leader", [False, True], ids=["follower", "leader"])
+async def test_every_command_over_a_socketpair(leader):
+    shell, (c0, c1) = await start(2, leader)
     try:
         for c in (c0, c1):
             assert await c.ask(INIT) == {"cmd": "response_to_init", "rc": "0",
@@ -146,9 +158,9 @@ async def test_every_command_over_a_socketpair():
         await c1.send(b"cmd=barrier_in\n")
         assert await c0.recv() == {"cmd": "barrier_out", "rc": "0"}
         assert await c1.recv() == {"cmd": "barrier_out", "rc": "0"}
-        # one message for the shell, carrying both tasks' keys
-        assert [(t, p["keys"]) for t, p, _ in shell.h.calls] == [
-            (f"{shell.service}.pmi-barrier", {"card0": "tcp://h:0", "card1": "tcp://h:1"})]
+        # one message for the shell, carrying both tasks' keys; none on the leader
+        assert [(t, p["keys"]) for t, p, _ in shell.h.calls] == ([] if leader else [
+            (f"{shell.service}.pmi-barrier", {"card0": "tcp://h:0", "card1": "tcp://h:1"})])
         for c in (c0, c1):
             got = await c.ask(b"cmd=get kvsname=%s key=card1\n" % kvs.encode())
             assert got == {"cmd": "get_result", "rc": "0", "value": "tcp://h:1"}
@@ -226,8 +238,9 @@ async def test_abort_raises_an_exec_exception_with_the_code():
         shell.pmi.shell_exit()
 
 
-async def test_a_task_leaving_before_the_barrier_releases_the_other_with_an_error():
-    shell, (c0, c1) = await start(2)
+@pytest.mark.parametrize("leader", [False, True], ids=["follower", "leader"])
+async def test_a_task_leaving_before_the_barrier_releases_the_other_with_an_error(leader):
+    shell, (c0, c1) = await start(2, leader)
     try:
         await c0.ask(INIT)
         await c1.ask(INIT)

@@ -204,12 +204,19 @@ class PMI(ShellPlugin):
 
     async def _barrier(self, keys: dict, error: str = "") -> None:
         self.seq += 1
-        payload = {"shell_rank": self.shell.rank, "seq": self.seq, "keys": keys}
-        if error:
-            payload["error"] = error
+        req = PMIBarrier(shell_rank=self.shell.rank, seq=self.seq, keys=keys, error=error)
         try:
-            resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
-                                           nodeid=self.shell.leader_rank)
+            if self.shell.is_leader:
+                # the leader's own entry: no round trip through its broker
+                waiter = asyncio.get_running_loop().create_future()
+                self._arrive(req, waiter)
+                resp = await waiter
+            else:
+                payload = {"shell_rank": req.shell_rank, "seq": req.seq, "keys": keys}
+                if error:
+                    payload["error"] = error
+                resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
+                                               nodeid=self.shell.leader_rank)
         except FluxliteError as exc:
             self.ending_elsewhere = True
             if error:
@@ -222,6 +229,13 @@ class PMI(ShellPlugin):
     # ----------------------------------------------------------- leader
     @handler("pmi-barrier", schema=PMIBarrier, max_payload=16 << 20)
     def _m_barrier(self, msg, req: PMIBarrier):
+        self._arrive(req, msg)
+        return NO_REPLY
+
+    def _arrive(self, req: PMIBarrier, waiter) -> None:
+        """A shell entered the barrier; `waiter` is its request (or, for the leader's
+        own shell, a future).  When the last shell arrived, each gets the merged keys
+        once.  Raises FluxliteError when this barrier cannot be entered."""
         if req.shell_rank >= self.shell.nshells:
             raise FluxliteError(f"PMI barrier from shell rank {req.shell_rank}: the job has "
                                 f"{self.shell.nshells} shell(s)", 22)
@@ -235,17 +249,27 @@ class PMI(ShellPlugin):
                                     f"while gathering barrier {self.gathering_seq}", 71)
             self.gathering_seq = req.seq
         self.arrived[req.shell_rank] = dict(req.keys)
-        self.waiting.append(msg)
+        self.waiting.append(waiter)
         if len(self.arrived) < self.shell.nshells:
-            return NO_REPLY
+            return
         merged: dict = {}
         for rank in sorted(self.arrived):
             merged.update(self.arrived[rank])
         waiting, self.waiting = self.waiting, []
         self.arrived = {}
-        for m in waiting[:-1]:
-            self.shell.h.respond(m, {"keys": merged})
-        return {"keys": merged}
+        for w in waiting:
+            self._answer(w, {"keys": merged})
+
+    def _answer(self, waiter, resp: dict | None, errnum: int = 0, errstr: str = "") -> None:
+        if isinstance(waiter, asyncio.Future):
+            if waiter.done():
+                return
+            if errnum:
+                waiter.set_exception(FluxliteError(errstr, errnum))
+            else:
+                waiter.set_result(resp)
+        else:
+            self.shell.h.respond(waiter, resp, errnum, errstr)
 
     def shell_lost(self, shell_rank: int, severity: int, message: str) -> None:
         """A shell is gone: no barrier can complete; release those waiting."""
@@ -256,8 +280,8 @@ class PMI(ShellPlugin):
         self.broken = why
         waiting, self.waiting = self.waiting, []
         self.arrived = {}
-        for m in waiting:
-            self.shell.h.respond(m, None, 71, self.broken)
+        for w in waiting:
+            self._answer(w, None, 71, self.broken)
 
     def shell_exit(self) -> None:
         self._close_theirs()
