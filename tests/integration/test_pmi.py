@@ -179,3 +179,29 @@ def test_a_c_program_exiting_before_mpi_init_does_not_hang_the_others(inst4mpi, 
     assert cp.returncode == 3, cp.stderr
     assert "task rank 1" in cp.stderr and "before the PMI barrier" in cp.stderr, cp.stderr
     assert "rank 0 of" not in cp.stdout
+
+
+MPI4PY_ALLREDUCE = """
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1, op=MPI.SUM)
+want = comm.Get_size() * (comm.Get_size() + 1) // 2
+assert total == want, (total, want)
+print(f"mpi4py rank {comm.Get_rank()} of {comm.Get_size()} sum {total} ok")
+"""
+
+
+def test_mpi4py_allreduce_across_two_brokers(inst4mpi, mpi):
+    """mpi4py built against MPICH (.ci/run installs it): its allreduce across 4 tasks."""
+    import importlib.util
+    import sys
+    if importlib.util.find_spec("mpi4py") is None:
+        why = ("mpi4py is not installed: MPICC=mpicc .venv/bin/pip install "
+               "--no-binary mpi4py mpi4py")
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + " (.ci/run installs it)")
+        pytest.skip(why)
+    cp = inst4mpi.cli("run", "-N2", "-n4", sys.executable, "-c", MPI4PY_ALLREDUCE, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(cp.stdout.splitlines()) == \
+        [f"mpi4py rank {r} of 4 sum 10 ok" for r in range(4)]
