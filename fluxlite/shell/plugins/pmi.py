@@ -9,8 +9,10 @@ Options:
 The protocol and each shell's state are fluxlite/pmi/pmi1.py; this plugin
 moves bytes between the tasks' sockets and that state.  Puts stay in the
 shell.  When every local task entered a barrier the shell sends its keys to
-the leader's `pmi-barrier` method (one message per shell); the leader answers
-every shell once, with the keys of all, when the last one arrived.  A task
+the leader's `pmi-barrier` method (one message per shell; the leader's own
+shell enters in-process); the leader answers every shell once, with the keys
+of all, when the last one arrived, and each shell answers its tasks' gets
+from those.  A task
 that leaves before a barrier, or a lost shell, makes the barrier fail for
 everyone (rc=-1) instead of hanging.  `abort` raises a fatal `exec`
 exception naming the task, and the job finishes with the abort code.
