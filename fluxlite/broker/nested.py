@@ -1,112 +1,118 @@
-"""`fluxlite broker`: one broker of an instance that runs as a job (batch, alloc).
+"""A broker started by a PMI launcher: one broker of an instance that runs as a job.
 
-Each broker is a task of its job shell.  The shell's bootstrap plugin gives it
-a channel (FLUXLITE_BOOTSTRAP_FD) and its rank and size; the brokers put their
-endpoints and cores there, fence, and read everybody's back, then form their
-own tree exactly as `fluxlite start` brokers do.  Nothing here uses ZeroMQ
-before the spawner is forked (run_broker does that first).
+`fluxlite broker` (what batch and alloc run as their job's tasks) and
+`fluxlite start` under a PMI launcher (`fluxlite run -n4 fluxlite start ...`,
+MPICH's `mpiexec -n 4 fluxlite start ...`) both come here.  Each broker is one
+task of its launcher; it learns its rank and the instance's size from PMI-1
+(fluxlite/pmi/client.py), puts its endpoint (`fluxlite.ep.RANK`, only a rank
+with children binds one) and, in a batch/alloc job, the cores its job shell
+gave it (`fluxlite.cores.RANK`), enters the barrier, and gets its parent's
+endpoint (rank 0: everybody's cores) back.  Then the brokers form their tree
+exactly as `fluxlite start` brokers do.  Nothing here uses ZeroMQ before the
+spawner is forked (run_broker does that first).
 
-The instance's attributes say where it sits: instance-level (the parent's + 1),
-jobid (its id in the parent), parent-uri.  Its resources are the job's
-allocation, rank by rank.
+A batch/alloc instance's attributes say where it sits: instance-level (the
+parent's + 1), jobid (its id in the parent), parent-uri.  Its resources are the
+job's allocation, rank by rank.  An instance started by `start` under PMI
+offers on each rank what a `fluxlite start` rank offers.
 
-Its run directory lives inside its job's private directory (the shell's
-`tmpdir`, FLUXLITE_RUNDIR_BASE), which the parent's spawner removes when the
-job shell is reaped, so a broker killed with its job leaves nothing behind.
-When its initial program runs on the job's terminal (an interactive alloc),
-the broker ends it with SIGHUP, as for an interactive `fluxlite start`.
+Its run directory lives inside its job's private directory (FLUXLITE_RUNDIR_BASE
+from the shell's instance plugin, else FLUXLITE_JOB_TMPDIR), which the parent's
+spawner removes when the job shell is reaped, so a broker killed with its job
+leaves nothing behind; under another launcher it is a fresh private directory,
+removed at exit.  When its initial program runs on the job's terminal (an
+interactive alloc), the broker ends it with SIGHUP, as for an interactive
+`fluxlite start`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import socket
 
 from ..errors import FluxliteError
+from ..pmi import client as pmi
 from ..util import idset, tree
 from .broker import BrokerConfig
 from ..util.paths import make_rundir
 from .attrs import critical_ranks
 
-
-class BootstrapChannel:
-    """The task side of the shell's bootstrap exchange: JSON lines over a socket."""
-
-    def __init__(self, fd: int):
-        self.sock = socket.socket(fileno=fd)
-        self.file = self.sock.makefile("rwb")
-
-    def _call(self, req: dict) -> dict:
-        self.file.write(json.dumps(req).encode() + b"\n")
-        self.file.flush()
-        line = self.file.readline()
-        if not line:
-            raise FluxliteError("bootstrap: the job shell closed the exchange")
-        resp = json.loads(line)
-        if not resp.get("ok"):
-            raise FluxliteError(f"bootstrap: {resp.get('error', 'failed')}")
-        return resp
-
-    def put(self, key: str, value) -> None:
-        self._call({"op": "put", "key": key, "value": value})
-
-    def fence(self) -> dict:
-        return self._call({"op": "fence"})["kvs"]
-
-    def close(self) -> None:
-        self.file.close()
-        self.sock.close()
+# what a PMI launcher and the instance plugin put in a broker's environment;
+# none of it is for the instance's own jobs
+LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED",
+                "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
 
 
-def _env_int(name: str) -> int:
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        raise FluxliteError(f"`fluxlite broker` runs as a task of a batch or alloc job: "
-                            f"{name} is not set (use `fluxlite start` for a standalone "
-                            "instance)") from None
-
-
-def run_nested_broker(attrs: dict[str, str], command: list[str]) -> int:
-    rank = _env_int("FLUXLITE_BOOTSTRAP_RANK")
-    size = _env_int("FLUXLITE_BOOTSTRAP_SIZE")
-    chan = BootstrapChannel(_env_int("FLUXLITE_BOOTSTRAP_FD"))
+def _exchange(client: pmi.PMI1Client, attrs: dict[str, str], cores: str | None):
+    """Put this rank's endpoint (and cores), barrier, get the parent's endpoint and,
+    on rank 0, everybody's cores.  Returns (rundir, bind, parent_ep, resources)."""
+    rank, size = client.rank, client.size
     k = tree.parse_topo(attrs["tbon.topo"])
-    rundir = _make_rundir(os.environ.get("FLUXLITE_RUNDIR_BASE"), rank)
+    base = os.environ.get("FLUXLITE_RUNDIR_BASE") or os.environ.get("FLUXLITE_JOB_TMPDIR")
+    rundir = _make_rundir(base, rank)
     bind = f"ipc://{rundir}/tbon" if tree.children(rank, size, k) else None
     try:
-        chan.put(f"ep.{rank}", bind)
-        chan.put(f"cores.{rank}", os.environ.get("FLUXLITE_BOOTSTRAP_CORES", "0"))
-        kvs = chan.fence()
-    finally:
-        chan.close()
-    parent_ep = None if rank == 0 else kvs.get(f"ep.{tree.parent(rank, k)}")
-    if rank != 0 and not parent_ep:
+        client.init()
+        client.get_maxes()
+        client.get_my_kvsname()
+        if bind:
+            client.put(f"fluxlite.ep.{rank}", bind)
+        if cores is not None:
+            client.put(f"fluxlite.cores.{rank}", cores)
+        client.barrier()
+        parent_ep = None
+        if rank != 0:
+            parent_ep = client.get(f"fluxlite.ep.{tree.parent(rank, k)}")
+            if not parent_ep:
+                raise FluxliteError(f"bootstrap: no endpoint for rank {tree.parent(rank, k)}")
+        resources = None
+        if cores is not None and rank == 0:
+            resources = {}
+            for r in range(size):
+                got = client.get(f"fluxlite.cores.{r}")
+                if got is None:
+                    raise FluxliteError(f"bootstrap: no cores for rank {r}")
+                resources[r] = sorted(idset.decode(got))
+        client.finalize()
+    except BaseException:
         shutil.rmtree(rundir, ignore_errors=True)
-        raise FluxliteError(f"bootstrap: no endpoint for rank {tree.parent(rank, k)}")
-    resources = {r: sorted(idset.decode(kvs.get(f"cores.{r}", "0"))) for r in range(size)}
-    attrs["instance-level"] = os.environ.get("FLUXLITE_INSTANCE_LEVEL", "1")
-    attrs["jobid"] = os.environ.get("FLUXLITE_JOB_ID", "")
-    attrs["parent-uri"] = os.environ.get("FLUXLITE_URI", "")
+        raise
+    finally:
+        client.close()
+    return rundir, bind, parent_ep, resources
+
+
+def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -> int:
+    """One broker of a PMI-launched instance.  `nested`: a batch/alloc job's broker
+    (tells its parent where it is); else `fluxlite start` under a PMI launcher."""
+    if not pmi.in_environment():
+        raise FluxliteError("`fluxlite broker` runs as a task of a batch or alloc job: "
+                            "PMI_FD, PMI_RANK and PMI_SIZE are not set (use `fluxlite "
+                            "start` for a standalone instance)")
+    client = pmi.PMI1Client.from_env()
+    rank, size = client.rank, client.size
     crit = attrs.get("broker.critical-ranks", "")
     if crit not in ("", "all") and max(idset.decode(crit), default=0) >= size:
-        shutil.rmtree(rundir, ignore_errors=True)
+        client.close()
         raise FluxliteError(f"invalid value for broker.critical-ranks={crit!r}: "
                             f"this instance has ranks 0-{size - 1}")
+    cores = os.environ.get("FLUXLITE_INSTANCE_CORES") if nested else None
+    rundir, bind, parent_ep, resources = _exchange(client, attrs, cores)
+    if nested:
+        attrs["instance-level"] = os.environ.get("FLUXLITE_INSTANCE_LEVEL", "1")
+        attrs["jobid"] = os.environ.get("FLUXLITE_JOB_ID", "")
+        attrs["parent-uri"] = os.environ.get("FLUXLITE_URI", "")
     attrs["broker.critical-ranks"] = idset.encode(critical_ranks(attrs, size))
     cfg = BrokerConfig(rank=rank, size=size, attrs=attrs, rundir=rundir,
                        bind_endpoint=bind, parent_endpoint=parent_ep,
                        local_path=f"{rundir}/local", initial_program=command or None,
-                       initial_pgid=0,
+                       initial_pgid=0 if nested else os.getpgrp(),
                        interactive=os.isatty(0))  # the job's terminal (pty plugin)
     cfg.resources = resources
-    cfg.nested = True
+    cfg.nested = nested
     # inside the child, FLUXLITE_URI means the child; the parent stays in parent-uri
     os.environ["FLUXLITE_URI"] = f"local://{rundir}/local"
-    for var in ("FLUXLITE_BOOTSTRAP_FD", "FLUXLITE_BOOTSTRAP_RANK", "FLUXLITE_BOOTSTRAP_SIZE",
-                "FLUXLITE_BOOTSTRAP_CORES", "FLUXLITE_RUNDIR_BASE"):
+    for var in LAUNCHER_ENV:
         os.environ.pop(var, None)
     from .main import run_broker
     try:

@@ -1,7 +1,7 @@
 """`fluxlite batch`, `fluxlite alloc`, `fluxlite uri`, `fluxlite proxy`: instances as jobs.
 
 A batch or alloc job runs one `fluxlite broker` per node it gets; the brokers
-find each other through their job shells' bootstrap exchange and form a whole
+find each other through PMI (their job shells serve it) and form a whole
 instance.  Its rank 0 runs the batch script (stored in the jobspec), the
 alloc command, or nothing (`alloc --bg`) until it is shut down.
 

@@ -1,4 +1,5 @@
-"""`fluxlite start` (an instance of N brokers on this machine) and `fluxlite broker`
+"""`fluxlite start` (an instance of N brokers on this machine, or, under a PMI
+launcher, one broker of an instance of the launcher's size) and `fluxlite broker`
 (one broker of an instance that runs as a job, started by batch/alloc)."""
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], **direct) -> dict[
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@click.option("-s", "--size", "--test-size", "size", type=click.IntRange(1, 1024), default=1,
-              show_default=True, help="Number of brokers (ranks), 1 to 1024.")
+@click.option("-s", "--size", "--test-size", "size", type=click.IntRange(1, 1024), default=None,
+              help="Number of brokers (ranks), 1 to 1024 (default 1; under a PMI launcher, "
+                   "the launcher's size).")
 @click.option("--topo", metavar="kary:K", help="Tree shape (default kary:32; kary:0 is flat).")
 @click.option("--cores-per-rank", type=click.IntRange(1, 4096), default=None,
               help="Cores each rank offers (default: all of this machine's cores).")
@@ -44,16 +46,33 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
     COMMAND runs on rank 0 once every rank has joined, with FLUXLITE_URI set;
     when it exits the instance shuts down and `start` exits with its status.
     With no COMMAND on a terminal, your $SHELL runs inside the instance.
+
+    Under a PMI launcher (PMI_FD or PMI_PORT, with PMI_RANK and PMI_SIZE, in the
+    environment: `fluxlite run -n4 fluxlite start ...`, `mpiexec -n 4 fluxlite
+    start ...`) each launched process is one broker of one instance, its rank
+    and the size from PMI; rank 0 runs COMMAND.
     """
     from ..broker.launcher import launch
+    from ..errors import UsageError
+    from ..pmi.client import in_environment
     attrs = _build_attrs(conf, setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
+    if in_environment():
+        if rundir is not None:
+            raise UsageError("--rundir cannot be used under a PMI launcher (each broker "
+                             "makes its own)")
+        from ..broker.nested import run_pmi_broker
+        if size is not None and size != int(os.environ.get("PMI_SIZE") or size):
+            raise UsageError(f"--size={size}: the PMI launcher started "
+                             f"{os.environ['PMI_SIZE']} brokers")
+        command = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
+        return run_pmi_broker(attrs, command, nested=False)
+    size = 1 if size is None else size
     crit = attrs.get("broker.critical-ranks", "")
     if crit not in ("", "all"):
         from ..util import idset
         if max(idset.decode(crit), default=0) >= size:
-            from ..errors import UsageError
             raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: "
                              f"this instance has ranks 0-{size - 1}")
     interactive = False
@@ -71,8 +90,8 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def broker(setattrs, conf, command):
     """Run one broker of an instance that runs as a job (batch/alloc start these)."""
-    from ..broker.nested import run_nested_broker
-    return run_nested_broker(_build_attrs(conf, setattrs), list(command))
+    from ..broker.nested import run_pmi_broker
+    return run_pmi_broker(_build_attrs(conf, setattrs), list(command), nested=True)
 
 
 def check_broker_opts(opts: list[str]) -> None:

@@ -77,7 +77,7 @@ OPTIONS = {
                      "after the first task exits, how long others may run: FSD or none"),
     "exit-on-error": (_flag, "doom", "fail the job as soon as any task fails"),
     "plugins": (_plugins, "shell", "path(s) of user plugins to load (comma separated)"),
-    "instance": (_any, "bootstrap", "tasks are brokers of a nested instance (set by batch/alloc)"),
+    "instance": (_any, "instance", "tasks are brokers of a nested instance (set by batch/alloc)"),
     "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
     "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
                                "output.label: prefix lines with the task rank"),

@@ -13,7 +13,7 @@ def preload() -> None:
 
     from ..client import aio  # noqa: F401
     from . import shell  # noqa: F401
-    from .plugins import bootstrap, doom, input, output, pty, signals  # noqa: F401
+    from .plugins import doom, input, instance, output, pmi, pty, signals  # noqa: F401
 
 
 def run_forked_shell(info: dict, env: dict | None = None) -> int:

@@ -15,7 +15,7 @@ wants, with '.' and '-' turned into '_':
     shell.exit             before the shell exits                         ()
 
 Callbacks may be plain functions or coroutines.  Built-ins (doom, output,
-signal, bootstrap, pmi) use exactly this API; `-o plugins=PATH[,PATH]` loads a
+signal, instance, pmi, pty) use exactly this API; `-o plugins=PATH[,PATH]` loads a
 user's file and instantiates every ShellPlugin subclass defined in it.
 A plugin may also answer requests sent to the job's shell service by
 returning a {method: handler(payload, msg)} map from `methods()`; a handler

@@ -69,7 +69,7 @@ SHELL_METHODS = {
     "critical-ranks": {"ranks": "0", "seq": 0},
     "doom": {"shell_rank": 0, "host": "h", "rank": 0, "localid": 0, "pid": 1,
              "wait_status": 0, "signaled": False, "exitcode": 0, "disposition": "x"},
-    "bootstrap-fence": {"shell_rank": 0, "kvs": {}},
+    "pmi-barrier": {"shell_rank": 0, "seq": 1, "keys": {}},
     "pty-attach": {},
     "pty-write": {"data": b"x"},
     "pty-resize": {"rows": 24, "cols": 80},

@@ -13,9 +13,10 @@ def builtin_plugins(shell) -> list:
         from .input import Input
         plugins.insert(0, Input)
     if shell.options.get("instance"):
-        from .bootstrap import Bootstrap
-        plugins.insert(0, Bootstrap)
-    elif shell.options.get("pmi", "simple") != "off":
+        from .instance import Instance
+        plugins.insert(0, Instance)
+    # the brokers of an instance find each other through PMI, whatever -o pmi says
+    if shell.options.get("instance") or shell.options.get("pmi", "simple") != "off":
         from .pmi import PMI
         plugins.append(PMI)
     if shell.options.get("pty") and shell.is_leader:

@@ -18,8 +18,10 @@ everyone (rc=-1) instead of hanging.  `abort` raises a fatal `exec`
 exception naming the task, and the job finishes with the abort code.
 
 Before the tasks start, the shell puts PMI_process_mapping (MPICH's node
-map, as Flux does), so MPICH finds the tasks that share a node.  Jobs that
-are nested instances (`-o instance`) keep their own bootstrap channel.
+map, as Flux does), so MPICH finds the tasks that share a node.  The brokers
+of a nested instance (`-o instance`, batch and alloc) find each other the
+same way (fluxlite/broker/nested.py), so such a job has PMI even with
+`-o pmi=off`.
 """
 
 from __future__ import annotations
