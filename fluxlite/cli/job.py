@@ -49,7 +49,8 @@ def _signum(text: str) -> int:
 
 @click.group(context_settings=HELP)
 def job():
-    """Job utilities: eventlog, wait-event, attach, wait, info, raise, kill, urgency, id."""
+    """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise, kill,
+    urgency, id."""
 
 
 @job.command(context_settings=HELP)
@@ -188,6 +189,102 @@ def _responses(h, pending):
     for p in pending:
         h.wait(p)
         yield p.take()
+
+
+@job.command(context_settings=HELP)
+@click.option("-v", "--verbose", count=True,
+              help="Say why each job that did not succeed ended (-vv: every job).")
+@click.option("-e", "--exception-exit-code", "exc_code", type=click.IntRange(0, 255),
+              default=1, show_default=True, metavar="N",
+              help="Exit code of a job ended only by an exception (canceled while "
+                   "pending, refused by the scheduler).")
+@click.option("-j", "--json", "as_json", is_flag=True, help="Print each job's result as JSON.")
+@click.argument("jobids", type=JOBID, nargs=-1, required=True)
+def status(verbose, exc_code, as_json, jobids):
+    """Wait for jobs to end and exit with the largest of their exit codes, as a shell
+    would: 128+N for a job whose tasks died by signal N.  It does not count as
+    waiting for them (`job wait` still may)."""
+    import os
+
+    from ..job import api
+    from ..util import fluid
+    prog = "fluxlite job status"
+    if verbose and len(jobids) > 1:
+        print(f"{prog}: fetching status for {len(jobids)} jobs", file=sys.stderr)
+    with handle() as h:
+        infos = []
+        for i in jobids:
+            for _ in api.event_watch(h, i):  # to the end of its main log (`clean`)
+                pass
+            infos.append(api.info(h, i))
+    if verbose and len(jobids) > 1:
+        print(f"{prog}: all done.", file=sys.stderr)
+    code = 0
+    for i, info in zip(jobids, infos):
+        status = info.get("waitstatus")
+        ex = info.get("exception") or {}
+        if as_json:
+            click.echo(json.dumps({
+                "id": i, "result": info["result"], "t_submit": info["t_submit"],
+                "t_run": info["t_run"], "t_cleanup": info["t_cleanup"],
+                **({} if status is None else {"waitstatus": status}),
+                "exception_occurred": bool(ex.get("occurred")),
+                **({f"exception_{k}": ex[k] for k in ("type", "severity", "note")}
+                   if ex.get("occurred") else {})}))
+        exitcode = 0
+        if status is not None:
+            exitcode = (128 + os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                        else os.WEXITSTATUS(status))
+        fatal = bool(ex.get("occurred")) and ex.get("severity") == 0
+        code = max(code, exitcode, exc_code if fatal else 0)
+        if not verbose:
+            continue
+        if status is not None and os.WIFSIGNALED(status):
+            line = f"job shell died by signal {os.WTERMSIG(status)}"
+        elif verbose > 1 or exitcode != 0 or fatal:
+            line = (f"exception type={ex['type']}" if fatal
+                    else f"exited with exit code {exitcode}")
+        else:
+            continue
+        print(f"{prog}: {fluid.f58(i)}: {line}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _last_slice(text: str | None) -> slice:
+    """`job last` argument: N (the N newest) or a Python slice such as [:5] or [::-1]."""
+    if text is None:
+        return slice(0, 1)
+    if text.isdigit() and int(text) > 0:
+        return slice(0, int(text))
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        parts = t[1:-1].split(":")
+        try:
+            if 1 < len(parts) <= 3:
+                return slice(*[int(p) if p.strip() else None for p in parts])
+        except ValueError:
+            pass
+    raise click.BadParameter(f"{text!r}: expected a positive count N or a slice such as "
+                             "'[:5]' or '[::-1]'", param_hint="N|SLICE")
+
+
+@job.command(context_settings=HELP)
+@click.argument("which", metavar="[N|SLICE]", required=False)
+def last(which):
+    """Print the ids of the jobs you submitted last, newest first: one, the N newest,
+    or a Python slice of that list ('[:]' all, '[::-1]' all in submit order)."""
+    from ..util import fluid
+    sl = _last_slice(which)
+    if sl.step == 0:
+        raise click.BadParameter(f"{which!r}: a slice step cannot be zero",
+                                 param_hint="N|SLICE")
+    with handle() as h:
+        ids = h.call("job-manager.history.get")["jobs"]
+    if not ids:
+        raise FluxliteError("job history is empty", errno.ENOENT)
+    chosen = ids[sl]
+    if chosen:
+        click.echo("\n".join(fluid.f58(i) for i in chosen))
 
 
 INFO_KEYS = ("jobspec", "R", "eventlog", "guest.exec.eventlog", "guest.output")

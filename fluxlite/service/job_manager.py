@@ -581,6 +581,13 @@ class JobManagerService(Service):
         out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
         return {"jobs": out}
 
+    @handler("job-manager.history.get", schema=None, roles=ANY)
+    def history_get(self, msg, r):
+        """The ids of the caller's jobs, newest first (`job last`)."""
+        ids = [j.id for j in self.jobs.values() if j.userid == msg.userid]
+        ids.reverse()  # jobs are kept in submit order
+        return {"jobs": ids}
+
     @handler("job-manager.info", schema=JobRequest, roles=ANY)
     def info(self, msg, r):
         return self._job(r.id).info(self.level)
