@@ -22,7 +22,7 @@ from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
 from ..protocol.schema import (AnyMap, JobId, Name, Severity, Signal, Struct, Text, Urgency,
-                               WaitStatus)
+                               UserId, WaitStatus)
 from ..util import fluid, idset
 from .base import ANY, OWNER, Service, handler
 
@@ -79,6 +79,7 @@ class QueueStartRequest(Struct, kw_only=True):
 class ListRequest(Struct, kw_only=True):
     states: Name = "active"
     ids: list[JobId] | None = None
+    userid: UserId | None = None     # only this user's jobs (None: everyone's)
 
 
 _BUSY = (states.RUN, states.CLEANUP)
@@ -169,6 +170,7 @@ class JobManagerService(Service):
         self.n_active = 0        # jobs not INACTIVE
         self.n_running = 0       # jobs in RUN or CLEANUP (what `queue idle` waits out)
         self.drain_waiters: list = []
+        self.inactive_purged = 0  # inactive jobs forgotten (purge counts them here)
         self.idle_waiters: list = []
 
     # ------------------------------------------------------------ helpers
@@ -573,6 +575,8 @@ class JobManagerService(Service):
         for job in self.jobs.values():
             if ids is not None and job.id not in ids:
                 continue
+            if r.userid is not None and job.userid != r.userid:
+                continue
             if which == "active" and job.state == states.INACTIVE:
                 continue
             if which == "inactive" and job.state != states.INACTIVE:
@@ -580,6 +584,22 @@ class JobManagerService(Service):
             out.append(job.info(self.level))
         out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
         return {"jobs": out}
+
+    @handler("job-manager.stats", schema=None, roles=ANY)
+    def stats(self, msg, r):
+        """Counts of every job in the instance, as `jobs --stats` prints them."""
+        out = {"pending": 0, "running": 0, "successful": 0, "failed": 0,
+               "inactive_purged": self.inactive_purged}
+        for job in self.jobs.values():
+            if job.state in states.PENDING or job.state == states.NEW:
+                out["pending"] += 1
+            elif job.state in _BUSY:
+                out["running"] += 1
+            elif job.result == "COMPLETED":
+                out["successful"] += 1
+            else:
+                out["failed"] += 1   # failed, canceled and timeout, as Flux counts them
+        return out
 
     @handler("job-manager.history.get", schema=None, roles=ANY)
     def history_get(self, msg, r):
