@@ -369,29 +369,92 @@ def id_(to, jobids):
                     "kvs": f"job.{fluid.dothex(i)}"}[to])
 
 
+def _cancel_user(ctx, param, value):
+    """--user: a name or uid, or `all`."""
+    if value is None or value == "all" or value.isdigit():
+        return value
+    import pwd
+    try:
+        pwd.getpwnam(value)
+    except KeyError:
+        raise click.BadParameter(f"invalid user {value!r}") from None
+    return value
+
+
+CANCEL_STATES = ("depend", "priority", "sched", "run", "pending", "running", "active")
+
+
+def _cancel_states(ctx, param, values):
+    words = [w.strip().lower() for v in values for w in v.split(",")]
+    bad = [w for w in words if w not in CANCEL_STATES]
+    if bad:
+        raise click.BadParameter(f"invalid state {bad[0]!r}: expected some of "
+                                 f"{','.join(CANCEL_STATES)}")
+    return words
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job{'s' if n != 1 else ''}"
+
+
 @click.command(context_settings=HELP)
-@click.option("--all", "all_", is_flag=True, help="Cancel every active job of yours.")
+@click.option("--all", "all_", is_flag=True,
+              help="Cancel all your active jobs (with --user, that user's).")
+@click.option("-u", "--user", default=None, callback=_cancel_user, metavar="USER|all",
+              help="Cancel this user's jobs, or all users' (instance owner only); "
+                   "implies --all.")
+@click.option("-S", "--states", "--state", "states", multiple=True, callback=_cancel_states,
+              metavar="STATES", help="Only jobs in these states: depend, priority, sched, "
+                                     "run, pending, running, active (default); implies --all.")
+@click.option("-n", "--dry-run", is_flag=True, help="Only say how many jobs would be canceled.")
 @click.option("-m", "--message", default="", help="Note recorded with the cancel exception.")
-@click.option("-q", "--quiet", is_flag=True, help="Do not report how many were cancelled.")
+@click.option("-q", "--quiet", is_flag=True, help="Say nothing when no job matches.")
 @click.argument("jobids", type=JOBID, nargs=-1)
-def cancel(all_, message, quiet, jobids):
-    """Cancel jobs: pending ones never run, running ones get SIGTERM then SIGKILL."""
+def cancel(all_, user, states, dry_run, message, quiet, jobids):
+    """Cancel jobs: pending ones never run, running ones get SIGTERM then SIGKILL.
+
+    With --all, --user or --states, cancel every matching job and say how many:
+    "Canceled 3 jobs (0 errors)"."""
+    import os
+    import pwd
+
     from ..job import api
+    prog = "fluxlite cancel"
+    all_ = all_ or user is not None or bool(states)
+    if jobids and all_:
+        raise UsageError("do not give JOBIDs with --all, --user or --states")
     if not jobids and not all_:
         raise UsageError("give one or more JOBIDs, or --all")
-    with handle() as h:
-        ids = list(jobids)
-        if all_:
-            ids += [j["id"] for j in api.list_jobs(h, "active")
-                    if j["state"] not in ("CLEANUP",)]
+    if not all_:
+        if dry_run:
+            print(f"{prog}: Would cancel {_jobs(len(jobids))}", file=sys.stderr)
+            return 0
         errors = 0
-        for i in ids:
-            try:
-                api.cancel(h, i, message)
-            except FluxliteError as exc:
-                if not all_:
-                    print(f"fluxlite cancel: {exc.message}", file=sys.stderr)
+        with handle() as h:
+            for i in jobids:
+                try:
+                    api.cancel(h, i, message)
+                except FluxliteError as exc:
+                    print(f"{prog}: {exc.message}", file=sys.stderr)
                     errors += 1
-        if all_ and not quiet:
-            print(f"fluxlite cancel: cancelled {len(ids) - errors} job(s)", file=sys.stderr)
+        sys.exit(1 if errors else 0)
+    if user is None:
+        userid = os.getuid()
+    elif user == "all":
+        userid = None
+    else:
+        userid = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
+    payload = {"userid": userid, "states": list(states) or ["active"], "type": "cancel",
+               "severity": 0, "note": message, "dry_run": dry_run}
+    with handle() as h:
+        r = h.call("job-manager.raiseall", payload)
+    count, errors = r["count"], r["errors"]
+    if count:
+        if dry_run:
+            print(f"{prog}: Would cancel {_jobs(count)}", file=sys.stderr)
+        else:
+            print(f"{prog}: Canceled {_jobs(count)} ({errors} error{'s' if errors != 1 else ''})",
+                  file=sys.stderr)
+    elif not quiet:
+        print(f"{prog}: Matched 0 jobs", file=sys.stderr)
     sys.exit(1 if errors else 0)

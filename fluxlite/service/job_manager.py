@@ -55,6 +55,22 @@ class RaiseRequest(Struct, kw_only=True):
     wait_status: WaitStatus | None = None
 
 
+class RaiseAllRequest(Struct, kw_only=True):
+    userid: UserId | None = None      # None: every user's jobs (instance owner only)
+    states: list[Name] = []   # depend, priority, sched, run, pending, running, active (default)
+    type: Name = "cancel"
+    severity: Severity = 0
+    note: Text = ""
+    dry_run: bool = False
+
+
+# `cancel --states` words, as flux-cancel(1)
+STATE_WORDS = {"depend": {states.DEPEND}, "priority": {states.PRIORITY},
+               "sched": {states.SCHED}, "run": {states.RUN},
+               "pending": set(states.PENDING), "running": {states.RUN, states.CLEANUP},
+               "active": set(states.PENDING) | {states.RUN, states.CLEANUP}}
+
+
 class KillRequest(Struct, kw_only=True):
     id: JobId
     signum: Signal
@@ -518,6 +534,34 @@ class JobManagerService(Service):
                                 errno.EINVAL)
         self.raise_exception(job, "cancel", 0, note, userid=msg.userid)
         return {}
+
+    @handler("job-manager.raiseall", schema=RaiseAllRequest, roles=ANY)
+    def raiseall(self, msg, r):
+        """Raise an exception on every job of a user (or of all users) in some states:
+        `cancel --all/--user/--states`.  Jobs already ending (a fatal exception raised,
+        or in CLEANUP) are not counted.  Answers {count, errors}."""
+        if " " in r.type or "=" in r.type:
+            raise UsageError(f"invalid exception type {r.type!r}")
+        if r.userid != msg.userid and not self._is_owner(msg):
+            raise PermissionDenied("permission denied: only the instance owner may raise "
+                                   "exceptions on other users' jobs")
+        want: set[str] = set()
+        for word in r.states or ["active"]:
+            if word.lower() not in STATE_WORDS:
+                raise UsageError(f"invalid state {word!r}: expected some of "
+                                 f"{', '.join(STATE_WORDS)}")
+            want |= STATE_WORDS[word.lower()]
+        targets = [j for j in self.jobs.values()
+                   if (r.userid is None or j.userid == r.userid) and j.state in want
+                   and j.state != states.CLEANUP and j.fatal is None]
+        errors = 0
+        if not r.dry_run:
+            for job in targets:
+                try:
+                    self.raise_exception(job, r.type, r.severity, r.note, userid=msg.userid)
+                except FluxliteError:
+                    errors += 1
+        return {"count": len(targets), "errors": errors}
 
     @handler("job-manager.kill", schema=KillRequest, roles=ANY)
     def kill(self, msg, r):
