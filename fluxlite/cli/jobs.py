@@ -99,7 +99,8 @@ def _sort_keys(ctx, param, value):
 
 def _sort(pairs: list, keys: list) -> list:
     for name, descending in reversed(keys):  # stable sorts: the last key first
-        pairs.sort(key=lambda p: (p[1][name] != "", p[1][name]), reverse=descending)
+        field = "id.dec" if name == "id" or name.startswith("id.") else name  # numerically
+        pairs.sort(key=lambda p: (p[1][field] != "", p[1][field]), reverse=descending)
     return pairs
 
 

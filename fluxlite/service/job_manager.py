@@ -557,6 +557,8 @@ class JobManagerService(Service):
         errors = 0
         if not r.dry_run:
             for job in targets:
+                if job.fatal is not None:  # ended meanwhile (a dependency on another)
+                    continue
                 try:
                     self.raise_exception(job, r.type, r.severity, r.note, userid=msg.userid)
                 except FluxliteError:
