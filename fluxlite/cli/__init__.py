@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "resource": ("resource", "resource", "Show and change resources: list, status, drain"),
     "cancel": ("job", "cancel", "Cancel jobs"),
     "job": ("job", "job", "Job utilities: eventlog, attach, wait, info, raise, kill"),
+    "queue": ("queue", "queue", "Control the job queue: stop, start, status, drain, idle"),
     "kvs": ("kvs", "kvs", "Read and write the key-value store"),
     "batch": ("batch", "batch", "Submit a batch script that runs in its own instance"),
     "alloc": ("batch", "alloc", "Run an instance as a job, with your terminal attached"),
@@ -71,7 +72,7 @@ def cli():
     """
 
 
-GROUPS = {"job", "kvs", "resource", "overlay", "compat"}  # commands with subcommands
+GROUPS = {"job", "kvs", "resource", "overlay", "compat", "queue"}  # commands with subcommands
 
 
 def _command_name(argv: list[str]) -> str:

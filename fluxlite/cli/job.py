@@ -49,7 +49,8 @@ def _signum(text: str) -> int:
 
 @click.group(context_settings=HELP)
 def job():
-    """Job utilities: eventlog, wait-event, attach, wait, info, raise, kill, urgency, id."""
+    """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise, kill,
+    urgency, id."""
 
 
 @job.command(context_settings=HELP)
@@ -190,6 +191,102 @@ def _responses(h, pending):
         yield p.take()
 
 
+@job.command(context_settings=HELP)
+@click.option("-v", "--verbose", count=True,
+              help="Say why each job that did not succeed ended (-vv: every job).")
+@click.option("-e", "--exception-exit-code", "exc_code", type=click.IntRange(0, 255),
+              default=1, show_default=True, metavar="N",
+              help="Exit code of a job ended only by an exception (canceled while "
+                   "pending, refused by the scheduler).")
+@click.option("-j", "--json", "as_json", is_flag=True, help="Print each job's result as JSON.")
+@click.argument("jobids", type=JOBID, nargs=-1, required=True)
+def status(verbose, exc_code, as_json, jobids):
+    """Wait for jobs to end and exit with the largest of their exit codes, as a shell
+    would: 128+N for a job whose tasks died by signal N.  It does not count as
+    waiting for them (`job wait` still may)."""
+    import os
+
+    from ..job import api
+    from ..util import fluid
+    prog = "fluxlite job status"
+    if verbose and len(jobids) > 1:
+        print(f"{prog}: fetching status for {len(jobids)} jobs", file=sys.stderr)
+    with handle() as h:
+        infos = []
+        for i in jobids:
+            for _ in api.event_watch(h, i):  # to the end of its main log (`clean`)
+                pass
+            infos.append(api.info(h, i))
+    if verbose and len(jobids) > 1:
+        print(f"{prog}: all done.", file=sys.stderr)
+    code = 0
+    for i, info in zip(jobids, infos):
+        status = info.get("waitstatus")
+        ex = info.get("exception") or {}
+        if as_json:
+            click.echo(json.dumps({
+                "id": i, "result": info["result"], "t_submit": info["t_submit"],
+                "t_run": info["t_run"], "t_cleanup": info["t_cleanup"],
+                **({} if status is None else {"waitstatus": status}),
+                "exception_occurred": bool(ex.get("occurred")),
+                **({f"exception_{k}": ex[k] for k in ("type", "severity", "note")}
+                   if ex.get("occurred") else {})}))
+        exitcode = 0
+        if status is not None:
+            exitcode = (128 + os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                        else os.WEXITSTATUS(status))
+        fatal = bool(ex.get("occurred")) and ex.get("severity") == 0
+        code = max(code, exitcode, exc_code if fatal else 0)
+        if not verbose:
+            continue
+        if status is not None and os.WIFSIGNALED(status):
+            line = f"job shell died by signal {os.WTERMSIG(status)}"
+        elif verbose > 1 or exitcode != 0 or fatal:
+            line = (f"exception type={ex['type']}" if fatal
+                    else f"exited with exit code {exitcode}")
+        else:
+            continue
+        print(f"{prog}: {fluid.f58(i)}: {line}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _last_slice(text: str | None) -> slice:
+    """`job last` argument: N (the N newest) or a Python slice such as [:5] or [::-1]."""
+    if text is None:
+        return slice(0, 1)
+    if text.isdigit() and int(text) > 0:
+        return slice(0, int(text))
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        parts = t[1:-1].split(":")
+        try:
+            if 1 < len(parts) <= 3:
+                return slice(*[int(p) if p.strip() else None for p in parts])
+        except ValueError:
+            pass
+    raise click.BadParameter(f"{text!r}: expected a positive count N or a slice such as "
+                             "'[:5]' or '[::-1]'", param_hint="N|SLICE")
+
+
+@job.command(context_settings=HELP)
+@click.argument("which", metavar="[N|SLICE]", required=False)
+def last(which):
+    """Print the ids of the jobs you submitted last, newest first: one, the N newest,
+    or a Python slice of that list ('[:]' all, '[::-1]' all in submit order)."""
+    from ..util import fluid
+    sl = _last_slice(which)
+    if sl.step == 0:
+        raise click.BadParameter(f"{which!r}: a slice step cannot be zero",
+                                 param_hint="N|SLICE")
+    with handle() as h:
+        ids = h.call("job-manager.history.get")["jobs"]
+    if not ids:
+        raise FluxliteError("job history is empty", errno.ENOENT)
+    chosen = ids[sl]
+    if chosen:
+        click.echo("\n".join(fluid.f58(i) for i in chosen))
+
+
 INFO_KEYS = ("jobspec", "R", "eventlog", "guest.exec.eventlog", "guest.output")
 
 
@@ -272,29 +369,92 @@ def id_(to, jobids):
                     "kvs": f"job.{fluid.dothex(i)}"}[to])
 
 
+def _cancel_user(ctx, param, value):
+    """--user: a name or uid, or `all`."""
+    if value is None or value == "all" or value.isdigit():
+        return value
+    import pwd
+    try:
+        pwd.getpwnam(value)
+    except KeyError:
+        raise click.BadParameter(f"invalid user {value!r}") from None
+    return value
+
+
+CANCEL_STATES = ("depend", "priority", "sched", "run", "pending", "running", "active")
+
+
+def _cancel_states(ctx, param, values):
+    words = [w.strip().lower() for v in values for w in v.split(",")]
+    bad = [w for w in words if w not in CANCEL_STATES]
+    if bad:
+        raise click.BadParameter(f"invalid state {bad[0]!r}: expected some of "
+                                 f"{','.join(CANCEL_STATES)}")
+    return words
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job{'s' if n != 1 else ''}"
+
+
 @click.command(context_settings=HELP)
-@click.option("--all", "all_", is_flag=True, help="Cancel every active job of yours.")
+@click.option("--all", "all_", is_flag=True,
+              help="Cancel all your active jobs (with --user, that user's).")
+@click.option("-u", "--user", default=None, callback=_cancel_user, metavar="USER|all",
+              help="Cancel this user's jobs, or all users' (instance owner only); "
+                   "implies --all.")
+@click.option("-S", "--states", "--state", "states", multiple=True, callback=_cancel_states,
+              metavar="STATES", help="Only jobs in these states: depend, priority, sched, "
+                                     "run, pending, running, active (default); implies --all.")
+@click.option("-n", "--dry-run", is_flag=True, help="Only say how many jobs would be canceled.")
 @click.option("-m", "--message", default="", help="Note recorded with the cancel exception.")
-@click.option("-q", "--quiet", is_flag=True, help="Do not report how many were cancelled.")
+@click.option("-q", "--quiet", is_flag=True, help="Say nothing when no job matches.")
 @click.argument("jobids", type=JOBID, nargs=-1)
-def cancel(all_, message, quiet, jobids):
-    """Cancel jobs: pending ones never run, running ones get SIGTERM then SIGKILL."""
+def cancel(all_, user, states, dry_run, message, quiet, jobids):
+    """Cancel jobs: pending ones never run, running ones get SIGTERM then SIGKILL.
+
+    With --all, --user or --states, cancel every matching job and say how many:
+    "Canceled 3 jobs (0 errors)"."""
+    import os
+    import pwd
+
     from ..job import api
+    prog = "fluxlite cancel"
+    all_ = all_ or user is not None or bool(states)
+    if jobids and all_:
+        raise UsageError("do not give JOBIDs with --all, --user or --states")
     if not jobids and not all_:
         raise UsageError("give one or more JOBIDs, or --all")
-    with handle() as h:
-        ids = list(jobids)
-        if all_:
-            ids += [j["id"] for j in api.list_jobs(h, "active")
-                    if j["state"] not in ("CLEANUP",)]
+    if not all_:
+        if dry_run:
+            print(f"{prog}: Would cancel {_jobs(len(jobids))}", file=sys.stderr)
+            return 0
         errors = 0
-        for i in ids:
-            try:
-                api.cancel(h, i, message)
-            except FluxliteError as exc:
-                if not all_:
-                    print(f"fluxlite cancel: {exc.message}", file=sys.stderr)
+        with handle() as h:
+            for i in jobids:
+                try:
+                    api.cancel(h, i, message)
+                except FluxliteError as exc:
+                    print(f"{prog}: {exc.message}", file=sys.stderr)
                     errors += 1
-        if all_ and not quiet:
-            print(f"fluxlite cancel: cancelled {len(ids) - errors} job(s)", file=sys.stderr)
+        sys.exit(1 if errors else 0)
+    if user is None:
+        userid = os.getuid()
+    elif user == "all":
+        userid = None
+    else:
+        userid = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
+    payload = {"userid": userid, "states": list(states) or ["active"], "type": "cancel",
+               "severity": 0, "note": message, "dry_run": dry_run}
+    with handle() as h:
+        r = h.call("job-manager.raiseall", payload)
+    count, errors = r["count"], r["errors"]
+    if count:
+        if dry_run:
+            print(f"{prog}: Would cancel {_jobs(count)}", file=sys.stderr)
+        else:
+            print(f"{prog}: Canceled {_jobs(count)} ({errors} error{'s' if errors != 1 else ''})",
+                  file=sys.stderr)
+    elif not quiet:
+        print(f"{prog}: Matched 0 jobs", file=sys.stderr)
     sys.exit(1 if errors else 0)

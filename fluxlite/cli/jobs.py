@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import pwd
 import time
 
@@ -65,6 +66,50 @@ def _filter(ctx, param, value):
         raise click.BadParameter(f"invalid state or result {','.join(bad) or value!r}; "
                                  f"expected some of {','.join(FILTER_WORDS)}")
     return words
+
+
+def _user(ctx, param, value):
+    """-u USER: a user name or uid, or `all`; None: everyone's jobs."""
+    if value is None:
+        return os.getuid()
+    if value == "all":
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        return pwd.getpwnam(value).pw_uid
+    except KeyError:
+        raise click.BadParameter(f"unknown user {value!r}") from None
+
+
+def _sort_keys(ctx, param, value):
+    """--sort KEY[,-KEY...]: (field, descending) pairs, first key most significant."""
+    if value is None:
+        return []
+    keys = []
+    for word in value.split(","):
+        word = word.strip()
+        name = word[1:] if word.startswith("-") else word
+        if name not in HEADINGS:
+            raise click.BadParameter(f"invalid sort key {name!r}: expected a field name "
+                                     "such as id, t_submit, priority, name or -runtime")
+        keys.append((name, word.startswith("-")))
+    return keys
+
+
+def _sort(pairs: list, keys: list) -> list:
+    for name, descending in reversed(keys):  # stable sorts: the last key first
+        field = "id.dec" if name == "id" or name.startswith("id.") else name  # numerically
+        pairs.sort(key=lambda p: (p[1][field] != "", p[1][field]), reverse=descending)
+    return pairs
+
+
+def stats_line(h) -> tuple[str, bool]:
+    """Flux's summary of every job in the instance, and whether any is active."""
+    s = h.call("job-manager.stats")
+    return (f"{s['running']} running, {s['successful']} completed, {s['failed']} failed, "
+            f"{s['pending']} pending, {s['inactive_purged']} inactive purged",
+            bool(s["running"] or s["pending"]))
 
 
 def _matches(job: dict, words: list[str]) -> bool:
@@ -144,6 +189,16 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
               help="Only jobs in these states or with these results: pending, running, "
                    "active, inactive, a state (sched, run, ...) or a result "
                    "(completed, failed, canceled, timeout).  Implies -a.")
+@click.option("-A", "all_users", is_flag=True, help="List the jobs of all users (-u all).")
+@click.option("-u", "--user", "userid", default=None, callback=_user, metavar="USER|all",
+              help="List this user's jobs (a name or uid), or all users' (default: yours).")
+@click.option("--stats", is_flag=True,
+              help="Print a summary of every job in the instance before the list.")
+@click.option("--stats-only", is_flag=True,
+              help="Print only the summary; exit 0 if some job is active, else 1.")
+@click.option("--sort", "sort_keys", default=None, callback=_sort_keys, metavar="KEY[,-KEY]",
+              help="Sort by these fields (a leading - sorts that one in descending "
+                   "order), e.g. --sort=-priority,id.")
 @click.option("-c", "--count", type=click.IntRange(0, None), default=0,
               help="Show at most N jobs (0: no limit).")
 @click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
@@ -155,12 +210,18 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
               help="Only jobs that are fluxlite instances (batch/alloc), with their size "
                    "(NNODES), DEPTH (nesting level) and URI.")
 @click.argument("jobids", nargs=-1)
-def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
-    """List jobs: by default the pending and running ones, newest first.
+def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count, no_header,
+         fmt, as_json, instances, jobids):
+    """List jobs: by default your pending and running ones, newest first.
 
-    With JOBIDS, list only those jobs (in any state); an unknown id is an
-    error (exit 1), after the known ones are listed.
+    With JOBIDS, list only those jobs (in any state, of any user); an unknown id
+    is an error (exit 1), after the known ones are listed.
     """
+    if stats_only:
+        with handle() as h:
+            line, active = stats_line(h)
+        click.echo(line)
+        raise SystemExit(0 if active else 1)
     if instances and fmt == "default":
         fmt = "instances"
     out = None if as_json else OutputFormat(fmt, HEADINGS, FORMATS)
@@ -169,9 +230,13 @@ def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
     payload = {"states": which}
     if ids:
         payload["ids"] = ids
+    elif userid is not None and not all_users:
+        payload["userid"] = userid
     with handle() as h:
+        summary = stats_line(h)[0] if stats else None
         found = h.call("job-manager.list", payload)["jobs"]
-        need_host = as_json or {"nodelist", "contextual_info"} & set(out.fields)
+        need_host = as_json or {"nodelist", "contextual_info"} & (
+            set(out.fields) | {k for k, _ in sort_keys})
         hostname = h.getattr("hostname") if need_host and found else ""
     known = {j["id"] for j in found}
     unknown = list(dict.fromkeys(i for i in ids if i not in known))
@@ -179,10 +244,15 @@ def jobs(show_all, words, count, no_header, fmt, as_json, instances, jobids):
         found = [j for j in found if _matches(j, words)]
     if instances:
         found = [j for j in found if j.get("instance")]
-    if count:
-        found = found[:count]
     now = time.time()
-    rows = [job_values(j, hostname, now) for j in found]
+    pairs = [(j, job_values(j, hostname, now)) for j in found]
+    if sort_keys:
+        pairs = _sort(pairs, sort_keys)
+    if count:
+        pairs = pairs[:count]
+    found, rows = [p[0] for p in pairs], [p[1] for p in pairs]
+    if summary is not None:
+        click.echo(summary)
     if as_json:
         keep = ("id.f58", "username", "status", "runtime", "nodelist")
         listed = [dict(j, **{k.replace(".", "_"): v[k] for k in keep})

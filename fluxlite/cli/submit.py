@@ -56,7 +56,21 @@ SUBMIT = [
                  help="Wait for the jobs to finish; exit with the largest exit code."),
     click.Option(["--watch"], is_flag=True, help="Wait for the jobs and show their output."),
     click.Option(["--progress"], is_flag=True, help="Wait for the jobs with a progress bar."),
+    click.Option(["--flags"], default=None, metavar="FLAGS", expose_value=False,
+                 callback=lambda ctx, param, value: _flags(value),
+                 help="Submit flags, comma-separated: waitable (accepted: every job is "
+                      "waitable)."),
 ]
+
+
+def _flags(value: str | None) -> None:
+    """Flux's --flags: only `waitable` is meaningful here, and it is the default."""
+    if value is None:
+        return
+    for flag in value.split(","):
+        if flag.strip() != "waitable":
+            raise click.BadParameter(f"unknown flag {flag.strip()!r}: only 'waitable' is "
+                                     "supported (every job is waitable)")
 
 
 @click.command(context_settings=NO_INTERSPERSED)

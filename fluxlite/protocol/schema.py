@@ -38,6 +38,7 @@ Urgency = Annotated[int, Meta(ge=0, le=31)]
 Severity = Annotated[int, Meta(ge=0, le=7)]
 WaitStatus = Annotated[int, Meta(ge=0, le=0xFFFF)]
 Pid = Annotated[int, Meta(ge=1, le=(1 << 31) - 1)]
+UserId = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
 Seq = Annotated[int, Meta(ge=0, le=MAX_ID)]
 Matchtag = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
 Seconds = Annotated[float, Meta(ge=0.0, le=1e12)]   # finite: NaN and inf are refused

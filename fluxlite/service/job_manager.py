@@ -22,7 +22,7 @@ from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
 from ..protocol.schema import (AnyMap, JobId, Name, Severity, Signal, Struct, Text, Urgency,
-                               WaitStatus)
+                               UserId, WaitStatus)
 from ..util import fluid, idset
 from .base import ANY, OWNER, Service, handler
 
@@ -55,6 +55,22 @@ class RaiseRequest(Struct, kw_only=True):
     wait_status: WaitStatus | None = None
 
 
+class RaiseAllRequest(Struct, kw_only=True):
+    userid: UserId | None = None      # None: every user's jobs (instance owner only)
+    states: list[Name] = []   # depend, priority, sched, run, pending, running, active (default)
+    type: Name = "cancel"
+    severity: Severity = 0
+    note: Text = ""
+    dry_run: bool = False
+
+
+# `cancel --states` words, as flux-cancel(1)
+STATE_WORDS = {"depend": {states.DEPEND}, "priority": {states.PRIORITY},
+               "sched": {states.SCHED}, "run": {states.RUN},
+               "pending": set(states.PENDING), "running": {states.RUN, states.CLEANUP},
+               "active": set(states.PENDING) | {states.RUN, states.CLEANUP}}
+
+
 class KillRequest(Struct, kw_only=True):
     id: JobId
     signum: Signal
@@ -69,9 +85,20 @@ class WaitRequest(Struct, kw_only=True):
     id: JobId | None = None
 
 
+class QueueStartRequest(Struct, kw_only=True):
+    start: bool
+    all: bool = False
+    nocheckpoint: bool = False
+    reason: Text | None = None
+
+
 class ListRequest(Struct, kw_only=True):
     states: Name = "active"
     ids: list[JobId] | None = None
+    userid: UserId | None = None     # only this user's jobs (None: everyone's)
+
+
+_BUSY = (states.RUN, states.CLEANUP)
 
 
 class Job:
@@ -153,6 +180,14 @@ class JobManagerService(Service):
         self._idle.set()
         self._settle: collections.deque[Job] = collections.deque()  # jobs whose dependents
         self._settling = False                                       # are to be looked at
+        # the one anonymous queue (flux-queue(1)): scheduling started or stopped
+        self.started = True
+        self.stop_reason: str | None = None
+        self.n_active = 0        # jobs not INACTIVE
+        self.n_running = 0       # jobs in RUN or CLEANUP (what `queue idle` waits out)
+        self.drain_waiters: list = []
+        self.inactive_purged = 0  # inactive jobs forgotten (purge counts them here)
+        self.idle_waiters: list = []
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -174,7 +209,12 @@ class JobManagerService(Service):
         new = states.next_state(job.state, name, context)
         if new == job.state:
             return
-        job.state = new
+        old, job.state = job.state, new
+        was_running, running = old in _BUSY, new in _BUSY
+        if was_running != running:
+            self.n_running += 1 if running else -1
+            if not running and self.idle_waiters:
+                self._answer_idle()
         now = time.time()
         if new == states.RUN:
             job.t_run = now
@@ -195,8 +235,13 @@ class JobManagerService(Service):
                 self.untrack_stream(w)
                 self.respond(w, self._wait_result(job))
                 break
-        if not any(j.state != states.INACTIVE for j in self.jobs.values()):
+        self.n_active -= 1
+        if self.n_active == 0:
             self._idle.set()
+            for w in self.drain_waiters:
+                self.untrack_stream(w)
+                self.respond(w, {})
+            self.drain_waiters.clear()
         self._notify_dependents(job)
 
     def _wait_result(self, job: Job) -> dict:
@@ -225,6 +270,7 @@ class JobManagerService(Service):
         jobid = self.gen.generate()
         job = Job(jobid, msg.userid, spec, req, urgency)
         self.jobs[jobid] = job
+        self.n_active += 1
         self._idle.clear()
         events = [entry("submit", {"userid": job.userid, "urgency": urgency, "flags": 0,
                                    "version": 1}),
@@ -337,6 +383,11 @@ class JobManagerService(Service):
             self._alloc(job)
 
     def _alloc(self, job: Job) -> None:
+        """Ask the scheduler for the job's resources; while the queue is stopped the
+        job waits in SCHED without asking (`queue start` asks for it)."""
+        if not self.started:
+            job.exec_pending = None
+            return
         p = self.rpc("sched.alloc", {"id": job.id, "jobspec": job.jobspec,
                                      "priority": job.priority})
         job.exec_pending = p
@@ -484,6 +535,36 @@ class JobManagerService(Service):
         self.raise_exception(job, "cancel", 0, note, userid=msg.userid)
         return {}
 
+    @handler("job-manager.raiseall", schema=RaiseAllRequest, roles=ANY)
+    def raiseall(self, msg, r):
+        """Raise an exception on every job of a user (or of all users) in some states:
+        `cancel --all/--user/--states`.  Jobs already ending (a fatal exception raised,
+        or in CLEANUP) are not counted.  Answers {count, errors}."""
+        if " " in r.type or "=" in r.type:
+            raise UsageError(f"invalid exception type {r.type!r}")
+        if r.userid != msg.userid and not self._is_owner(msg):
+            raise PermissionDenied("permission denied: only the instance owner may raise "
+                                   "exceptions on other users' jobs")
+        want: set[str] = set()
+        for word in r.states or ["active"]:
+            if word.lower() not in STATE_WORDS:
+                raise UsageError(f"invalid state {word!r}: expected some of "
+                                 f"{', '.join(STATE_WORDS)}")
+            want |= STATE_WORDS[word.lower()]
+        targets = [j for j in self.jobs.values()
+                   if (r.userid is None or j.userid == r.userid) and j.state in want
+                   and j.state != states.CLEANUP and j.fatal is None]
+        errors = 0
+        if not r.dry_run:
+            for job in targets:
+                if job.fatal is not None:  # ended meanwhile (a dependency on another)
+                    continue
+                try:
+                    self.raise_exception(job, r.type, r.severity, r.note, userid=msg.userid)
+                except FluxliteError:
+                    errors += 1
+        return {"count": len(targets), "errors": errors}
+
     @handler("job-manager.kill", schema=KillRequest, roles=ANY)
     def kill(self, msg, r):
         job = self._job(r.id)
@@ -540,6 +621,8 @@ class JobManagerService(Service):
         for job in self.jobs.values():
             if ids is not None and job.id not in ids:
                 continue
+            if r.userid is not None and job.userid != r.userid:
+                continue
             if which == "active" and job.state == states.INACTIVE:
                 continue
             if which == "inactive" and job.state != states.INACTIVE:
@@ -548,9 +631,104 @@ class JobManagerService(Service):
         out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
         return {"jobs": out}
 
+    @handler("job-manager.stats", schema=None, roles=ANY)
+    def stats(self, msg, r):
+        """Counts of every job in the instance, as `jobs --stats` prints them."""
+        out = {"pending": 0, "running": 0, "successful": 0, "failed": 0,
+               "inactive_purged": self.inactive_purged}
+        for job in self.jobs.values():
+            if job.state in states.PENDING or job.state == states.NEW:
+                out["pending"] += 1
+            elif job.state in _BUSY:
+                out["running"] += 1
+            elif job.result == "COMPLETED":
+                out["successful"] += 1
+            else:
+                out["failed"] += 1   # failed, canceled and timeout, as Flux counts them
+        return out
+
+    @handler("job-manager.history.get", schema=None, roles=ANY)
+    def history_get(self, msg, r):
+        """The ids of the caller's jobs, newest first (`job last`)."""
+        ids = [j.id for j in self.jobs.values() if j.userid == msg.userid]
+        ids.reverse()  # jobs are kept in submit order
+        return {"jobs": ids}
+
     @handler("job-manager.info", schema=JobRequest, roles=ANY)
     def info(self, msg, r):
         return self._job(r.id).info(self.level)
+
+    # -------------------------------------------------------------- queue
+    @handler("job-manager.queue-start", schema=QueueStartRequest)
+    def queue_start(self, msg, r):
+        """`queue stop` / `queue start`.  Stopping withdraws the requests the
+        scheduler still holds (their jobs stay in SCHED); starting asks again for
+        every pending job, in priority then submit order."""
+        if not r.start:
+            self.started = False
+            self.stop_reason = r.reason or None
+            for job in self.jobs.values():
+                if job.state == states.SCHED and job.exec_pending is not None:
+                    job.exec_pending = None
+                    self.send("sched.cancel", {"id": job.id})
+            return {}
+        if self.started:
+            return {}
+        self.started, self.stop_reason = True, None
+        waiting = [j for j in self.jobs.values() if self._unrequested(j)]
+        for job in sorted(waiting, key=lambda j: (-j.priority, j.id)):
+            self._alloc(job)
+        return {}
+
+    def _unrequested(self, job: Job) -> bool:
+        return (job.state == states.SCHED and job.fatal is None and job.exec_pending is None
+                and job.priority > depend.PRIORITY_MIN)
+
+    @handler("job-manager.queue-status", schema=None, roles=ANY)
+    def queue_status(self, msg, r):
+        out = {"enable": True, "start": self.started}
+        if not self.started and self.stop_reason:
+            out["stop_reason"] = self.stop_reason
+        return out
+
+    @handler("job-manager.alloc-query", schema=None, roles=ANY)
+    def alloc_query(self, msg, r):
+        sched = [j for j in self.jobs.values()
+                 if j.state == states.SCHED and j.fatal is None]
+        return {"queue_length": sum(1 for j in sched if self._unrequested(j)),
+                "alloc_pending": sum(1 for j in sched if j.exec_pending is not None),
+                "running": sum(1 for j in self.jobs.values() if j.state == states.RUN)}
+
+    @handler("job-manager.drain", schema=None)
+    def drain(self, msg, r):
+        """Answer once no job is active (at once if none is); a client that goes
+        away stops waiting."""
+        if self.n_active == 0:
+            return {}
+        self.drain_waiters.append(msg)
+        self.track_stream(msg, lambda: self.drain_waiters.remove(msg)
+                          if msg in self.drain_waiters else None)
+        return self.no_reply
+
+    @handler("job-manager.idle", schema=None)
+    def idle(self, msg, r):
+        """Answer once no job is in RUN or CLEANUP, with how many are pending."""
+        if self.n_running == 0:
+            return {"pending": self.n_active}
+        self.idle_waiters.append(msg)
+        self.track_stream(msg, lambda: self.idle_waiters.remove(msg)
+                          if msg in self.idle_waiters else None)
+        return self.no_reply
+
+    def _answer_idle(self) -> None:
+        if self.n_running:
+            return
+        # n_active still counts a job moving to INACTIVE now: count pending ones
+        pending = sum(1 for j in self.jobs.values() if j.state in states.PENDING)
+        for w in self.idle_waiters:
+            self.untrack_stream(w)
+            self.respond(w, {"pending": pending})
+        self.idle_waiters.clear()
 
     # ------------------------------------------------------------ cleanup
     async def cleanup(self) -> None:

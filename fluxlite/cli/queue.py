@@ -1,0 +1,141 @@
+"""`fluxlite queue ...`: control the instance's one job queue, as flux-queue(1).
+
+    stop [-a] [--nocheckpoint] [-m REASON | REASON...]   no new job gets resources
+    start [-a]                                           scheduling resumes
+    status [-v]                                          submission and scheduling state
+    drain [--timeout=FSD]                                wait until no job is active
+    idle [--timeout=FSD] [-q]                            wait until no job runs
+
+A stopped queue still accepts jobs (`status` says "Job submission is
+enabled"); they wait in SCHED until `queue start`.  There is one anonymous
+queue, so `--all` changes nothing, and `--nocheckpoint` is accepted for Flux
+scripts (the state of a fluxlite queue is never kept across a restart).
+"""
+
+from __future__ import annotations
+
+import errno
+
+import click
+
+from ..errors import FluxliteError, RPCTimeout
+from .common import HELP, handle
+
+
+def _fsd_timeout(ctx, param, value):
+    if value is None:
+        return None
+    from ..util import fsd
+    try:
+        return fsd.parse_timeout(value)
+    except fsd.FSDError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _enable_line(status: dict) -> str:
+    if status.get("enable", True):
+        return "Job submission is enabled"
+    return f"Job submission is disabled: {status.get('disable_reason', '')}"
+
+
+def _start_line(status: dict) -> str:
+    if status["start"]:
+        return "Scheduling is started"
+    reason = status.get("stop_reason")
+    return f"Scheduling is stopped: {reason}" if reason else "Scheduling is stopped"
+
+
+def _alloc_lines(h) -> list[str]:
+    q = h.call("job-manager.alloc-query")
+    return [f"{q['queue_length']} alloc requests queued",
+            f"{q['alloc_pending']} alloc requests pending to scheduler",
+            f"{q['running']} running jobs"]
+
+
+@click.group(context_settings=HELP)
+def queue():
+    """Control the job queue: stop, start, status, drain, idle."""
+
+
+@queue.command(context_settings=HELP)
+@click.option("-v", "--verbose", is_flag=True, help="Also show the job-manager's alloc counts.")
+def status(verbose):
+    """Say whether jobs may be submitted and whether they are scheduled."""
+    with handle() as h:
+        s = h.call("job-manager.queue-status")
+        lines = [_enable_line(s), _start_line(s)] + (_alloc_lines(h) if verbose else [])
+    click.echo("\n".join(lines))
+
+
+def _common(fn):
+    fn = click.option("-q", "--quiet", is_flag=True, help="Print only errors.")(fn)
+    fn = click.option("-v", "--verbose", is_flag=True,
+                      help="Also show the job-manager's alloc counts.")(fn)
+    fn = click.option("-a", "--all", "all_", is_flag=True,
+                      help="All queues (there is one: accepted for Flux scripts).")(fn)
+    return fn
+
+
+def _start(start: bool, all_: bool, verbose: bool, quiet: bool, **kw) -> None:
+    with handle() as h:
+        h.call("job-manager.queue-start", {"start": start, "all": all_, **kw})
+        if quiet:
+            return
+        lines = [_start_line(h.call("job-manager.queue-status"))]
+        if verbose:
+            lines += _alloc_lines(h)
+    click.echo("\n".join(lines))
+
+
+@queue.command(context_settings=HELP)
+@_common
+@click.option("--nocheckpoint", is_flag=True,
+              help="Accepted for Flux scripts: a fluxlite queue's state is never kept "
+                   "across a restart.")
+@click.option("-m", "--message", default=None, metavar="REASON",
+              help="Why scheduling is stopped (shown by `queue status`).")
+@click.argument("reason", nargs=-1)
+def stop(all_, verbose, quiet, nocheckpoint, message, reason):
+    """Stop scheduling: pending jobs stay queued and running ones keep running, but no
+    job gets resources until `queue start`.  Submissions are still accepted."""
+    if message is not None and reason:
+        raise click.UsageError("give the reason with -m or as arguments, not both")
+    text = message if message is not None else " ".join(reason)
+    if "\n" in text:
+        raise click.BadParameter("the reason must be one line", param_hint="REASON")
+    _start(False, all_, verbose, quiet, nocheckpoint=nocheckpoint, reason=text or None)
+
+
+@queue.command(context_settings=HELP)
+@_common
+def start(all_, verbose, quiet):
+    """Start scheduling again: pending jobs get resources in priority order."""
+    _start(True, all_, verbose, quiet)
+
+
+def _wait(topic: str, timeout: float | None) -> dict:
+    with handle() as h:
+        try:
+            return h.call(topic, timeout=timeout)
+        except RPCTimeout:
+            raise FluxliteError("timeout", errno.ETIMEDOUT) from None
+
+
+@queue.command(context_settings=HELP)
+@click.option("--timeout", callback=_fsd_timeout, default=None, metavar="FSD",
+              help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
+def drain(timeout):
+    """Wait until no job is active (every job submitted so far is INACTIVE)."""
+    _wait("job-manager.drain", timeout)
+
+
+@queue.command(context_settings=HELP)
+@click.option("--timeout", callback=_fsd_timeout, default=None, metavar="FSD",
+              help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Do not print how many jobs are pending, unless some are.")
+def idle(timeout, quiet):
+    """Wait until no job is running or cleaning up; print how many are pending."""
+    pending = _wait("job-manager.idle", timeout)["pending"]
+    if not quiet or pending > 0:
+        click.echo(f"{pending} jobs")

@@ -1,0 +1,97 @@
+"""`fluxlite job status`, `job last` and `submit --flags` through the real CLI, as
+flux-job(1): exit codes as a shell's (128+signal), exceptions, the newest jobs first."""
+
+import pytest
+
+
+def ids_of(cp) -> list[str]:
+    return cp.stdout.split()
+
+
+def one_error_line(cp) -> str:
+    assert cp.returncode != 0
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 1, cp.stderr
+    return lines[0]
+
+
+def test_status_exit_codes(inst1):
+    inst = inst1
+    zero = ids_of(inst.cli("submit", "true", check=True))[0]
+    one = ids_of(inst.cli("submit", "false", check=True))[0]
+    sigint = ids_of(inst.cli("submit", "sh", "-c", "kill -INT $$", check=True))[0]
+    cp = inst.cli("submit", "-n", "1024", "true")  # refused: the job ends at submit
+    assert cp.returncode == 1 and "unsatisfiable request" in cp.stderr
+    unsat = cp.stderr.split("job ", 1)[1].split(":", 1)[0]
+    inst.cli("queue", "stop", "-q", check=True)
+    canceled = ids_of(inst.cli("submit", "true", check=True))[0]
+    inst.cli("cancel", canceled, check=True)
+    inst.cli("queue", "start", "-q", check=True)
+    assert inst.cli("job", "status", zero, timeout=30).returncode == 0
+    assert inst.cli("job", "status", one, timeout=30).returncode == 1
+    cp = inst.cli("job", "status", "-v", sigint, timeout=30)
+    assert cp.returncode == 130
+    assert cp.stderr == f"fluxlite job status: {sigint}: exited with exit code 130\n"
+    cp = inst.cli("job", "status", "-v", unsat, timeout=30)
+    assert cp.returncode == 1
+    assert cp.stderr == f"fluxlite job status: {unsat}: exception type=alloc\n"
+    assert inst.cli("job", "status", canceled, timeout=30).returncode == 1
+    assert inst.cli("job", "status", "-e", "42", canceled, timeout=30).returncode == 42
+    cp = inst.cli("job", "status", "-vv", zero, one, sigint, timeout=30)
+    assert cp.returncode == 130
+    assert f"{zero}: exited with exit code 0" in cp.stderr
+    cp = inst.cli("job", "status", "--json", zero, timeout=30, check=True)
+    assert '"result": "COMPLETED"' in cp.stdout and '"waitstatus": 0' in cp.stdout
+    # status is not a wait: the job may still be waited for
+    cp = inst.cli("job", "wait", "-v", zero, timeout=30, check=True)
+    assert cp.stdout == f"{zero}: COMPLETED\n"
+
+
+def test_status_waits_for_a_running_job(inst1):
+    jobid = ids_of(inst1.cli("submit", "sleep", "60", check=True))[0]
+    with inst1.cli_background("job", "status", jobid) as p:
+        inst1.cli("job", "wait-event", "-t", "30s", jobid, "start", check=True)
+        inst1.cli("job", "kill", "-s", "TERM", jobid, check=True)
+        assert p.wait(timeout=30) == 128 + 15
+
+
+@pytest.mark.parametrize("args, words", [
+    (["status", "X"], "error parsing jobid: 'X'"),
+    (["status"], "Missing argument"),
+    (["status", "-e", "300", "f1"], "300 is not in the range"),
+    (["last", "0"], "expected a positive count N or a slice"),
+    (["last", "[a:b]"], "expected a positive count N or a slice"),
+    (["last", "[::0]"], "a slice step cannot be zero"),
+])
+def test_bad_input_is_one_line(inst1, args, words):
+    cp = inst1.cli("job", *args, timeout=30)
+    line = one_error_line(cp)
+    assert line.startswith(f"fluxlite job {args[0]}: ") and words in line
+    if "--help" in line:  # the help it points to exists
+        assert inst1.cli("job", args[0], "--help", check=True).stdout.startswith("Usage:")
+
+
+def test_status_of_an_unknown_job(inst1):
+    cp = inst1.cli("job", "status", "f1", timeout=30)
+    assert one_error_line(cp) == f"fluxlite job status: unknown job id ƒ1"
+
+
+def test_last(inst1):
+    cp = inst1.cli("job", "last", timeout=30)
+    assert one_error_line(cp) == "fluxlite job last: job history is empty"
+    submitted = ids_of(inst1.cli("submit", "--cc=0-4", "--flags=waitable", "true",
+                                 check=True))
+    assert len(submitted) == 5
+    assert ids_of(inst1.cli("job", "last", check=True)) == submitted[-1:]
+    assert ids_of(inst1.cli("job", "last", "2", check=True)) == submitted[::-1][:2]
+    assert ids_of(inst1.cli("job", "last", "[:]", check=True)) == submitted[::-1]
+    assert ids_of(inst1.cli("job", "last", "[::-1]", check=True)) == submitted
+    assert ids_of(inst1.cli("job", "last", "[1:3]", check=True)) == submitted[::-1][1:3]
+
+
+def test_submit_flags(inst1):
+    cp = inst1.cli("submit", "--flags=waitable", "--wait", "true", timeout=30, check=True)
+    assert len(ids_of(cp)) == 1
+    cp = inst1.cli("submit", "--flags=waitable,debug", "true", timeout=30)
+    assert cp.returncode == 2
+    assert "unknown flag 'debug': only 'waitable' is supported" in one_error_line(cp)
