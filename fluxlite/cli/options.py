@@ -142,12 +142,13 @@ SLOTS = [
 ]
 
 IO = [
-    click.Option(["--input"], default=None, metavar="FILE",
+    click.Option(["--input"], default=None, metavar="FILE|RANKS",
                  help="Tasks read standard input from FILE (run forwards its own stdin "
-                      "otherwise, when it is a pipe or a file)."),
+                      "otherwise, when it is a pipe or a file; run --input=RANKS, e.g. 0, "
+                      "forwards it to those task ranks only)."),
     click.Option(["--output"], default=None, metavar="FILE",
-                 help="Write stdout to FILE instead of the job's output log ({{id}} expands "
-                      "to the job id)."),
+                 help="Write stdout to FILE instead of the job's output log (mustache "
+                      "templates such as {{id}} and {{taskid}} expand)."),
     click.Option(["--error"], default=None, metavar="FILE",
                  help="Write stderr to FILE (default: with stdout)."),
     click.Option(["-l", "--label-io"], is_flag=True, help="Prefix output lines with the task rank."),

@@ -98,3 +98,25 @@ def test_tcp_peer_that_closes_is_not_a_lost_connection(inst1):
         t.join(5)
         srv.close()
     assert "no instance answering" in err and "lost" not in err, err
+
+
+# ------------------------------------------------------------ options
+def test_start_cores_per_rank_0_is_all_cores():
+    cp = subprocess.run([*fluxlite_command(), "start", "--cores-per-rank", "0",
+                         "fluxlite", "getattr", "resource.cores-per-rank"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "0"
+
+
+def test_run_input_ranks_sends_stdin_to_those_tasks_only(inst4):
+    cp = inst4.cli("run", "-n4", "--input=0,2", "--label-io", "sh", "-c",
+                   'printf "%s:" "$FLUXLITE_TASK_RANK"; cat; echo', input="hello",
+                   check=True)
+    assert sorted(cp.stdout.splitlines()) == ["0: 0:hello", "1: 1:", "2: 2:hello", "3: 3:"]
+
+
+def test_run_input_file_named_like_a_rank_is_given_as_a_path(inst1, tmp_path):
+    (tmp_path / "0").write_text("from the file\n")
+    cp = inst1.cli("run", "--cwd", str(tmp_path), f"--input={tmp_path}/0", "cat", check=True)
+    assert cp.stdout == "from the file\n"
