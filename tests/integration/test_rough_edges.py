@@ -120,3 +120,43 @@ def test_run_input_file_named_like_a_rank_is_given_as_a_path(inst1, tmp_path):
     (tmp_path / "0").write_text("from the file\n")
     cp = inst1.cli("run", "--cwd", str(tmp_path), f"--input={tmp_path}/0", "cat", check=True)
     assert cp.stdout == "from the file\n"
+
+
+# ---------------------------------------------------------------- --env
+def job_env(inst, *opts, env=None):
+    cp = inst.cli("run", *opts, "env", env=env)
+    assert cp.returncode == 0, cp.stderr
+    return dict(line.split("=", 1) for line in cp.stdout.splitlines() if "=" in line)
+
+
+def test_env_rules_as_flux(inst1):
+    base = {"OMP_A": "1", "OMP_B": "2", "KEEP": "k"}
+    got = job_env(inst1, "--env=-*", "--env=/^OMP_/", "--env=PATH", "--env=X=${KEEP}/$$",
+                  env=base)
+    assert {k: got[k] for k in ("OMP_A", "OMP_B", "X")} == {"OMP_A": "1", "OMP_B": "2",
+                                                           "X": "k/$"}
+    assert "KEEP" not in got and "PATH" in got
+    got = job_env(inst1, "--env=-/^OMP_(A|Z)$/", env=base)
+    assert "OMP_A" not in got and got["OMP_B"] == "2"
+    # a pattern that matches nothing is a no-op, as in Flux
+    assert "NOSUCH" not in job_env(inst1, "--env=NOSUCH*")
+
+
+def test_env_rules_from_a_file(inst1, tmp_path):
+    rules = tmp_path / "envfile"
+    rules.write_text("-*\nPATH\nOMP*\nFOO=bar\nBAR=${FOO}/baz\n")
+    for opt in (f"--env=^{rules}", f"--env-file={rules}"):
+        got = job_env(inst1, opt, env={"OMP_X": "x", "OTHER": "o"})
+        assert {k: got.get(k) for k in ("OMP_X", "FOO", "BAR", "OTHER")} == \
+            {"OMP_X": "x", "FOO": "bar", "BAR": "bar/baz", "OTHER": None}
+
+
+@pytest.mark.parametrize("rule,said", [
+    ("^/nonexistent/envfile", "--env ^/nonexistent/envfile: cannot read"),
+    ("X=$NOT_SET_ANYWHERE", "$NOT_SET_ANYWHERE is not set"),
+    ("-/[/", "invalid regex"),
+])
+def test_bad_env_rules_are_one_line(inst1, rule, said):
+    cp = inst1.cli("submit", f"--env={rule}", "true")
+    assert cp.returncode != 0 and cp.stdout == ""
+    assert len(cp.stderr.splitlines()) == 1 and said in cp.stderr, cp.stderr
