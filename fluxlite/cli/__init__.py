@@ -96,6 +96,10 @@ def run(argv: list[str] | None = None) -> int:
         rv = cli.main(args=argv, prog_name="fluxlite", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # a bare group: its help, as click prints it (not folded into one line)
+        print(exc.ctx.get_help() if exc.ctx else exc.format_message(), file=sys.stderr)
+        return 2
     except click.exceptions.NoSuchOption as exc:
         return _die(prog, f"{exc.format_message()} (see '{prog} --help')", 2)
     except click.UsageError as exc:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
+import string
 
 import click
 
@@ -105,10 +107,14 @@ COMMON = [
                  help="Jobspec attribute; 'system.' is implied unless the key starts "
                       "with 'user.' (repeatable)."),
     click.Option(["--env", "env_rules"], multiple=True, metavar="RULE",
-                 help="Environment: VAR=VAL sets, -PATTERN removes (repeatable; default: "
-                      "the whole current environment)."),
+                 help="Environment (default: the whole current one), as Flux's rules: "
+                      "VAR=VAL sets ($VAR expands), -PATTERN removes, PATTERN copies from "
+                      "the current environment, ^FILE reads rules from FILE; a PATTERN is "
+                      "a glob or /REGEX/ (repeatable)."),
     click.Option(["--env-remove", "env_remove"], multiple=True, metavar="PATTERN",
                  help="Remove variables matching PATTERN from the job's environment."),
+    click.Option(["--env-file", "env_files"], multiple=True, metavar="FILE",
+                 help="Read environment rules from FILE, one a line (as --env=^FILE)."),
     click.Option(["--cwd"], default=None, metavar="DIR",
                  help="Working directory of the tasks (default: the current one)."),
     click.Option(["--job-name"], default=None, metavar="NAME", help="Name shown by `jobs`."),
@@ -142,12 +148,13 @@ SLOTS = [
 ]
 
 IO = [
-    click.Option(["--input"], default=None, metavar="FILE",
+    click.Option(["--input"], default=None, metavar="FILE|RANKS",
                  help="Tasks read standard input from FILE (run forwards its own stdin "
-                      "otherwise, when it is a pipe or a file)."),
+                      "otherwise, when it is a pipe or a file; run --input=RANKS, e.g. 0, "
+                      "forwards it to those task ranks only)."),
     click.Option(["--output"], default=None, metavar="FILE",
-                 help="Write stdout to FILE instead of the job's output log ({{id}} expands "
-                      "to the job id)."),
+                 help="Write stdout to FILE instead of the job's output log (mustache "
+                      "templates such as {{id}} and {{taskid}} expand)."),
     click.Option(["--error"], default=None, metavar="FILE",
                  help="Write stderr to FILE (default: with stdout)."),
     click.Option(["-l", "--label-io"], is_flag=True, help="Prefix output lines with the task rank."),
@@ -168,24 +175,68 @@ def apply(options: list[click.Option]):
     return deco
 
 
-def job_environment(rules: tuple[str, ...], removes: tuple[str, ...]) -> dict[str, str]:
+def job_environment(rules: tuple[str, ...], removes: tuple[str, ...],
+                    files: tuple[str, ...] = ()) -> dict[str, str]:
+    """The job's environment by Flux's ENV RULES (flux-submit(1)), applied in order to a
+    copy of the current one: `-PATTERN` removes, `^FILE` reads more rules from FILE
+    (one a line; `~` expands), `VAR=VAL` sets (VAL's $VAR/${VAR} from the environment
+    built so far, then the process's; `$$` is `$`), any other rule is a PATTERN whose
+    process variables are copied when not set yet.  A PATTERN is a glob, or a regex
+    when written /REGEX/ (the last / may be left out)."""
     env = dict(os.environ)
     for pat in removes:
-        for k in [k for k in env if fnmatch.fnmatchcase(k, pat)]:
-            del env[k]
+        _apply_env_rule(env, "-" + pat, 0)
     for rule in rules:
-        if rule.startswith("-"):
-            for k in [k for k in env if fnmatch.fnmatchcase(k, rule[1:])]:
-                del env[k]
-        elif "=" in rule:
-            k, _, v = rule.partition("=")
-            env[k] = os.path.expandvars(v)
-        elif rule in os.environ:
-            env[rule] = os.environ[rule]
-        else:
-            raise UsageError(f"--env {rule!r}: expected VAR=VAL, -PATTERN, or a variable "
-                             "that is set")
+        _apply_env_rule(env, rule, 0)
+    for path in files:
+        _apply_env_rule(env, "^" + path, 0)
     return env
+
+
+def _env_matcher(pattern: str):
+    if pattern.startswith("/"):
+        body = pattern[1:-1] if len(pattern) > 1 and pattern.endswith("/") else pattern[1:]
+        try:
+            rx = re.compile(body)
+        except re.error as exc:
+            raise UsageError(f"--env: invalid regex {pattern!r}: {exc}") from None
+        return lambda k: rx.search(k) is not None
+    return lambda k: fnmatch.fnmatchcase(k, pattern)
+
+
+def _apply_env_rule(env: dict[str, str], rule: str, depth: int) -> None:
+    if rule.startswith("-"):
+        match = _env_matcher(rule[1:])
+        for k in [k for k in env if match(k)]:
+            del env[k]
+    elif rule.startswith("^"):
+        path = os.path.expanduser(rule[1:])
+        if depth > 8:
+            raise UsageError(f"--env ^{rule[1:]}: rule files include each other too deeply")
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError as exc:
+            raise UsageError(f"--env ^{rule[1:]}: cannot read {path}: {exc.strerror}") \
+                from None
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                _apply_env_rule(env, line, depth + 1)
+    elif "=" in rule and not rule.startswith("/"):
+        k, _, v = rule.partition("=")
+        try:
+            env[k] = string.Template(v).substitute({**os.environ, **env})
+        except KeyError as exc:
+            raise UsageError(f"--env {rule!r}: ${exc.args[0]} is not set") from None
+        except ValueError:
+            raise UsageError(f"--env {rule!r}: only $VAR and ${{VAR}} expand ($$ is $)") \
+                from None
+    else:
+        match = _env_matcher(rule)
+        for k, v in os.environ.items():
+            if k not in env and match(k):
+                env[k] = v
 
 
 def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
@@ -206,7 +257,8 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         exclusive=bool(params.get("exclusive")), per_node=per_node,
         duration=params.get("time_limit") or 0.0, cwd=params.get("cwd"),
         environment=job_environment(params.get("env_rules") or (),
-                                    params.get("env_remove") or ()),
+                                    params.get("env_remove") or (),
+                                    params.get("env_files") or ()),
         name=params.get("job_name"), input=params.get("input"),
         output=params.get("output"), error=params.get("error"))
     for key, val in (system or {}).items():

@@ -73,7 +73,8 @@ class OutputFormat:
     def __init__(self, fmt: str, headings: dict[str, str], named: dict[str, str]):
         fmt = named.get(fmt, fmt)
         if "{" not in fmt:
-            raise UsageError(f"--format: No such format {fmt} (Did you mean '{{{fmt}}}'?)")
+            raise UsageError(f"--format: No such format {fmt} "
+                             f"({_no_such_format(fmt, headings, named)})")
         try:
             self.items = list(string.Formatter().parse(fmt))
         except ValueError as exc:
@@ -113,4 +114,19 @@ class OutputFormat:
 def _suggest(field: str, valid: list[str], n: int = 8) -> list[str]:
     close = difflib.get_close_matches(field, valid, n=3, cutoff=0.5)
     rest = [v for v in valid if v not in close]
-    return [f"{{{v}}}" for v in (close + rest)[:n]] + ["..."]
+    shown = (close + rest)[:n]
+    return [f"{{{v}}}" for v in shown] + (["..."] if len(valid) > len(shown) else [])
+
+
+def _no_such_format(fmt: str, headings: dict[str, str], named: dict[str, str]) -> str:
+    """What to say about a format name that is neither a named format nor a format
+    string: only suggestions that exist."""
+    if fmt in headings:
+        return f"Did you mean '{{{fmt}}}'?"
+    close = difflib.get_close_matches(fmt, list(named), n=1, cutoff=0.6)
+    if close:
+        return f"Did you mean '{close[0]}'?"
+    close = difflib.get_close_matches(fmt, list(headings), n=1, cutoff=0.7)
+    if close:
+        return f"Did you mean '{{{close[0]}}}'?"
+    return "named formats: " + ", ".join(named) + "; or a format string of {field}s"

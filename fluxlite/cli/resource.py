@@ -3,9 +3,11 @@
 `list` is the scheduler's view (`sched.resource-status`): how many nodes and
 cores are free, allocated or down; a partly allocated node counts in both
 the free and the allocated rows, as in Flux.  `status` is the resource
-service's view of each rank (`resource.status`): avail, torpid, drained,
+service's view of each rank (`resource.status`): avail, torpid, draining (a
+drained rank where a job still runs, from the scheduler), drained,
 offline or lost, with an UP mark (online or not).  `drain` and `undrain`
-take an idset of ranks; `drain` without arguments lists the drained ranks.
+take an idset of ranks (re-draining needs --force or --update, as in Flux);
+`drain` without arguments lists the draining and drained ranks.
 Every rank is a node of this machine, so NODELIST repeats one hostname.
 """
 
@@ -25,9 +27,11 @@ LIST_FORMATS = {"default": "{state:>10} {nnodes:>6} {ncores:>6} {ngpus:>5} {node
 LIST_HEADINGS = {"state": "STATE", "nnodes": "NNODES", "ncores": "NCORES", "ngpus": "NGPUS",
                  "nodelist": "NODELIST", "ranks": "RANKS"}
 
-STATUS_STATES = ("avail", "torpid", "drained", "offline", "lost")
-STATUS_FORMATS = {"default": "{state:>12}{up:>2} {nnodes:>6} {nodelist}",
-                  "long": "{state:>12}{up:>2} {nnodes:>6} {reason:<30.30+} {nodelist}"}
+# as Flux's: a drained rank that still runs a job is "draining"
+STATUS_STATES = ("avail", "torpid", "draining", "drained", "offline", "lost")
+DRAIN_STATES = ("draining", "drained")
+STATUS_FORMATS = {"default": "{state:>10} {up:>2} {nnodes:>6} {nodelist}",
+                  "long": "{state:>10} {up:>2} {nnodes:>6} {reason:<30.30+} {nodelist}"}
 DRAIN_FORMATS = {"default": ("{timestamp!d:%b%d %R::<12} {state:<8.8} {ranks:<8.8+} "
                              "{reason:<30.30+} {nodelist}"),
                  "long": ("{timestamp!d:%FT%T::<20} {state:<8.8} {ranks:<8.8+} "
@@ -112,14 +116,25 @@ def list_(which, no_header, fmt, as_json):
     _print(out, rows, no_header)
 
 
-def _rank_state(info: dict) -> str:
+def _rank_state(info: dict, busy: bool) -> str:
     if info["lost"]:
         return "lost"
     if info["drained"] is not None:
-        return "drained"
+        return "draining" if busy else "drained"
     if not info["online"]:
         return "offline"
     return "torpid" if info["torpid"] else "avail"
+
+
+def _status(h) -> dict:
+    """resource.status, with the ranks where a job holds cores (`busy`) from the
+    scheduler (only asked when some rank is drained)."""
+    st = h.call("resource.status", nodeid=0)
+    st["busy"] = set()
+    if any(info["drained"] is not None for info in st["ranks"].values()):
+        view = h.call("sched.resource-status", nodeid=0)
+        st["busy"] = {str(r) for r, cores in view["allocated"].items() if cores}
+    return st
 
 
 def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
@@ -130,7 +145,7 @@ def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
     groups: dict[tuple, list[int]] = {}
     cores: dict[tuple, int] = {}
     for r, info in st["ranks"].items():
-        state = _rank_state(info)
+        state = _rank_state(info, r in st["busy"])
         if state not in which:
             continue
         key = (STATUS_STATES.index(state), not info["online"],
@@ -151,21 +166,24 @@ def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
 @resource.command(context_settings=HELP)
 @click.option("-s", "--states", "which", default=None,
               callback=_states(STATUS_STATES, STATUS_STATES), metavar="STATE,...",
-              help="Only these states: avail, torpid, drained, offline, lost, all.")
+              help="Only these states: avail, torpid, draining, drained, offline, lost, "
+                   "all.")
 @click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
 @click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
               help="default, long (with the drain reason), or a format string over "
                    "{state} {up} {nnodes} {ncores} {ranks} {nodelist} {reason} {timestamp}.")
 @click.option("--json", "as_json", is_flag=True, help="Print every rank's state as JSON.")
 def status(which, no_header, fmt, as_json):
-    """Show the state of every rank: avail, torpid, drained, offline or lost.
+    """Show the state of every rank: avail, torpid, draining (drained, a job still
+    runs there), drained, offline or lost.
 
     UP is ✔ for a rank whose broker is online, ✗ otherwise (y/n without UTF-8).
     """
     out = None if as_json else OutputFormat(fmt, STATUS_HEADINGS, STATUS_FORMATS)
     with handle() as h:
-        st = h.call("resource.status", nodeid=0)
+        st = _status(h)
     if as_json:
+        st["busy"] = sorted(st["busy"], key=int)
         click.echo(json.dumps(st))
         return
     _print(out, _status_rows(st, out, which), no_header)
@@ -176,22 +194,32 @@ def status(which, no_header, fmt, as_json):
 @click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
               help="Listing format: default, long, or a format string over "
                    "{timestamp} {state} {ranks} {reason} {nodelist} {nnodes}.")
+@click.option("-f", "--force", is_flag=True,
+              help="Drain ranks that are drained already, replacing their reason.")
+@click.option("-u", "--update", is_flag=True,
+              help="Drain ranks that are drained already, keeping their reason and time.")
 @click.argument("targets", required=False, callback=_targets)
 @click.argument("reason", nargs=-1)
-def drain(no_header, fmt, targets, reason):
+def drain(no_header, fmt, force, update, targets, reason):
     """Drain the ranks in TARGETS (an idset such as 1-2), saying why in REASON.
 
-    Drained ranks get no new jobs; running jobs carry on.  Without TARGETS,
-    list the drained ranks.
+    Drained ranks get no new jobs; running jobs carry on (the rank is
+    "draining" until they end).  A rank drained already is refused unless
+    --force (new reason) or --update (old reason kept) is given.  Without
+    TARGETS, list the draining and drained ranks.
     """
+    if force and update:
+        raise click.UsageError("--force and --update cannot be used together")
     with handle() as h:
         if targets is not None:
-            h.call("resource.drain", {"targets": targets, "reason": " ".join(reason)},
-                   nodeid=0)
+            req = {"targets": targets, "reason": " ".join(reason)}
+            if force or update:
+                req["mode"] = "overwrite" if force else "update"
+            h.call("resource.drain", req, nodeid=0)
             return
-        st = h.call("resource.status", nodeid=0)
+        st = _status(h)
     out = OutputFormat(fmt, STATUS_HEADINGS, DRAIN_FORMATS)
-    _print(out, _status_rows(st, out, ("drained",)), no_header)
+    _print(out, _status_rows(st, out, DRAIN_STATES), no_header)
 
 
 @resource.command(context_settings=HELP)

@@ -31,8 +31,8 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], **direct) -> dict[
               help="Number of brokers (ranks), 1 to 1024 (default 1; under a PMI launcher, "
                    "the launcher's size).")
 @click.option("--topo", metavar="kary:K", help="Tree shape (default kary:32; kary:0 is flat).")
-@click.option("--cores-per-rank", type=click.IntRange(1, 4096), default=None,
-              help="Cores each rank offers (default: all of this machine's cores).")
+@click.option("--cores-per-rank", type=click.IntRange(0, 4096), default=None,
+              help="Cores each rank offers (default, or 0: all of this machine's cores).")
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable); see `fluxlite lsattr`.")
 @click.option("--conf", type=click.Path(dir_okay=False), metavar="FILE",

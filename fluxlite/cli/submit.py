@@ -22,8 +22,17 @@ def run(command, **params):
     """
     from ..job import api
     from .attach import Attach
-    forward = not params.get("input") and _stdin_has_data()
-    spec = jobspec_from(list(command), params, extra_options={"input": 1} if forward else None)
+    ranks = _input_ranks(params.get("input"))
+    extra = None
+    if ranks is not None:
+        # Flux's run form: --input=RANKS sends run's stdin to those tasks only
+        params["input"] = None
+        forward = True
+        extra = {"input": 1, "input.ranks": ranks}
+    else:
+        forward = not params.get("input") and _stdin_has_data()
+        extra = {"input": 1} if forward else None
+    spec = jobspec_from(list(command), params, extra_options=extra)
     with handle() as h:
         resp = api.submit_full(h, spec, params["urgency"])
         attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run")
@@ -32,6 +41,18 @@ def run(command, **params):
             attach.stdin_key = eventlog_key(resp["id"], "input")
         code = attach.run()
     sys.exit(code)
+
+
+def _input_ranks(value: str | None) -> str | None:
+    """`run --input=RANKS`: an idset of task ranks (as in Flux's run; a file whose name
+    is an idset is given as ./NAME); None for a file name."""
+    if not value or not value[0].isdigit():
+        return None
+    from ..util import idset
+    try:
+        return idset.encode(idset.decode(value))
+    except ValueError:
+        return None
 
 
 def _stdin_has_data() -> bool:

@@ -21,6 +21,7 @@ class AsyncHandle(HandleCore):
     def __init__(self, uri: str | None = None, ctx: zmq.Context | None = None, *,
                  monitor: bool = True):
         super().__init__()
+        self.uri = uri
         self.endpoint = resolve_uri(uri)
         self.ctx = ctx or zmq.Context()
         self._own_ctx = ctx is None

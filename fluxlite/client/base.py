@@ -10,7 +10,7 @@ import errno
 from ..errors import FluxliteError
 from ..protocol import message as m
 from ..protocol.message import Message
-from .connect import credentials
+from .connect import credentials, not_a_client_socket
 from ..protocol.rpc import PendingRPC, RPCTracker
 
 
@@ -21,6 +21,8 @@ class HandleCore:
         self.on_event = None    # callback(Message) for subscribed events
         self.on_request = None  # callback(Message) for requests to a service we registered
         self.connected = False
+        self.answered = False   # a message came from the broker
+        self.uri: str | None = None
 
     def _transmit(self, frames: list[bytes]) -> None:
         raise NotImplementedError
@@ -67,6 +69,7 @@ class HandleCore:
             msg = m.decode(frames)
         except FluxliteError:
             return
+        answered, self.answered = self.answered, True
         if msg.type == m.RESPONSE:
             self.tracker.dispatch(msg)
         elif msg.type == m.REQUEST:
@@ -79,9 +82,19 @@ class HandleCore:
         elif msg.type == m.CONTROL and msg.topic == "disconnect":
             # the broker dropped this connection (e.g. it did not read fast enough)
             p = msg.payload if isinstance(msg.payload, dict) else {}
-            self._lost(f"the broker dropped this connection: {p.get('reason') or 'no reason'}")
+            why = p.get('reason') or 'no reason'
+            if not answered:  # refused at once: not a socket where clients are served
+                self._lost(f"{not_a_client_socket(self.uri or self.endpoint)} (the broker "
+                           f"refused this connection: {why})")
+            else:
+                self._lost(f"the broker dropped this connection: {why}")
 
     def _lost(self, reason: str = "connection to broker lost") -> None:
+        if not self.answered:
+            # nothing ever answered: no connection was lost, none was made
+            reason = (f"no instance answering at {self.uri or self.endpoint}: the "
+                      "connection closed before any answer (is it a fluxlite instance's "
+                      "URI?)")
         if self.connected:
             self.connected = False
             self.tracker.fail_all(errno.EHOSTUNREACH, reason)

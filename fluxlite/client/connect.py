@@ -27,20 +27,32 @@ def resolve_uri(uri: str | None = None) -> str:
         raise FluxliteError(
             "no instance: FLUXLITE_URI is not set (run inside `fluxlite start`, "
             "or set FLUXLITE_URI to an instance's local-uri)", 2)
-    if uri.startswith("local://"):
-        path = uri[len("local://"):]
+    if uri.startswith(("local://", "ipc://")):
+        path = uri.partition("://")[2]
         _check_listening(uri, path)
         return "ipc://" + path
-    if uri.startswith(("ipc://", "tcp://")):
-        if uri.startswith("ipc://"):
-            _check_listening(uri, uri[6:])
+    if uri.startswith("tcp://"):
+        if not uri[len("tcp://"):]:
+            raise UsageError(f"invalid URI {uri!r}: expected tcp://HOST:PORT")
         return uri
-    raise UsageError(f"unsupported URI {uri!r}: expected local://PATH, ipc://PATH or tcp://HOST:PORT")
+    raise UsageError(f"unsupported URI {uri!r}: expected local://PATH, ipc://PATH or "
+                     "tcp://HOST:PORT")
+
+
+def not_a_client_socket(uri: str) -> str:
+    return (f"{uri} is not a local (client) socket of a broker: use the instance's "
+            "local-uri (`fluxlite getattr local-uri`), local://RUNDIR/local-RANK")
 
 
 def _check_listening(uri: str, path: str) -> None:
-    """Fail at once, with the reason, if nothing listens at a local socket path."""
+    """Fail at once, with the reason, if nothing listens at a local socket path, or if
+    the path is a broker's tree socket (tbon-RANK), where clients are not served."""
     import socket
+    if not path:
+        raise UsageError(f"invalid URI {uri!r}: no socket path (expected "
+                         "local://RUNDIR/local-RANK)")
+    if os.path.basename(path).startswith("tbon-"):
+        raise FluxliteError(not_a_client_socket(uri), errno.EINVAL)
     if not os.path.exists(path):
         raise FluxliteError(f"no instance at {uri}: {path} does not exist", errno.ENOENT)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

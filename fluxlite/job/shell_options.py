@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..errors import UsageError
-from ..util import fsd
+from ..util import fsd, mustache
 
 
 def _exit_timeout(v) -> None:
@@ -56,6 +56,17 @@ def _any(v) -> None:
     return None
 
 
+def _output_path(flag: str):
+    def check(v) -> None:
+        if not isinstance(v, str):
+            raise ValueError
+        try:
+            mustache.check(v, flag)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return check
+
+
 OUTPUT_MODES = ("truncate", "append")
 
 
@@ -81,6 +92,10 @@ OPTIONS = {
     "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
     "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
                                "output.label: prefix lines with the task rank"),
+    "output.stdout.path": (_output_path("--output"), "output",
+                           "write stdout to this file (mustache tags expand)"),
+    "output.stderr.path": (_output_path("--error"), "output",
+                           "write stderr to this file (mustache tags expand)"),
     "output.mode": (_output_mode, "output", "truncate (default) or append: how output "
                                             "files are opened"),
     "pmi": (_pmi, "pmi", "simple (default): serve PMI-1 to MPI tasks; off: no PMI"),
@@ -92,6 +107,8 @@ _MESSAGES = {
     "exit-timeout": "exit-timeout is not a valid Flux Standard Duration (e.g. 30s, 1.5m, none)",
     "exit-on-error": "exit-on-error takes no value, or true/false",
     "plugins": "plugins must be a path or a list of paths",
+    "output.stdout.path": "output.stdout.path must be a file name",
+    "output.stderr.path": "output.stderr.path must be a file name",
     "output.mode": "output.mode must be truncate or append",
     "pmi": "pmi must be simple or off",
 }

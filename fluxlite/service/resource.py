@@ -29,6 +29,12 @@ class TargetsRequest(Struct, kw_only=True):
     reason: Text = ""
 
 
+class DrainRequest(TargetsRequest, kw_only=True):
+    # as Flux's: "" fails if a target is drained already, "overwrite" replaces its
+    # reason and time (drain --force), "update" keeps them (drain --update)
+    mode: Text = ""
+
+
 class ResourceService(Service):
     name = "resource"
 
@@ -144,13 +150,25 @@ class ResourceService(Service):
                                 f"{idset.encode(self.cores)}", errno.EINVAL)
         return ranks
 
-    @handler("resource.drain", schema=TargetsRequest)
+    @handler("resource.drain", schema=DrainRequest)
     def drain(self, msg, req):
         ranks = self._targets(req.targets)
+        if req.mode not in ("", "overwrite", "update"):
+            raise FluxliteError(f"invalid drain mode {req.mode!r}: expected overwrite or "
+                                "update", errno.EINVAL)
+        already = sorted(r for r in ranks if r in self.drained)
+        if already and not req.mode:
+            raise FluxliteError(f"rank{'s' if len(already) > 1 else ''} "
+                                f"{idset.encode(already)} already drained (--force replaces "
+                                "the reason, --update keeps it)", errno.EEXIST)
+        if req.mode == "update":
+            ranks = ranks - set(already)
         reason = req.reason
         now = time.time()
         for r in ranks:
             self.drained[r] = (now, str(reason))
+        if not ranks:
+            return {}
         self._eventlog("drain", {"idset": idset.encode(ranks), "reason": reason})
         self._notify()
         return {}

@@ -24,9 +24,10 @@ import sys
 from ..client.aio import AsyncHandle
 from ..errors import FluxliteError, PluginError
 from ..job import eventlog as jel
+from ..job.jobspec import command_name
 from ..protocol.dispatch import Dispatcher, Method, declared_methods, handler
 from ..protocol.schema import AnyMap, Idset, Seq, Severity, Struct, Text
-from ..util import fluid, idset
+from ..util import fluid, idset, mustache
 from ..util.compat import FLUX_MIRRORED, flux_compat
 from .plugin import PluginStack
 from .task import Task
@@ -112,6 +113,23 @@ class JobShell:
         self._drained.set()
 
     # ------------------------------------------------------------- for plugins
+    def mustache_values(self, rank: int | None = None) -> dict[str, str]:
+        """Values of the mustache tags ({{id}}, {{taskid}}, ...) on this shell, for the
+        task of global rank `rank` (job and node tags only when None)."""
+        values = getattr(self, "_mustache", None)
+        if values is None:
+            cores = self.info.get("cores") or ()
+            values = mustache.job_values(self.jobid, name=command_name(self.jobspec),
+                                         nnodes=self.nshells, size=self.ntasks,
+                                         tmpdir=self.info.get("tmpdir"))
+            values.update(mustache.node_values(
+                node_id=self.rank, name=self.hostname, broker_rank=self.broker_rank,
+                cores=idset.encode(cores), ncores=len(cores)))
+            self._mustache = values
+        if rank is None:
+            return values
+        return dict(values, **mustache.task_values(rank, rank - self.first_task))
+
     @property
     def f58(self) -> str:
         return fluid.f58_plain(self.jobid)
@@ -315,7 +333,9 @@ class JobShell:
             tenv = dict(env, FLUXLITE_TASK_RANK=str(rank), FLUXLITE_TASK_LOCAL_ID=str(localid))
             if compat:
                 tenv.update(FLUX_TASK_RANK=str(rank), FLUX_TASK_LOCAL_ID=str(localid))
-            task = Task(self, localid, rank, self.command, tenv, cwd)
+            values = self.mustache_values(rank)
+            argv = [mustache.render(a, values) for a in self.command]
+            task = Task(self, localid, rank, argv, tenv, cwd)
             self.tasks.append(task)
             await self.plugins.call("task.init", task)
             await self.plugins.call("task.exec", task)

@@ -6,7 +6,7 @@ from fluxlite.job import api
 from fluxlite.util import fluid
 
 LIST_HEADER = "     STATE NNODES NCORES NGPUS NODELIST"
-STATUS_HEADER = "       STATEUP NNODES NODELIST"
+STATUS_HEADER = "     STATE UP NNODES NODELIST"  # as Flux's
 UTF8 = {"LC_ALL": "C.UTF-8"}
 
 
@@ -54,13 +54,13 @@ def test_drain_and_undrain(instance_factory):
     inst = instance_factory(4, cores_per_rank=2)
     host = inst.getattr("hostname")
     out = inst.cli("resource", "status", env=UTF8, check=True).stdout
-    assert out.splitlines() == [STATUS_HEADER, f"       avail ✔      4 {','.join([host] * 4)}"]
+    assert out.splitlines() == [STATUS_HEADER, f"     avail  ✔      4 {','.join([host] * 4)}"]
 
     assert inst.cli("resource", "drain", "3", "disk", "is", "full", check=True).stdout == ""
     out = inst.cli("resource", "status", env=UTF8, check=True).stdout
     assert out.splitlines() == [STATUS_HEADER,
-                                f"       avail ✔      3 {','.join([host] * 3)}",
-                                f"     drained ✔      1 {host}"]
+                                f"     avail  ✔      3 {','.join([host] * 3)}",
+                                f"   drained  ✔      1 {host}"]
     out = inst.cli("resource", "status", "-n", "-s", "drained", "-o",
                    "{state} {up} {ranks} {reason}", env={"LC_ALL": "C"}, check=True).stdout
     assert out == "drained y 3 disk is full\n"
@@ -89,6 +89,40 @@ def test_drain_and_undrain(instance_factory):
         assert cp.returncode != 0 and cp.stdout == "", args
         assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
         assert cp.stderr.startswith("fluxlite resource ") and words in cp.stderr, cp.stderr
+
+
+def test_drained_rank_running_a_job_is_draining(instance_factory):
+    inst = instance_factory(2, cores_per_rank=1)
+    jobid = start_job(inst, "-N2", "sleep", "30")
+    inst.cli("resource", "drain", "1", "going away", check=True)
+    out = inst.cli("resource", "status", "-n", "-o", "{state} {ranks}", check=True).stdout
+    assert out.splitlines() == ["avail 0", "draining 1"]
+    listing = inst.cli("resource", "drain", "-n", check=True).stdout.split()
+    assert listing[2:5] == ["draining", "1", "going"]
+    api.cancel(inst.handle(), jobid)
+    api.wait(inst.handle(), jobid)
+    out = inst.cli("resource", "status", "-n", "-o", "{state} {ranks}", check=True).stdout
+    assert out.splitlines() == ["avail 0", "drained 1"]
+
+
+def test_redrain_needs_force_or_update(instance_factory):
+    inst = instance_factory(4, cores_per_rank=1)
+
+    def reasons():
+        out = inst.cli("resource", "status", "-n", "-s", "drained",
+                       "-o", "{ranks}:{reason}", check=True).stdout
+        return out.split("\n")[:-1]
+    inst.cli("resource", "drain", "1", "first", check=True)
+    cp = inst.cli("resource", "drain", "1-2", "second")
+    assert cp.returncode != 0 and cp.stderr.count("\n") == 1
+    assert "rank 1 already drained" in cp.stderr, cp.stderr
+    assert reasons() == ["1:first"]
+    inst.cli("resource", "drain", "--update", "1-2", "second", check=True)
+    assert reasons() == ["1:first", "2:second"]
+    inst.cli("resource", "drain", "--force", "1-2", "third", check=True)
+    assert reasons() == ["1-2:third"]
+    cp = inst.cli("resource", "drain", "-f", "-u", "3")
+    assert cp.returncode == 2 and "cannot be used together" in cp.stderr
 
 
 def test_lost_rank_leaves_the_lists(instance_factory):

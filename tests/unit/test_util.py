@@ -148,3 +148,17 @@ def test_topology_from_a_config_parents_list():
     for bad in ([None, 2, 1], [0, None], [None, 5], [None, 1]):
         with pytest.raises(ValueError):
             tree.Topology(bad)
+
+
+# ------------------------------------------------------------------ mustache
+def test_mustache_render_and_check():
+    from fluxlite.util import mustache
+    values = mustache.job_values(1234, name="sim", nnodes=2, size=4, tmpdir="/t")
+    values.update(mustache.task_values(3, 1))
+    assert mustache.render("{{id.dec}}.{{ name }}.{{nnodes}}.{{size}}.{{taskid}}.{{task.index}}"
+                           ".{{tmpdir}}", values) == "1234.sim.2.4.3.1./t"
+    assert mustache.render("{{script}} {{a", values) == "{{script}} {{a"
+    assert mustache.per_task("o.{{taskid}}") and not mustache.per_task("o.{{id}}")
+    mustache.check("{{id}}{{jobid.hex}}{{node.name}}", "--output")
+    with pytest.raises(ValueError, match=r"--error: unknown mustache template '\{\{x\}\}'"):
+        mustache.check("a{{x}}", "--error")

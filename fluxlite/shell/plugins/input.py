@@ -5,6 +5,8 @@ for every task.  `input` (set by `fluxlite run` when its own stdin is a pipe
 or a file) makes every shell follow the job's `guest.input` eventlog in the
 KVS and write what arrives to each of its tasks, then close their stdin at
 the eof mark, so `echo hi | fluxlite run cat` works on any number of nodes.
+`input.ranks=IDSET` (`run --input=RANKS`, as Flux's run) limits that to the
+tasks of those ranks; the others read /dev/null.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import subprocess
 
 from ...job.eventlog import decode_data
+from ...util import idset
 from ..plugin import ShellPlugin
 
 
@@ -25,6 +28,9 @@ class Input(ShellPlugin):
         super().__init__(shell)
         self.path = shell.options.get("input.path")
         self.stream = bool(shell.options.get("input")) and not self.path
+        ranks = shell.options.get("input.ranks")
+        # `run --input=RANKS`: only these tasks read the stream, the others /dev/null
+        self.ranks = None if ranks is None else idset.decode(str(ranks))
         self.pipes: dict[int, bytearray] = {}   # task stdin fd -> bytes waiting
         self.eof = False
         self.watch = None
@@ -45,7 +51,7 @@ class Input(ShellPlugin):
             except OSError as exc:
                 raise ValueError(f"cannot open input file {self.path}: {exc.strerror}") \
                     from None
-        elif self.stream:
+        elif self.stream and (self.ranks is None or task.rank in self.ranks):
             task.stdin = subprocess.PIPE
 
     def shell_start(self) -> None:

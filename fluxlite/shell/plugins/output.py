@@ -9,7 +9,8 @@ stdout is line-buffered (as in Flux), so lines of tasks writing at the same
 time never splice together; stderr goes out as it comes.
 
 Options: output.stdout.path / output.stderr.path write to files instead
-("{{id}}" or "{id}" in the name is the job id; stderr follows stdout when only
+(mustache tags expand, fluxlite.util.mustache: "{{id}}" or "{id}" is the job
+id, "{{taskid}}" gives each task its own file; stderr follows stdout when only
 stdout is named), output.label prefixes every line with "RANK: ",
 output.mode=truncate|append: a file is emptied when the job starts (the
 default, as in Flux) or added to.  Only the leader truncates, during
@@ -23,7 +24,7 @@ import asyncio
 import os
 
 from ...job.eventlog import LineBuffer, encode_data, entry, label_lines
-from ...util import fluid
+from ...util import mustache
 from ..plugin import ShellPlugin
 
 
@@ -31,9 +32,9 @@ LINE_LIMIT = 64 << 10  # a partial line longer than this goes out anyway
 COMMIT_BYTES = 1 << 20  # output data in one KVS commit, at most (about)
 
 
-def expand_path(template: str, jobid: int) -> str:
-    f58 = fluid.f58(jobid)
-    return template.replace("{{id}}", f58).replace("{{jobid}}", f58).replace("{id}", f58)
+def expand_path(template: str, values: dict[str, str]) -> str:
+    """A file name with its mustache tags expanded ("{id}" is the job id too)."""
+    return mustache.render(template, values).replace("{id}", values["id"])
 
 
 class Output(ShellPlugin):
@@ -43,7 +44,7 @@ class Output(ShellPlugin):
         super().__init__(shell)
         self.batch: list[dict] = []
         self._scheduled = False
-        self.files: dict[str, int] = {}
+        self.files: dict[tuple[str, int], int] = {}   # (stream, task rank) -> fd
         self.label = False
         self.lines = LineBuffer(LINE_LIMIT)
         shell.output_sinks.append(self)
@@ -55,29 +56,41 @@ class Output(ShellPlugin):
         self.label = bool(opts.get("output.label"))
         cwd = self.shell.jobspec["attributes"]["system"].get("cwd") or "/"
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        if opts.get("output.mode", "truncate") == "truncate" and self.shell.is_leader:
-            flags |= os.O_TRUNC
+        truncate = opts.get("output.mode", "truncate") == "truncate"
         opened: dict[str, int] = {}
+        redirects = []
         for stream, template in (("stdout", out), ("stderr", err)):
             if not template:
                 continue
-            path = os.path.join(cwd, expand_path(str(template), self.shell.jobid))
-            if path not in opened:
-                try:
-                    opened[path] = os.open(path, flags, 0o644)
-                except OSError as exc:
-                    raise ValueError(f"cannot open {stream} file {path}: {exc.strerror}") \
-                        from None
-            self.files[stream] = opened[path]
-        if self.files and self.shell.is_leader:
-            self.shell.output_append([entry("redirect", {"stream": s, "rank": "all",
-                                                         "path": expand_path(str(t),
-                                                                             self.shell.jobid)})
-                                      for s, t in (("stdout", out), ("stderr", err)) if t])
+            template = str(template)
+            # a name that differs by task is opened (and truncated) by the task's shell;
+            # one name for the whole job by every shell, truncated by the leader only
+            local = mustache.per_task(template)
+            for rank in range(self.shell.first_task, self.shell.first_task + self.shell.nlocal):
+                name = expand_path(template, self.shell.mustache_values(rank))
+                path = os.path.join(cwd, name)
+                if path not in opened:
+                    mode = flags | os.O_TRUNC if truncate and (local or self.shell.is_leader) \
+                        else flags
+                    try:
+                        opened[path] = os.open(path, mode, 0o644)
+                    except OSError as exc:
+                        raise ValueError(f"cannot open {stream} file {path}: "
+                                         f"{exc.strerror}") from None
+                self.files[(stream, rank)] = opened[path]
+                if local:
+                    redirects.append(entry("redirect", {"stream": stream, "rank": str(rank),
+                                                        "path": name}))
+            if not local and self.shell.is_leader:
+                redirects.append(entry("redirect", {
+                    "stream": stream, "rank": "all",
+                    "path": expand_path(template, self.shell.mustache_values())}))
+        if redirects:
+            self.shell.output_append(redirects)
 
     def add(self, task, stream: str, data: bytes, eof: bool = False) -> None:
         key = (task.rank, stream)
-        fd = self.files.get(stream)
+        fd = self.files.get((stream, task.rank))
         if stream == "stdout" or (fd is not None and self.label):
             # stdout is line-buffered, as in Flux: the lines of tasks writing at once
             # never splice into one another (stderr goes out as it comes)
