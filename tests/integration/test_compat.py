@@ -141,3 +141,40 @@ def test_flux_python_package_runs_a_flux_program(inst2, tmp_path):
     cp = subprocess.run([python, "-c", "import flux; print(flux.__file__)"], env=plain_env(inst2),
                         capture_output=True, text=True, timeout=30)
     assert cp.returncode != 0 or "fluxlite" not in cp.stdout
+
+
+FLUX_BATCH_SCRIPT = """#!/bin/sh
+# flux: -N2
+# flux: --job-name=fluxjob
+flux getattr size
+flux run -N2 -n2 sh -c 'test -n "$FLUX_JOB_ID" && echo task $FLUX_TASK_RANK'
+"""
+
+
+def test_flux_batch_script_with_directives_runs_unchanged(inst2, tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(FLUX_BATCH_SCRIPT)
+    out = tmp_path / "out.txt"
+    cp = sh(inst2, COMPAT + f"jobid=$(flux batch --output={out} {script}) && "
+                "flux job wait $jobid && flux jobs -a -o '{name} {nnodes}'", timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    assert "fluxjob 2" in cp.stdout.splitlines()
+    lines = out.read_text().splitlines()
+    assert lines[0] == "2"
+    assert sorted(lines[1:]) == ["task 0", "task 1"]
+
+
+def test_flux_directives_without_compat_warn_once_each(inst2, tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(FLUX_BATCH_SCRIPT)
+    cp = subprocess.run(fluxlite_command() + ["batch", "--output", str(tmp_path / "o"),
+                                              str(script)], env=plain_env(inst2),
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    warnings = cp.stderr.splitlines()
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"fluxlite batch: {script} line 2: 'flux:' directive "
+                                  "ignored")
+    assert "'# fluxlite: -N2'" in warnings[0] and "'# fluxlite: --job-name=fluxjob'" in warnings[1]
+    subprocess.run(fluxlite_command() + ["job", "wait", cp.stdout.strip()], env=plain_env(inst2),
+                   capture_output=True, text=True, timeout=60)
