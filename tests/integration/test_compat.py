@@ -178,3 +178,27 @@ def test_flux_directives_without_compat_warn_once_each(inst2, tmp_path):
     assert "'# fluxlite: -N2'" in warnings[0] and "'# fluxlite: --job-name=fluxjob'" in warnings[1]
     subprocess.run(fluxlite_command() + ["job", "wait", cp.stdout.strip()], env=plain_env(inst2),
                    capture_output=True, text=True, timeout=60)
+
+
+def test_start_flux_compat_runs_a_flux_script_unchanged(inst2, tmp_path):
+    """`fluxlite start --flux-compat` in a shell without compat: the initial program
+    finds `flux` and `import flux`, sees FLUX_URI, and its batch job reads `# flux:`."""
+    script = tmp_path / "job.sh"
+    script.write_text(FLUX_BATCH_SCRIPT)
+    out = tmp_path / "out.txt"
+    program = (f"echo uri=$FLUX_URI; flux getattr size; "
+               f"python -c 'import flux; print(flux.__file__.count(\"fluxlite\"))'; "
+               f"id=$(flux batch --output={out} {script}) && flux job wait $id")
+    env = plain_env(inst2)
+    env.pop("FLUXLITE_URI", None)
+    env[TAG_VAR] = tag = uuid.uuid4().hex
+    env["PATH"] = os.path.dirname(fluxlite_command()[0]) + os.pathsep + env["PATH"]
+    cp = subprocess.run(fluxlite_command() + ["start", "--flux-compat", "-s", "2",
+                                              "sh", "-c", program],
+                        env=env, capture_output=True, text=True, timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[0].startswith("uri=local://")
+    assert lines[1:3] == ["2", "1"]
+    assert out.read_text().splitlines()[0] == "2"
+    assert_no_leaks(tag)
