@@ -14,8 +14,8 @@ from fluxlite.job import api, states
 from fluxlite.job.executor import Executor
 from fluxlite.util import fluid
 
-from . import _handle, missing
-from ._rpc import STATE_BITS, rpc  # noqa: F401  (STATE_BITS: as Flux's flux.job has it)
+from .. import _handle, missing
+from .._rpc import STATE_BITS, rpc  # noqa: F401  (STATE_BITS: as Flux's flux.job has it)
 
 __all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
