@@ -734,6 +734,46 @@ def fig_mpi(rows: list, quick: bool, ctx: dict) -> None:
     rows.append(Row("13e", "run -N4 -n16 mpi_hello - pmi=off", mpi16 - off16, "s",
                     flux_core="-", note="the exchange and MPICH's multi-process init"))
 
+def fig_executor(rows: list, quick: bool, ctx: dict) -> None:
+    """14. Executor.submit + result() throughput against submit --cc, and the Flux
+    compatibility overhead: `flux run true` against `fluxlite run true`."""
+    from fluxlite.job import Executor, Jobspec
+    from fluxlite.util.compat import enable
+    njobs = 200 if quick else 1000
+    reps = 5 if quick else 20
+    try:
+        with Instance(1) as inst:
+            cc = njobs / _submit_many(inst, njobs)
+            spec = Jobspec.from_command(["true"])
+            t0 = time.perf_counter()
+            with Executor(inst.uri) as ex:
+                futs = [ex.submit(spec) for _ in range(njobs)]
+                codes = [f.result(timeout=max(60, njobs * 0.5)) for f in futs]
+            rate = njobs / (time.perf_counter() - t0)
+            if codes != [0] * njobs:
+                raise RuntimeError(f"Executor: {sum(1 for c in codes if c)} jobs failed")
+            progress("executor", f"{njobs} jobs: Executor {rate:.1f}/s, submit --cc {cc:.1f}/s")
+            rows.append(Row("14", "Executor throughput", rate, "jobs/s", op=">=",
+                            bound=round(0.9 * cc, 1), note=f"{njobs} jobs; target 90% of "
+                            f"submit --cc ({cc:.1f} jobs/s)"))
+            env = dict(inst.env)
+            enable(env)
+            flux = os.path.join(env["PATH"].split(os.pathsep)[0], "flux")
+            plain, compat = [], []
+            for _ in range(reps):
+                plain.append(run_timed(fluxlite_command() + ["run", "true"], inst.env, 60))
+                compat.append(run_timed([flux, "run", "true"], env, 60))
+            over = (median(compat) - median(plain)) * 1000
+            progress("executor", f"flux run {median(compat):.3f} s, fluxlite run "
+                                 f"{median(plain):.3f} s")
+            rows.append(Row("14", "flux run overhead", over, "ms", op="<=", bound=5,
+                            samples=compat, note=f"median of {reps}: flux run "
+                            f"{median(compat) * 1000:.0f} ms, fluxlite run "
+                            f"{median(plain) * 1000:.0f} ms"))
+    except Exception as exc:
+        rows.append(Row("14", "Executor throughput", None, "jobs/s", error=str(exc)))
+
+
 FIGURES = {
     "start": fig_start,
     "lost": fig_lost,
@@ -748,6 +788,7 @@ FIGURES = {
     "critical": fig_critical,
     "ping-load": fig_ping_under_load,
     "mpi": fig_mpi,
+    "executor": fig_executor,
 }
 
 

@@ -76,35 +76,71 @@ def split_broker_opts(values) -> list[str]:
     return out
 
 
-_DIRECTIVE = re.compile(r"^\s*#\s*fluxlite:", re.IGNORECASE)
+# RFC 36 sentinels: any run of non-word characters (the comment: '#', '//', '--'),
+# then the tag and a colon.  fluxlite's own tag is always read; Flux's only with
+# Flux compatibility on (fluxlite.util.compat), and otherwise warned about.
+_SENTINEL = re.compile(r"^([^\w]*)(fluxlite|FLUXLITE|flux|FLUX):(.*)$")
 
 
-def read_directives(script: str, name: str = "script") -> list[str]:
-    """Options from '# fluxlite:' lines at the top of a script (after the #! line).
+def _directive_words(body: str) -> list[str]:
+    """A directive's words split as a shell would, '#' starting a comment (as Flux)."""
+    lexer = shlex.shlex(body, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.escapedquotes = "\"'"
+    return list(lexer)
 
-    Directives end at the first line that is neither blank nor a comment; one
-    found after that is an error, as is a directive that is not an option.
-    Each line is checked on its own, so an error names the line."""
+
+def read_directives(script: str, name: str = "script", *, compat: bool | None = None,
+                    warn=None) -> list[str]:
+    """Options from the directives at the top of a script: '# fluxlite: -N2' lines,
+    and, with Flux compatibility on, Flux's '# flux: -N2' ones.
+
+    Flux's rules (RFC 36): directives start at the first one and end at the first
+    nonblank line that does not begin with the directive's comment prefix; one
+    found after that is an error (orphan), as is a change of sentinel (say
+    '# fluxlite:' then '#flux:') or a directive that is not an option.  Each line
+    is checked on its own, so an error names the line.  With compatibility off, each
+    '# flux:' line is not a directive: `warn(text)` (default: stderr) is called
+    once for it, naming the fluxlite equivalent."""
+    from ..util.compat import flux_compat
+    compat = flux_compat() if compat is None else compat
+    if warn is None:
+        def warn(text):
+            print(f"fluxlite batch: {text}", file=sys.stderr)
     args: list[str] = []
-    first_command = None
-    for lineno, line in enumerate(script.splitlines()[1:], start=2):
-        stripped = line.strip()
-        if first_command is not None:
-            if _DIRECTIVE.match(line):
-                raise UsageError(f"{name} line {lineno}: orphan 'fluxlite:' directive "
-                                 f"(directives must come before the first command, line "
-                                 f"{first_command})")
+    sentinel = prefix = None
+    disabled_after = None
+    for lineno, line in enumerate(script.splitlines(), start=1):
+        if lineno == 1 and line.startswith("#!"):
             continue
-        if not stripped:
+        m = _SENTINEL.match(line)
+        tag = m.group(2).lower() if m else None
+        if tag == "flux" and not compat:
+            body = m.group(3).strip()
+            warn(f"{name} line {lineno}: '{m.group(2)}:' directive ignored (Flux "
+                 f"compatibility is off): write it '{m.group(1)}fluxlite: {body}', or turn "
+                 "compatibility on with `eval \"$(fluxlite compat env)\"` or "
+                 "`fluxlite start --flux-compat`")
             continue
-        if not stripped.startswith("#"):
-            first_command = lineno
+        if m is None:
+            if (sentinel is not None and disabled_after is None and line.strip()
+                    and not line.startswith(prefix.rstrip())):
+                disabled_after = lineno - 1
             continue
-        if not _DIRECTIVE.match(line):
-            continue
-        body = stripped.split(":", 1)[1]
+        if disabled_after is not None:
+            raise UsageError(f"{name} line {lineno}: orphan '{m.group(2)}:' directive "
+                             f"(directives end at the first command, line "
+                             f"{disabled_after + 1})")
+        if sentinel is None:
+            sentinel, prefix = m.group(1) + m.group(2), m.group(1)
+        elif m.group(1) + m.group(2) != sentinel:
+            raise UsageError(f"{name} line {lineno}: sentinel changed from '{sentinel}:' to "
+                             f"'{m.group(1) + m.group(2)}:' (one sentinel per script)")
+        body = m.group(3)
         try:
-            words = shlex.split(body)
+            words = _directive_words(body)
+            if not words:
+                continue
             sub = batch.make_context("batch", words + ["--", "script"])
         except (ValueError, click.UsageError) as exc:
             why = exc.format_message() if isinstance(exc, click.UsageError) else str(exc)
@@ -152,8 +188,9 @@ def batch(ctx, **params):
 
     The script is stored with the job, so editing the file afterwards changes
     nothing.  '# fluxlite: OPTIONS' lines at its top add options (the command
-    line wins).  Instance jobs default to exit-timeout=none (set
-    -o exit-timeout= to change it) and --persist.
+    line wins); with Flux compatibility on, so do Flux's '# flux: OPTIONS'
+    ones.  Instance jobs default to exit-timeout=none (set -o exit-timeout= to
+    change it) and --persist.
     """
     wrap, args = params.pop("wrap"), params.pop("args")
     if not args and sys.stdin.isatty():

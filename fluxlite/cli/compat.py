@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 import shlex
 import sys
 
 import click
 
-import fluxlite
-
-from ..util.compat import ENV_VAR
+from ..util.compat import ENV_VAR, compat_dirs
 from .common import HELP
 
 
@@ -22,11 +19,11 @@ def compat():
 @compat.command(context_settings=HELP)
 def env():
     """Print the lines for `eval "$(fluxlite compat env)"`: a `flux` command on PATH,
-    a `flux` Python package on PYTHONPATH, and FLUX_URI, FLUX_JOB_ID, FLUX_TASK_RANK... in instances started after it."""
-    root = pathlib.Path(fluxlite.__file__).resolve().parent / "compat"
-    bindir = shlex.quote(str(root / "bin"))
+    a `flux` Python package on PYTHONPATH, and FLUX_URI, FLUX_JOB_ID, FLUX_TASK_RANK...
+    in instances started after it (`fluxlite start --flux-compat` does the same for
+    one instance)."""
+    bindir, pydir = (shlex.quote(d) for d in compat_dirs())
     click.echo(f"export {ENV_VAR}=1")
     click.echo(f"export FLUXLITE_FLUX_PYTHON={shlex.quote(sys.executable)}")
     click.echo(f'export PATH={bindir}:"$PATH"')
-    pydir = shlex.quote(str(root / "python"))
     click.echo(f'export PYTHONPATH={pydir}${{PYTHONPATH:+:"$PYTHONPATH"}}')

@@ -39,8 +39,11 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], **direct) -> dict[
               help="Instance config in TOML (see etc/fluxlite.toml).")
 @click.option("--rundir", "--test-rundir", "rundir", type=click.Path(file_okay=False),
               help="Run directory to use and keep (default: a private temporary one, removed).")
+@click.option("--flux-compat", is_flag=True,
+              help="Flux compatibility for this instance, as `eval \"$(fluxlite compat env)\"` "
+                   "gives: a `flux` command and Python package, FLUX_* variables.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
+def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, command):
     """Start an instance of SIZE brokers on this machine and run COMMAND in it.
 
     COMMAND runs on rank 0 once every rank has joined, with FLUXLITE_URI set;
@@ -55,6 +58,9 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, command):
     from ..broker.launcher import launch
     from ..errors import UsageError
     from ..pmi.client import in_environment
+    if flux_compat:
+        from ..util.compat import enable
+        enable(os.environ)  # the brokers, the initial program and jobs inherit it
     attrs = _build_attrs(conf, setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})

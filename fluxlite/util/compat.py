@@ -18,3 +18,24 @@ def flux_compat(env=None) -> bool:
 # the FLUXLITE_* variables a task sees that get a FLUX_* twin with compatibility on
 FLUX_MIRRORED = ("FLUXLITE_JOB_ID", "FLUXLITE_JOB_SIZE", "FLUXLITE_JOB_NNODES",
                  "FLUXLITE_JOB_TMPDIR", "FLUXLITE_URI")
+
+
+def compat_dirs() -> tuple[str, str]:
+    """The directories of the `flux` command (for PATH) and the `flux` Python
+    package (for PYTHONPATH) that fluxlite ships in fluxlite/compat."""
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent / "compat"
+    return str(root / "bin"), str(root / "python")
+
+
+def enable(env) -> None:
+    """Turn Flux compatibility on in `env` (a mapping, e.g. os.environ), as
+    `eval "$(fluxlite compat env)"` does in a shell: the switch, the interpreter the
+    `flux` command runs with, and the two directories in front of PATH and PYTHONPATH."""
+    import sys
+    bindir, pydir = compat_dirs()
+    env[ENV_VAR] = "1"
+    env["FLUXLITE_FLUX_PYTHON"] = sys.executable
+    for var, d in (("PATH", bindir), ("PYTHONPATH", pydir)):
+        parts = [p for p in env.get(var, "").split(os.pathsep) if p and p != d]
+        env[var] = os.pathsep.join([d, *parts])

@@ -141,3 +141,138 @@ def test_flux_python_package_runs_a_flux_program(inst2, tmp_path):
     cp = subprocess.run([python, "-c", "import flux; print(flux.__file__)"], env=plain_env(inst2),
                         capture_output=True, text=True, timeout=30)
     assert cp.returncode != 0 or "fluxlite" not in cp.stdout
+
+
+FLUX_BATCH_SCRIPT = """#!/bin/sh
+# flux: -N2
+# flux: --job-name=fluxjob
+flux getattr size
+flux run -N2 -n2 sh -c 'test -n "$FLUX_JOB_ID" && echo task $FLUX_TASK_RANK'
+"""
+
+
+def test_flux_batch_script_with_directives_runs_unchanged(inst2, tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(FLUX_BATCH_SCRIPT)
+    out = tmp_path / "out.txt"
+    cp = sh(inst2, COMPAT + f"jobid=$(flux batch --output={out} {script}) && "
+                "flux job wait $jobid && flux jobs -a -o '{name} {nnodes}'", timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    assert "fluxjob 2" in cp.stdout.splitlines()
+    lines = out.read_text().splitlines()
+    assert lines[0] == "2"
+    assert sorted(lines[1:]) == ["task 0", "task 1"]
+
+
+def test_flux_directives_without_compat_warn_once_each(inst2, tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text(FLUX_BATCH_SCRIPT)
+    cp = subprocess.run(fluxlite_command() + ["batch", "--output", str(tmp_path / "o"),
+                                              str(script)], env=plain_env(inst2),
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    warnings = cp.stderr.splitlines()
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"fluxlite batch: {script} line 2: 'flux:' directive "
+                                  "ignored")
+    assert "'# fluxlite: -N2'" in warnings[0] and "'# fluxlite: --job-name=fluxjob'" in warnings[1]
+    subprocess.run(fluxlite_command() + ["job", "wait", cp.stdout.strip()], env=plain_env(inst2),
+                   capture_output=True, text=True, timeout=60)
+
+
+def test_start_flux_compat_runs_a_flux_script_unchanged(inst2, tmp_path):
+    """`fluxlite start --flux-compat` in a shell without compat: the initial program
+    finds `flux` and `import flux`, sees FLUX_URI, and its batch job reads `# flux:`."""
+    script = tmp_path / "job.sh"
+    script.write_text(FLUX_BATCH_SCRIPT)
+    out = tmp_path / "out.txt"
+    program = (f"echo uri=$FLUX_URI; flux getattr size; "
+               f"python -c 'import flux; print(flux.__file__.count(\"fluxlite\"))'; "
+               f"id=$(flux batch --output={out} {script}) && flux job wait $id")
+    env = plain_env(inst2)
+    env.pop("FLUXLITE_URI", None)
+    env[TAG_VAR] = tag = uuid.uuid4().hex
+    env["PATH"] = os.path.dirname(fluxlite_command()[0]) + os.pathsep + env["PATH"]
+    cp = subprocess.run(fluxlite_command() + ["start", "--flux-compat", "-s", "2",
+                                              "sh", "-c", program],
+                        env=env, capture_output=True, text=True, timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[0].startswith("uri=local://")
+    assert lines[1:3] == ["2", "1"]
+    assert out.read_text().splitlines()[0] == "2"
+    assert_no_leaks(tag)
+
+
+FLUX_API_PROGRAM = r'''
+import os, signal
+import flux, flux.job, flux.kvs
+from flux.job import JobID, JobspecV1
+
+h = flux.Flux()
+print("size", h.attr_get("size"), h.attr_get("local-uri") == os.environ["FLUXLITE_URI"])
+ok = flux.job.submit(h, JobspecV1.from_command(["true"]))
+fut = flux.job.submit_async(h, JobspecV1.from_command(["sh", "-c", "exit 3"]))
+bad = fut.get_id()
+print("ids", type(ok).__name__, JobID(ok.f58) == ok, JobID(ok.dec) == ok, JobID(ok.hex) == ok,
+      str(ok) == ok.f58)
+print("events", [e.name for e in flux.job.event_watch(h, ok)][-1])
+print("start", flux.job.event_wait(h, bad, "start").name)
+info = flux.job.result(h, bad)
+print("result", info.result, info.returncode, info.status_abbrev, info.id == bad)
+print("wait", flux.job.wait(h, ok).success, flux.job.wait(h, bad).success)
+long = flux.job.submit(h, JobspecV1.from_command(["sleep", "60"]))
+flux.job.event_wait(h, long, "start")
+flux.job.cancel(h, long, "enough")
+try:
+    flux.job.event_wait(h, long, "finish")
+except flux.job.JobException as exc:
+    print("exception", exc.type, exc.note)
+killed = flux.job.submit(h, JobspecV1.from_command(["sleep", "60"]))
+flux.job.event_wait(h, killed, "start")
+flux.job.kill(h, killed, signal.SIGKILL)
+print("killed", flux.job.result(h, killed).returncode)
+rows = flux.job.JobList(h, filters=["inactive"]).jobs()
+print("joblist", sorted(j.status_abbrev for j in rows), all(isinstance(j.id, JobID) for j in rows))
+listed = flux.job.job_list(h).get()["jobs"]
+print("job_list", len(listed), sorted(j["result"] for j in listed))
+print("list-id", h.rpc("job-list.list-id", {"id": ok}).get()["job"]["id"] == ok)
+print("kvs", flux.kvs.get(h, "job." + ok.dothex + ".eventlog")[0]["name"])
+pending = flux.job.submit(h, JobspecV1.from_command(["sleep", "0.2"]))
+h.rpc("job-manager.drain").get()
+print("drained", flux.job.result(h, pending).result)
+for call in (lambda: flux.job.no_such_call, lambda: h.no_such_method,
+             lambda: h.rpc("sched.hello", {})):
+    try:
+        call()
+    except NotImplementedError as exc:
+        print("missing", str(exc).split(":")[0])
+print("hasattr", hasattr(flux.job, "no_such_call"))
+'''
+
+
+def test_flux_package_covers_what_workflow_tools_call(inst2, tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(FLUX_API_PROGRAM)
+    python = fluxlite_command()[0].rsplit("/", 1)[0] + "/python"
+    cp = sh(inst2, COMPAT + f"{python} {prog}", timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == [
+        "size 2 True",
+        "ids JobID True True True True",
+        "events clean",
+        "start start",
+        "result FAILED 3 F True",
+        "wait True False",
+        "exception cancel enough",
+        "killed 137",   # as Flux: the shell exits 128+9 when its task is killed
+        "joblist ['CA', 'CD', 'F', 'F'] True",
+        "job_list 4 [1, 2, 2, 4]",
+        "list-id True",
+        "kvs submit",
+        "drained COMPLETED",
+        "missing flux.job.no_such_call",
+        "missing flux.Flux.no_such_method",
+        "missing flux.Flux.rpc('sched.hello')",
+        "hasattr False",
+    ]

@@ -1,0 +1,286 @@
+"""`flux.job` over fluxlite.job: JobspecV1 (fluxlite.job.Jobspec), JobID, submit,
+submit_async, wait, result, event_watch, event_wait, cancel, kill, job_list,
+JobList and FluxExecutor (fluxlite.job.Executor).  A name outside that surface
+raises NotImplementedError naming it."""
+
+from __future__ import annotations
+
+import json
+import signal as _signal
+
+from fluxlite.errors import FluxliteError
+from fluxlite.job import Jobspec as JobspecV1
+from fluxlite.job import api, states
+from fluxlite.job.executor import Executor
+from fluxlite.util import fluid
+
+from .. import _handle, missing
+from .._rpc import STATE_BITS, rpc  # noqa: F401  (STATE_BITS: as Flux's flux.job has it)
+
+__all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
+           "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
+           "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException"]
+
+Jobspec = JobspecV1
+
+
+class JobID(int):
+    """A job id from any of Flux's forms (decimal, f58, hex, dothex, kvs path) or an
+    int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`; str() is the f58 form."""
+
+    def __new__(cls, value):
+        if isinstance(value, bytes):
+            value = value.decode()
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("job."):   # the KVS directory form
+                text = "0x" + text[4:].replace(".", "")
+            try:
+                value = fluid.parse(text)
+            except FluxliteError:
+                raise ValueError(f"{value!r} is not a job id") from None
+        return super().__new__(cls, int(value))
+
+    dec = property(lambda self: str(int(self)))
+    f58 = property(lambda self: fluid.f58(int(self)))
+    f58plain = property(lambda self: fluid.f58_plain(int(self)))
+    hex = property(lambda self: f"{int(self):#018x}")
+    dothex = property(lambda self: fluid.dothex(int(self)))
+    kvs = property(lambda self: "job." + fluid.dothex(int(self)))
+
+    def __str__(self) -> str:
+        return self.f58
+
+    def __repr__(self) -> str:
+        return f"JobID({int(self)})"
+
+
+def _id(jobid) -> int:
+    return int(JobID(jobid))
+
+
+def _spec(jobspec):
+    if isinstance(jobspec, JobspecV1):
+        return jobspec.jobspec
+    if isinstance(jobspec, (str, bytes)):
+        return json.loads(jobspec)
+    return jobspec
+
+
+class EventLogEvent:
+    """One eventlog entry: `.name`, `.timestamp`, `.context` (dict)."""
+
+    def __init__(self, entry: dict):
+        self.name = entry.get("name")
+        self.timestamp = entry.get("timestamp", 0.0)
+        self.context = entry.get("context") or {}
+        self.context_string = json.dumps(self.context) if self.context else ""
+
+    def get(self, key, default=None):  # as Flux's: a dict view of the entry
+        return {"name": self.name, "timestamp": self.timestamp,
+                "context": self.context}.get(key, default)
+
+    def __str__(self) -> str:
+        return f"{self.timestamp:.5f}: {self.name} {self.context_string}".rstrip()
+
+
+class JobException(Exception):
+    """A job exception met by event_wait (`.severity`, `.type`, `.note`), as Flux's."""
+
+    def __init__(self, event: EventLogEvent):
+        self.timestamp, self.type = event.timestamp, event.context.get("type")
+        self.note, self.severity = event.context.get("note", ""), event.context.get("severity")
+        super().__init__(f"job.exception type={self.type} severity={self.severity} "
+                         f"{self.note}")
+
+
+def submit(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
+           debug: bool = False, pre_hold: bool = False) -> JobID:
+    """Submit a JobspecV1 (or its dict or JSON text); the job's id.  Every fluxlite
+    job may be waited on, so `waitable` changes nothing."""
+    return submit_async(flux_handle, jobspec, urgency, waitable, debug, pre_hold).get_id()
+
+
+class SubmitFuture:
+    """What submit_async returns: get_id() blocks for the id."""
+
+    def __init__(self, h, request):
+        self._h, self._p = h, h.rpc(*request)
+
+    def get_id(self) -> JobID:
+        self._h.wait(self._p)
+        return JobID(self._p.take()["id"])
+
+    get = get_id
+
+
+def submit_async(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
+                 debug: bool = False, pre_hold: bool = False) -> SubmitFuture:
+    if debug or pre_hold:
+        raise NotImplementedError("flux.job.submit(debug=/pre_hold=): not in fluxlite")
+    return SubmitFuture(_handle(flux_handle), api.submit_request(_spec(jobspec), urgency))
+
+
+def wait(flux_handle, jobid=None, timeout: float | None = None):
+    """Wait for a job (or, with no id, any job) to end: `.jobid`, `.success`, `.errstr`."""
+    h = _handle(flux_handle)
+    res = api.wait_any(h, timeout=timeout) if jobid is None else \
+        api.wait(h, _id(jobid), timeout=timeout)
+    return _Result(jobid=JobID(res["id"]), success=bool(res["success"]),
+                   errstr=res.get("errstr", ""))
+
+
+class _Result:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.__dict__})"
+
+
+def event_watch(flux_handle, jobid, eventlog: str = "eventlog"):
+    """Yield EventLogEvents of a job's eventlog as they are logged, until it ends."""
+    for e in api.event_watch(_handle(flux_handle), _id(jobid), eventlog):
+        yield EventLogEvent(e)
+
+
+def event_wait(flux_handle, jobid, name: str, eventlog: str = "eventlog",
+               raiseJobException: bool = True) -> EventLogEvent:
+    """The first `name` event of the log; a fatal job exception before it raises
+    JobException (with raiseJobException); a log that ends without it, OSError."""
+    for e in event_watch(flux_handle, jobid, eventlog):
+        if e.name == name:
+            return e
+        if (raiseJobException and e.name == "exception"
+                and e.context.get("severity") == 0):
+            raise JobException(e)
+    raise OSError(61, f"job {fluid.f58(_id(jobid))}: eventlog ended without {name!r}")
+
+
+def result(flux_handle, jobid, timeout: float | None = None):
+    """Once the job is inactive, its outcome as Flux's JobInfo gives it: `.id`,
+    `.result` (COMPLETED, FAILED, CANCELED, TIMEOUT), `.returncode`, `.waitstatus`,
+    `.exception` (with `.occurred`, `.type`, `.note`), `.success`.  Does not use
+    up wait()."""
+    h = _handle(flux_handle)
+    for _ in api.event_watch(h, _id(jobid), timeout=timeout):
+        pass
+    return _info(api.info(h, _id(jobid)))
+
+
+def cancel(flux_handle, jobid, reason: str | None = None) -> None:
+    api.cancel(_handle(flux_handle), _id(jobid), reason or "")
+
+
+def kill(flux_handle, jobid, signum: int | None = None) -> None:
+    api.kill(_handle(flux_handle), _id(jobid), signum or int(_signal.SIGTERM))
+
+
+class _Done:
+    """A future already resolved: what the *_async calls here return."""
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def get(self):
+        return self._fn()
+
+    def wait_for(self, timeout: float = -1.0):
+        return self
+
+
+def cancel_async(flux_handle, jobid, reason: str | None = None) -> _Done:
+    h, j = _handle(flux_handle), _id(jobid)
+    p = h.rpc(*api.cancel_request(j, reason or ""))
+    return _Done(lambda: (h.wait(p), p.take(), None)[-1])
+
+
+def kill_async(flux_handle, jobid, signum: int | None = None) -> _Done:
+    return _Done(lambda: kill(flux_handle, jobid, signum))
+
+
+def _info(job: dict):
+    """A JobInfo-like object: the `flux jobs` fields (status_abbrev, name, state,
+    result, returncode...) as attributes, `id` a JobID."""
+    from fluxlite.cli.jobs import job_values
+    import time
+    values = job_values(job, "", time.time())
+    attrs = {k.replace(".", "_"): v for k, v in values.items() if "." not in k}
+    ex = job.get("exception") or {}
+    attrs.update(id=JobID(job["id"]), exception=_Result(
+        occurred=bool(ex.get("occurred")), type=ex.get("type", ""),
+        note=ex.get("note", ""), severity=ex.get("severity", "")),
+        success=job.get("result") == "COMPLETED", t_submit=job.get("t_submit") or 0.0)
+    return _Result(**attrs)
+
+
+class JobList:
+    """Flux's JobList: `jobs()` lists the instance's jobs (newest first) as JobInfo
+    objects; `filters` are state or result names (pending, running, inactive,
+    completed, failed...), `ids` restricts to those ids."""
+
+    def __init__(self, flux_handle, attrs=None, filters=None, ids=None, user=None,
+                 max_entries: int = 1000, since: float = 0.0, name=None, queue=None):
+        if name is not None or queue is not None:
+            raise NotImplementedError("flux.job.JobList(name=/queue=): not in fluxlite")
+        self._h = _handle(flux_handle)
+        self.filters = {f.strip().upper() for f in (filters or []) for f in f.split(",")
+                        if f.strip()}
+        self.ids = [_id(i) for i in ids or []]
+        self.max_entries, self.since = max_entries, since
+
+    def add_filter(self, fname: str) -> None:
+        self.filters.add(fname.upper())
+
+    def _wanted(self, job: dict) -> bool:
+        if not self.filters:
+            return job["state"] != states.INACTIVE if not self.ids else True
+        groups = {"PENDING": states.PENDING, "RUNNING": states.RUNNING,
+                  "ACTIVE": tuple(s for s in states.ORDER if s != states.INACTIVE)}
+        for f in self.filters:
+            if job["state"] in groups.get(f, ()) or f in (job["state"], job.get("result")):
+                return True
+        return False
+
+    def jobs(self) -> list:
+        payload = {"states": "all"}
+        if self.ids:
+            payload["ids"] = self.ids
+        found = self._h.call("job-manager.list", payload)["jobs"]
+        out = [_info(j) for j in found if self._wanted(j)
+               and (not self.since or (j.get("t_inactive") or 0) > self.since
+                    or j["state"] != states.INACTIVE)]
+        return out[:self.max_entries] if self.max_entries else out
+
+
+def job_list(flux_handle, max_entries: int = 1000, attrs=None, userid=None, states=0,
+             results=0, since: float = 0.0, name=None, queue=None):
+    """The job-list.list RPC: `.get()` is {"jobs": [...]} in job-list's shape."""
+    return rpc(flux_handle, "job-list.list", {"max_entries": max_entries, "states": states},
+               None, 0)
+
+
+def job_list_id(flux_handle, jobid, attrs=None):
+    return rpc(flux_handle, "job-list.list-id", {"id": _id(jobid)}, None, 0)
+
+
+class FluxExecutor(Executor):
+    """fluxlite's Executor with Flux's constructor: the handle's URL is
+    `handle_args[0]` or `handle_kwargs["url"]` (default $FLUXLITE_URI).  A future's
+    result() is the job's exit code (-signal if killed), as Flux's."""
+
+    def __init__(self, threads: int = 1, thread_name_prefix: str = "",
+                 poll_interval: float = 0.1, handle_args=(), handle_kwargs=None):
+        kwargs = dict(handle_kwargs or {})
+        url = handle_args[0] if handle_args else kwargs.pop("url", None)
+        if kwargs or len(handle_args) > 1:
+            raise NotImplementedError("flux.job.FluxExecutor: handle arguments other "
+                                      "than the URL are not in fluxlite")
+        if isinstance(url, bytes):
+            url = url.decode()
+        super().__init__(url)
+
+
+def __getattr__(name):
+    raise missing("flux.job", name)
+
