@@ -471,6 +471,26 @@ def fig_jobmem(rows: list, quick: bool, ctx: dict) -> None:
                         flux_core="~270 MB", note="size 4"))
 
 
+def fig_output_rss(rows: list, quick: bool, ctx: dict) -> None:
+    """8c. Rank 0 VmRSS before and after 3 jobs that each write 50 MB of output (size 1)."""
+    mb = 10 if quick else 50
+    script = f"yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | head -c {mb}000000"
+    try:
+        with Instance(1) as inst:
+            before = proc_status(inst.broker_pid(0), "VmRSS")
+            cli(inst, "submit", "--cc=1-3", "--quiet", "--wait", "sh", "-c", script,
+                timeout=600)
+            after = proc_status(inst.broker_pid(0), "VmRSS")
+            progress("output-rss", f"rank 0 VmRSS {before:.1f} MB before, {after:.1f} MB after "
+                     f"3 x {mb} MB of output")
+            rows.append(Row("8c", f"RSS rank 0 after 3 x {mb} MB output jobs", after, "MB",
+                            op="<=", bound=before + 20, samples=[before, after],
+                            note=f"{before:.1f} MB before the jobs"))
+    except Exception as exc:
+        rows.append(Row("8c", "RSS rank 0 after 3 x 50 MB output jobs", None, "MB",
+                        error=str(exc)))
+
+
 # ------------------------------------------------ nested instances, node loss
 def _submit_id(inst: Instance, *args, timeout: float = 60.0) -> int:
     """Run a submitting command (`submit`, `batch`, ...) and parse the job id it prints."""
@@ -689,6 +709,7 @@ FIGURES = {
     "run": fig_run,
     "throughput": fig_throughput,
     "jobmem": fig_jobmem,
+    "output-rss": fig_output_rss,
     "nested": fig_nested,
     "gone": fig_gone,
     "critical": fig_critical,
