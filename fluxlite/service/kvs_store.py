@@ -7,8 +7,8 @@ holds a small `Log` node (an id and a length) in its place.  Clients never see
 the difference: `kvs.get` and `kvs.watch` read the entries back from here.
 
 The file is `<rundir>/content.sqlite`, owner-only (mode 0600, never a symlink),
-with no journal file and no fsync: it lives and dies with the instance, like
-the rest of the run directory.  Each KVS commit is one SQLite transaction, so a
+with no journal file and no fsync: it lives and dies with the instance (it is
+removed when the KVS stops, even from a run directory kept with --rundir).  Each KVS commit is one SQLite transaction, so a
 commit that fails half way leaves neither the tree nor the file changed.
 """
 
@@ -116,4 +116,11 @@ class Store:
         return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
     def close(self) -> None:
+        """Close and remove the file: nothing in it outlives the instance (a run
+        directory kept with --rundir keeps its logs, not job data)."""
         self.db.close()
+        if self.path != ":memory:":
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass

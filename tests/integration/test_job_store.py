@@ -96,3 +96,14 @@ def test_age_limit_purges_a_job_once_it_is_old_enough(inst1):
     names = [e["name"] for r in stream for e in r["entries"]]
     assert names[-1] == "clean"
     assert one_error_line(inst1.cli("jobs", jobid)) == f"fluxlite jobs: unknown job id {jobid}"
+
+
+def test_the_store_file_goes_when_the_instance_stops(instance_factory, tmp_path):
+    import os
+    rundir = tmp_path / "rd"
+    inst = instance_factory(1, start_args=["--rundir", str(rundir)])
+    path = os.path.join(str(rundir), "content.sqlite")
+    assert os.path.exists(path)
+    assert inst.stop() == 0
+    assert not os.path.exists(path)
+    assert os.path.isdir(str(rundir))
