@@ -85,6 +85,8 @@ def fmt(value, unit: str) -> str:
         return f"{value:.1f} MB"
     if unit in ("rpc/s", "jobs/s"):
         return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
+    if unit == "%":
+        return f"{value:.0f} %"
     return f"{value} {unit}"
 
 
@@ -471,6 +473,88 @@ def fig_jobmem(rows: list, quick: bool, ctx: dict) -> None:
                         flux_core="~270 MB", note="size 4"))
 
 
+def fig_output_rss(rows: list, quick: bool, ctx: dict) -> None:
+    """8c. Rank 0 VmRSS before and after 3 jobs that each write 50 MB of output (size 1)."""
+    mb = 10 if quick else 50
+    script = f"yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | head -c {mb}000000"
+    try:
+        with Instance(1) as inst:
+            before = proc_status(inst.broker_pid(0), "VmRSS")
+            cli(inst, "submit", "--cc=1-3", "--quiet", "--wait", "sh", "-c", script,
+                timeout=600)
+            after = proc_status(inst.broker_pid(0), "VmRSS")
+            progress("output-rss", f"rank 0 VmRSS {before:.1f} MB before, {after:.1f} MB after "
+                     f"3 x {mb} MB of output")
+            rows.append(Row("8c", f"RSS rank 0 after 3 x {mb} MB output jobs", after, "MB",
+                            op="<=", bound=before + 20, samples=[before, after],
+                            note=f"{before:.1f} MB before the jobs"))
+    except Exception as exc:
+        rows.append(Row("8c", "RSS rank 0 after 3 x 50 MB output jobs", None, "MB",
+                        error=str(exc)))
+
+
+def fig_many_jobs(rows: list, quick: bool, ctx: dict) -> None:
+    """8d. 10,000 `true` jobs through one submit --cc --wait with an inactive num-limit
+    of 1,000 (size 4): jobs/s, and rank 0 VmRSS at the end."""
+    njobs = 2000 if quick else 10000
+    try:
+        with Instance(4, setattrs=["job-manager.inactive-num-limit=1000"]) as inst:
+            dt = _submit_many(inst, njobs)
+            rate = njobs / dt
+            rss = proc_status(inst.broker_pid(0), "VmRSS")
+            kept = len(cli(inst, "jobs", "-a", "--no-header", "-o", "{id}").stdout.split())
+            progress("many-jobs", f"{njobs} jobs in {dt:.1f} s, {rate:.1f}/s; rank 0 VmRSS "
+                     f"{rss:.1f} MB; {kept} jobs kept")
+            rows.append(Row("8d", f"throughput {njobs} jobs, num-limit 1000", rate, "jobs/s",
+                            op=">=", bound=70, samples=[dt],
+                            note=f"{njobs} jobs in {dt:.1f} s (size 4); target: the 500-job "
+                                 "figure 7"))
+            rows.append(Row("8d", f"RSS rank 0 after {njobs} jobs, num-limit 1000", rss, "MB",
+                            op="<=", bound=60, note=f"{kept} inactive jobs kept"))
+    except Exception as exc:
+        rows.append(Row("8d", "throughput 10000 jobs, num-limit 1000", None, "jobs/s",
+                        error=str(exc)))
+
+
+def _submit_chain(h, n: int, chain: bool) -> float:
+    """Submit n `true` jobs one after another through the job API (each afterany on the
+    one before if `chain`), then wait for all; seconds."""
+    from fluxlite.job.jobspec import Jobspec
+    base = Jobspec.from_command(["true"], environment={"PATH": os.environ.get("PATH", "")})
+    t0 = time.perf_counter()
+    ids, prev = [], None
+    for _ in range(n):
+        spec = json.loads(json.dumps(base.jobspec))
+        if chain and prev is not None:
+            spec["attributes"]["system"]["dependencies"] = [
+                {"scheme": "afterany", "value": fluid.f58(prev)}]
+        prev = api.submit(h, spec)
+        ids.append(prev)
+    for jobid in ids:
+        api.wait(h, jobid, timeout=600)
+    return time.perf_counter() - t0
+
+
+def fig_chain(rows: list, quick: bool, ctx: dict) -> None:
+    """8e. A 1,000-job afterany dependency chain end to end (size 4): jobs/s, against the
+    same jobs submitted the same way without dependencies."""
+    njobs = 200 if quick else 1000
+    try:
+        with Instance(4) as inst:
+            h = inst.handle()
+            plain = njobs / _submit_chain(h, njobs, chain=False)
+            chained = njobs / _submit_chain(h, njobs, chain=True)
+            ratio = 100.0 * chained / plain
+            progress("chain", f"{njobs} jobs: chain {chained:.1f}/s, plain {plain:.1f}/s "
+                     f"({ratio:.0f}%)")
+            rows.append(Row("8e", f"dependency chain of {njobs} (afterany)", chained, "jobs/s",
+                            note=f"plain: {plain:.1f} jobs/s"))
+            rows.append(Row("8e", "chain / plain throughput", ratio, "%", op=">=", bound=50))
+    except Exception as exc:
+        rows.append(Row("8e", "dependency chain of 1000 (afterany)", None, "jobs/s",
+                        error=str(exc)))
+
+
 # ------------------------------------------------ nested instances, node loss
 def _submit_id(inst: Instance, *args, timeout: float = 60.0) -> int:
     """Run a submitting command (`submit`, `batch`, ...) and parse the job id it prints."""
@@ -783,6 +867,9 @@ FIGURES = {
     "run": fig_run,
     "throughput": fig_throughput,
     "jobmem": fig_jobmem,
+    "output-rss": fig_output_rss,
+    "many-jobs": fig_many_jobs,
+    "chain": fig_chain,
     "nested": fig_nested,
     "gone": fig_gone,
     "critical": fig_critical,

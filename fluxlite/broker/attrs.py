@@ -30,6 +30,16 @@ def _positive_duration(v) -> str:
     return v if isinstance(v, str) else f"{v}s"
 
 
+def _limit_duration(v) -> str:
+    """A duration, or empty for no limit."""
+    return "" if v == "" else _duration(v)
+
+
+def _limit_count(v) -> str:
+    """A count, or empty for no limit."""
+    return "" if v == "" else _uint(v)
+
+
 def _idset(v) -> str:
     s = str(v)
     if s:
@@ -180,6 +190,12 @@ ATTRIBUTES: dict[str, Attr] = {
                                     "exits normally ('none' disables)"),
     "exec.barrier-timeout": Attr("5m", _timeout, True,
                                  "how long shells may take to start before the job fails"),
+    "job-manager.inactive-age-limit": Attr("", _limit_duration, True,
+                                           "inactive jobs older than this are purged "
+                                           "(empty: no age limit)"),
+    "job-manager.inactive-num-limit": Attr("", _limit_count, True,
+                                           "at most this many inactive jobs are kept, the "
+                                           "oldest purged first (empty: no limit)"),
     "batch.persist": Attr("1", _bool, True,
                           "site default for batch/alloc: survive the loss of non-critical "
                           "ranks (1) or end on any lost rank (0)"),

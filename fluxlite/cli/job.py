@@ -1,4 +1,4 @@
-"""`fluxlite job ...` (eventlog, wait-event, attach, wait, info, raise, kill, id)
+"""`fluxlite job ...` (eventlog, wait-event, attach, wait, info, raise, kill, purge, id)
 and `fluxlite cancel`."""
 
 from __future__ import annotations
@@ -353,6 +353,38 @@ def kill(sig, jobid):
     signum = _signum(sig)
     with handle() as h:
         api.kill(h, jobid, signum)
+
+
+@job.command(context_settings=HELP)
+@click.option("--age-limit", metavar="FSD", default=None,
+              help="Purge jobs that became inactive longer ago than FSD.")
+@click.option("--num-limit", metavar="COUNT", type=click.IntRange(min=0), default=None,
+              help="Purge the oldest inactive jobs until COUNT are left.")
+@click.option("-f", "--force", is_flag=True, help="Perform the irreversible purge.")
+@click.argument("jobids", type=JOBID, nargs=-1)
+def purge(age_limit, num_limit, force, jobids):
+    """Purge inactive jobs: forget them and their data (eventlogs, output).
+
+    Without --force, only say how many would go.  With JOBIDS, purge those
+    inactive jobs instead of applying limits.
+    """
+    from ..job import api
+    from ..util import fsd
+    if jobids and (age_limit is not None or num_limit is not None):
+        raise click.UsageError("give JOBIDS or --age-limit/--num-limit, not both")
+    age = -1.0
+    if age_limit is not None:
+        try:
+            age = fsd.parse(age_limit)
+        except fsd.FSDError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--age-limit'") from None
+    with handle() as h:
+        r = api.purge(h, age_limit=age, num_limit=-1 if num_limit is None else num_limit,
+                      force=force, ids=list(jobids) if jobids else None)
+    if force:
+        click.echo(f"purged {r['count']} inactive jobs, {r['inactive']} remaining")
+    else:
+        click.echo(f"use --force to purge {r['count']} of {r['inactive']} inactive jobs")
 
 
 @job.command("id", context_settings=HELP)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from ..job.states import WAITABLE
 from ..util import fluid, idset
 from .common import NO_INTERSPERSED, handle
 from .options import COMMON, IO, TASKS, apply, jobspec_from
@@ -139,7 +140,10 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
     wait = wait or progress
     rc = 0
     with handle() as h:
-        pending = [h.rpc("job-manager.submit", {"jobspec": s, "urgency": params["urgency"]})
+        # a job waited for is submitted waitable: not purged before its wait arrives
+        flags = WAITABLE if wait else 0
+        pending = [h.rpc("job-manager.submit", {"jobspec": s, "urgency": params["urgency"],
+                                                "flags": flags})
                    for s in specs]
         ids = []
         for p in pending:

@@ -107,6 +107,16 @@ def kill(h, jobid: int, signum: int) -> None:
     h.call("job-manager.kill", {"id": jobid, "signum": signum})
 
 
+def purge(h, *, age_limit: float = -1.0, num_limit: int = -1, force: bool = False,
+          ids: list[int] | None = None) -> dict:
+    """Purge inactive jobs beyond the limits (or these ids); without force only count
+    them.  {count, inactive}: how many were (or would be) purged, how many remain."""
+    payload = {"age_limit": age_limit, "num_limit": num_limit, "force": force}
+    if ids is not None:
+        payload["ids"] = ids
+    return h.call("job-manager.purge", payload)
+
+
 def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
                 timeout: float | None = None):
     """Yield the entries of a job eventlog (path: eventlog, exec, output, input).

@@ -78,3 +78,7 @@ def status_message(status: int) -> str | None:
     if code:
         return f"task(s) exited with exit code {code}"
     return None
+
+
+# submit flags (Flux's values)
+WAITABLE = 0x4   # kept, once inactive, until it has been waited for (not purged before)

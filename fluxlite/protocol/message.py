@@ -192,3 +192,13 @@ def decode(frames: list[bytes], max_payload: int | None = None) -> Message:
                   errnum=errnum, errstr=errstr, userid=userid, role=role, route=route)
     msg._payload_raw = bytes(frames[1])
     return msg
+
+
+def pack(value) -> bytes:
+    """One value in the wire codec (msgpack), e.g. for a value kept on disk."""
+    return _packb(value)
+
+
+def unpack(data: bytes):
+    """The value `pack` made."""
+    return _unpackb(data)

@@ -15,21 +15,30 @@ import asyncio
 import collections
 import errno
 import time
+from typing import Annotated
 
 from ..errors import FluxliteError, NoChild, NotFound, PermissionDenied, TryAgain, UsageError
 from ..job import depend
 from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
-from ..protocol.schema import (AnyMap, JobId, Name, Severity, Signal, Struct, Text, Urgency,
+from ..protocol.schema import (AnyMap, JobId, Meta, Name, Severity, Signal, Struct, Text, Urgency,
                                UserId, WaitStatus)
-from ..util import fluid, idset
+from ..util import fluid, fsd, idset
 from .base import ANY, OWNER, Service, handler
 
 
 class SubmitRequest(Struct, kw_only=True):
     jobspec: AnyMap
     urgency: Urgency = 16
+    flags: Annotated[int, Meta(ge=0)] = 0   # WAITABLE: not purged until waited for
+
+
+class PurgeRequest(Struct, kw_only=True):
+    age_limit: Annotated[float, Meta(ge=-1)] = -1.0   # seconds; -1: no age limit
+    num_limit: Annotated[int, Meta(ge=-1)] = -1       # -1: no number limit
+    force: bool = False
+    ids: list[JobId] | None = None
 
 
 class JobRequest(Struct, kw_only=True):
@@ -105,7 +114,7 @@ class Job:
     __slots__ = ("id", "userid", "urgency", "priority", "jobspec", "req", "name", "state",
                  "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc", "R", "exceptions",
                  "fatal", "status", "memo", "waiters", "ran", "key", "expiration",
-                 "exec_pending", "freed", "waited", "deps", "dependents")
+                 "exec_pending", "freed", "waited", "deps", "dependents", "flags")
 
     def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int):
         self.id = jobid
@@ -133,6 +142,7 @@ class Job:
         self.waited = False
         self.deps: dict[str, tuple[str, int | None]] = {}  # description -> (scheme, job id)
         self.dependents: list[Job] = []              # jobs in DEPEND waiting on this one
+        self.flags = 0
 
     @property
     def result(self) -> str | None:
@@ -165,6 +175,11 @@ class Job:
         }
 
 
+WAITABLE = states.WAITABLE
+AGE_LIMIT = "job-manager.inactive-age-limit"
+NUM_LIMIT = "job-manager.inactive-num-limit"
+
+
 class JobManagerService(Service):
     name = "job-manager"
 
@@ -188,6 +203,8 @@ class JobManagerService(Service):
         self.drain_waiters: list = []
         self.inactive_purged = 0  # inactive jobs forgotten (purge counts them here)
         self.idle_waiters: list = []
+        self.inactive: dict[int, Job] = {}  # inactive jobs, oldest first (purge order)
+        self._purge_timer = None
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -236,6 +253,7 @@ class JobManagerService(Service):
                 self.respond(w, self._wait_result(job))
                 break
         self.n_active -= 1
+        self.inactive[job.id] = job
         if self.n_active == 0:
             self._idle.set()
             for w in self.drain_waiters:
@@ -243,6 +261,7 @@ class JobManagerService(Service):
                 self.respond(w, {})
             self.drain_waiters.clear()
         self._notify_dependents(job)
+        self._purge_by_policy()
 
     def _wait_result(self, job: Job) -> dict:
         job.waited = True
@@ -268,7 +287,10 @@ class JobManagerService(Service):
             raise PermissionDenied(f"urgency {urgency}: only the instance owner may submit "
                                    f"with an urgency above {depend.URGENCY_DEFAULT}")
         jobid = self.gen.generate()
+        if r.flags & ~WAITABLE:
+            raise UsageError(f"submit: unknown flags 0x{r.flags & ~WAITABLE:x}")
         job = Job(jobid, msg.userid, spec, req, urgency)
+        job.flags = r.flags
         self.jobs[jobid] = job
         self.n_active += 1
         self._idle.clear()
@@ -591,7 +613,9 @@ class JobManagerService(Service):
             return self._wait_any(msg)
         job = self._job(r.id)
         if job.state == states.INACTIVE:
-            return self._wait_result(job)
+            out = self._wait_result(job)
+            self._purge_by_policy()  # a waitable job may go now
+            return out
         job.waiters.append(msg)
         self.track_stream(msg, lambda: job.waiters.remove(msg) if msg in job.waiters else None)
         return self.no_reply
@@ -729,6 +753,74 @@ class JobManagerService(Service):
             self.untrack_stream(w)
             self.respond(w, {"pending": pending})
         self.idle_waiters.clear()
+
+    # -------------------------------------------------------------- purge
+    # Inactive jobs are forgotten oldest first: by the job-manager.inactive-age-limit and
+    # inactive-num-limit attributes as each job ends (and, for the age, by a timer), or
+    # by `job-manager.purge` (`fluxlite job purge`).  A purged job leaves the job table
+    # and the KVS (its output goes from the store with it): it is an unknown job.
+    # A job submitted WAITABLE stays until it has been waited for.
+    def _limits(self) -> tuple[float, int]:
+        """The policy's (age limit in seconds, number limit); -1 for no limit."""
+        age, num = (self.ctx.attrs.get(AGE_LIMIT) or ""), (self.ctx.attrs.get(NUM_LIMIT) or "")
+        return (fsd.parse(age) if age else -1.0), (int(num) if num else -1)
+
+    def _purgeable(self, age_limit: float, num_limit: int, now: float) -> list[Job]:
+        """Inactive jobs beyond an age or number limit, oldest first."""
+        over = len(self.inactive) - num_limit if num_limit >= 0 else 0
+        out = []
+        for i, job in enumerate(self.inactive.values()):
+            if i >= over and (age_limit < 0 or now - job.t_inactive <= age_limit):
+                break  # the rest are younger
+            if job.flags & WAITABLE and not job.waited:
+                continue
+            out.append(job)
+        return out
+
+    def _purge(self, jobs: list[Job]) -> None:
+        if not jobs:
+            return
+        self.kvs.commit([{"key": job_key(j.id), "unlink": True} for j in jobs])
+        for job in jobs:
+            del self.inactive[job.id]
+            del self.jobs[job.id]
+        self.inactive_purged += len(jobs)
+
+    def _purge_by_policy(self) -> None:
+        age_limit, num_limit = self._limits()
+        if age_limit < 0 and num_limit < 0:
+            return
+        now = time.time()
+        self._purge(self._purgeable(age_limit, num_limit, now))
+        if age_limit >= 0 and self.inactive and self._purge_timer is None:
+            oldest = next(iter(self.inactive.values()))
+            delay = max(0.0, oldest.t_inactive + age_limit - now) + 0.01
+            self._purge_timer = asyncio.get_running_loop().call_later(delay, self._purge_tick)
+
+    def _purge_tick(self) -> None:
+        self._purge_timer = None
+        self._purge_by_policy()
+
+    @handler("job-manager.purge", schema=PurgeRequest)
+    def purge(self, msg, r):
+        """Purge inactive jobs (by limits, or the given ids); without `force`, only
+        count them.  Answers {count, inactive} (inactive: how many remain)."""
+        if r.ids is not None:
+            jobs = []
+            for jobid in r.ids:
+                job = self._job(jobid)
+                if job.state != states.INACTIVE:
+                    raise UsageError(f"job {fluid.f58(jobid)} is not inactive: only inactive "
+                                     "jobs can be purged")
+                jobs.append(job)
+        elif r.age_limit < 0 and r.num_limit < 0:
+            jobs = []
+        else:
+            jobs = self._purgeable(r.age_limit, r.num_limit, time.time())
+        count = len(jobs)
+        if r.force:
+            self._purge(jobs)
+        return {"count": count, "inactive": len(self.inactive)}
 
     # ------------------------------------------------------------ cleanup
     async def cleanup(self) -> None:

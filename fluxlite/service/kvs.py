@@ -12,6 +12,10 @@ far) and then every change (with `append`, only the new entries); with
 `waitcreate` it waits for a missing key instead of failing with ENOENT.
 Services on rank 0 call `commit()` and `lookup()` directly; everyone else
 uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
+
+Long lists (job output above all) do not stay in the heap: the KVS moves them
+to its on-disk store (kvs_store.py) and reads them back for `kvs.get` and
+watches, so where a value lives is the KVS's business alone.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Annotated
 from ..errors import FluxliteError, ProtocolError
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
+from .kvs_store import READ_BATCH, Log, Store
 
 
 class KeyRequest(Struct, kw_only=True):
@@ -67,6 +72,22 @@ class _Watcher:
         self.sent = 0  # entries already sent (append mode)
 
 
+def _logs(node) -> list:
+    """The on-disk lists in a value or below a directory."""
+    if isinstance(node, Log):
+        return [node]
+    if not isinstance(node, _Dir):
+        return []
+    out, stack = [], [node]
+    while stack:
+        for v in stack.pop().values():
+            if isinstance(v, Log):
+                out.append(v)
+            elif isinstance(v, _Dir):
+                stack.append(v)
+    return out
+
+
 def _split(key: str) -> list[str]:
     if not isinstance(key, str) or not key:
         raise FluxliteError("invalid key: must be a non-empty dotted path", errno.EINVAL)
@@ -84,10 +105,22 @@ class KVSService(Service):
         self.root: _Dir = _Dir()
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
+        self.store = Store(ctx.attrs.get("rundir"))
+
+    def stop(self) -> None:
+        super().stop()
+        self.store.close()
 
     # ------------------------------------------------------------ local API
     def lookup(self, key: str):
         """Value at `key`; raises ENOENT (missing) or EISDIR (a directory)."""
+        node = self._node(key)
+        if isinstance(node, Log):
+            return self.store.read(node)
+        return node
+
+    def _node(self, key: str):
+        """What the tree holds at `key` (a Log for a list on disk); ENOENT, EISDIR."""
         node = self.root
         for part in _split(key):
             if not isinstance(node, _Dir) or part not in node:
@@ -125,35 +158,61 @@ class KVSService(Service):
                         continue
                     undo.append((parent, leaf, old))
                     del parent[leaf]
+                    self.store.drop(_logs(old))
                 elif "append" in op:
-                    if old is not _MISSING and not isinstance(old, list):
+                    if old is not _MISSING and not isinstance(old, (list, Log)):
                         raise FluxliteError(f"cannot append to {key!r}: it is not a list",
                                             errno.EINVAL)
-                    if old is _MISSING:
-                        undo.append((parent, leaf, _MISSING))
-                        parent[leaf] = list(op["append"])
-                    else:  # in place (eventlogs grow long); undone by truncating
-                        undo.append((parent, leaf, _Truncate(len(old))))
-                        old.extend(op["append"])
+                    self._append(parent, leaf, old, op["append"], undo)
                 else:
                     if isinstance(old, _Dir):
                         raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     undo.append((parent, leaf, old))
                     parent[leaf] = op["value"]
+                    if isinstance(old, Log):
+                        self.store.drop([old])
                 touched.append(key)
         except Exception:
+            self.store.finish(False)
             for parent, leaf, old in reversed(undo):
                 if old is _MISSING:
                     parent.pop(leaf, None)
                 elif isinstance(old, _Truncate):
-                    del parent[leaf][old.length:]
+                    node = parent[leaf]
+                    if isinstance(node, Log):  # its rows went with the rollback
+                        node.n = old.length
+                    else:
+                        del node[old.length:]
                 else:
                     parent[leaf] = old
             raise
+        self.store.finish(True)
         self.version += 1
         for key in touched:
             self._notify(key)
         return self.version
+
+    def _append(self, parent: _Dir, leaf: str, old, entries: list, undo: list) -> None:
+        """Extend a list in place (eventlogs grow long; undone by truncating), or the
+        log on disk it became once long or fed a lot of data."""
+        if old is _MISSING:
+            undo.append((parent, leaf, _MISSING))
+            if self.store.spill(len(entries), entries):
+                log = parent[leaf] = self.store.new_log()
+                self.store.append(log, entries)
+            else:
+                parent[leaf] = list(entries)
+            return
+        undo.append((parent, leaf, _Truncate(len(old) if isinstance(old, list) else old.n)))
+        if isinstance(old, Log):
+            self.store.append(old, entries)
+        elif self.store.spill(len(old) + len(entries), entries):
+            undo.append((parent, leaf, old))
+            log = parent[leaf] = self.store.new_log()
+            self.store.append(log, old)
+            self.store.append(log, entries)
+        else:
+            old.extend(entries)
 
     def append(self, key: str, *entries) -> None:
         self.commit([{"key": key, "append": list(entries)}])
@@ -208,12 +267,21 @@ class KVSService(Service):
 
     def _send_watch(self, key: str, w: _Watcher) -> None:
         try:
-            value = self.lookup(key)
+            value = self._node(key)
         except FluxliteError as exc:
             if w.sent or not w.append:
                 self._end_watch(key, w, exc.errnum == errno.ENOENT)
             return
         if w.append:
+            if isinstance(value, Log):  # from disk, a batch per response
+                if w.sent and w.sent >= value.n:
+                    return
+                while True:
+                    new = self.store.read(value, w.sent, READ_BATCH)
+                    w.sent += len(new)
+                    self.respond(w.msg, {"entries": new})
+                    if w.sent >= value.n:
+                        return
             if not isinstance(value, list):
                 self._drop_watch(key, w)
                 self.respond_error(w.msg, errno.EINVAL, f"{key!r} is not an eventlog")
@@ -224,7 +292,8 @@ class KVSService(Service):
             w.sent = len(value)
             self.respond(w.msg, {"entries": new})
         else:
-            self.respond(w.msg, {"value": value})
+            self.respond(w.msg, {"value": self.store.read(value)
+                                 if isinstance(value, Log) else value})
 
     def _end_watch(self, key: str, w: _Watcher, removed: bool) -> None:
         self._drop_watch(key, w)
@@ -277,7 +346,8 @@ class KVSService(Service):
     def stats(self, msg, req):
         """How much the KVS holds: its version and the number of open watches."""
         return {"version": self.version,
-                "watchers": sum(len(w) for w in self.watchers.values())}
+                "watchers": sum(len(w) for w in self.watchers.values()),
+                "store_entries": self.store.count()}
 
     @handler("kvs.unwatch", schema=UnwatchRequest, roles=ANY)
     def unwatch(self, msg, req):

@@ -69,3 +69,39 @@ def test_eventlog_of_a_key_that_is_not_one(inst1):
                                  "entries with a name); use `fluxlite kvs get` to read it")
     assert "resource-define" in inst1.cli("kvs", "eventlog", "resource.eventlog",
                                           check=True).stdout
+
+
+def test_long_lists_live_in_the_on_disk_store(inst1):
+    """A list that grows long moves to <rundir>/content.sqlite (owner-only); get, watch,
+    a failed commit and unlink behave exactly as for a list in memory."""
+    import os
+    import stat
+    h = inst1.handle()
+    path = os.path.join(inst1.getattr("rundir"), "content.sqlite")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    before = h.call("kvs.stats")["store_entries"]
+    h.call("kvs.commit", {"ops": [{"key": "s.log", "append": [0, 1]}]})
+    stream = h.stream("kvs.watch", {"key": "s.log", "append": True}, timeout=10)
+    assert next(stream) == {"entries": [0, 1]}
+    h.call("kvs.commit", {"ops": [{"key": "s.log", "append": list(range(2, 3000))}]})
+    assert h.call("kvs.stats")["store_entries"] == before + 3000
+    got = []
+    while len(got) < 2998:
+        got += next(stream)["entries"]
+    assert got == list(range(2, 3000))
+    big = "x" * 10000  # one large entry goes to disk at once
+    h.call("kvs.commit", {"ops": [{"key": "s.big", "append": [{"data": big}]}]})
+    assert h.call("kvs.stats")["store_entries"] == before + 3001
+    with pytest.raises(FluxliteError, match="not a list"):
+        h.call("kvs.commit", {"ops": [{"key": "s.log", "append": ["lost"]},
+                                      {"key": "s.big", "unlink": True},
+                                      {"key": "s.v", "value": 1},
+                                      {"key": "s.v", "append": [1]}]})
+    assert h.call("kvs.get", {"key": "s.log"})["value"] == list(range(3000))
+    assert h.call("kvs.get", {"key": "s.big"})["value"] == [{"data": big}]
+    h.call("kvs.commit", {"ops": [{"key": "s.log", "append": [3000]}]})
+    assert next(stream) == {"entries": [3000]}
+    h.call("kvs.commit", {"ops": [{"key": "s", "unlink": True}]})
+    with pytest.raises(StopIteration):
+        next(stream)
+    assert h.call("kvs.stats")["store_entries"] == before
