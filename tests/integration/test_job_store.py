@@ -40,6 +40,8 @@ def test_num_limit_purges_the_oldest_inactive_jobs(instance_factory):
     # the two that ended last are kept (jobs running side by side end in any order)
     assert len(listed) == 2 and set(listed) <= set(ids), (listed, ids)
     purged = [i for i in ids if i not in listed]
+    stats = inst.cli("jobs", "--stats-only", "-A").stdout
+    assert stats.endswith(", 2 inactive purged\n"), stats
     kept = h.call("kvs.stats")["store_entries"]
     assert kept > store0  # the output of the jobs kept is on disk
     old = purged[0]
