@@ -61,6 +61,12 @@ class ZapHandler:
                            b"OK" if ok else b"not a key of this instance",
                            b"broker" if ok else b"", b""])
 
+    def refused_handshake(self, address: str) -> None:
+        """libzmq refused a peer before asking ZAP (its CURVE hello was encrypted
+        to another server key: it holds another instance's certificate)."""
+        self.refused += 1
+        self._log_refusal(address.encode(), b"CURVE")
+
     def _log_refusal(self, address: bytes, mechanism: bytes) -> None:
         now = time.monotonic()
         if now - self._logged.get(address, -_LOG_EVERY) < _LOG_EVERY:
