@@ -768,6 +768,8 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
         while "->run" not in procs[0].stderr.readline():  # blocking pipe, ends with rank 0
             if procs[0].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("rank 0 did not reach run")
+        import threading  # keep reading rank 0's log lines: a full pipe would block it
+        threading.Thread(target=procs[0].stderr.read, daemon=True).start()
         h = Handle(f"local://{rundir}/local")
         pid3 = int(h.getattr("broker.pid", 3))  # before the stream: one RPC at a time
         stream = h.stream("overlay.watch", nodeid=0, timeout=180)

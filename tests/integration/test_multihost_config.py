@@ -7,6 +7,7 @@ import select
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -96,6 +97,8 @@ class Service:
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True)
         read_line_with(self.procs[0].stderr, "->run", 60)
+        # keep reading rank 0's log lines so that a full pipe never blocks it
+        threading.Thread(target=self.procs[0].stderr.read, daemon=True).start()
         self.h = Handle(self.uri)
 
     def membership(self, predicate, timeout):
