@@ -771,7 +771,9 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
         import threading  # keep reading rank 0's log lines: a full pipe would block it
         threading.Thread(target=procs[0].stderr.read, daemon=True).start()
         h = Handle(f"local://{rundir}/local")
-        pid3 = int(h.getattr("broker.pid", 3))  # before the stream: one RPC at a time
+        # before the stream (one RPC at a time), bounded: a hang becomes an error row
+        pid3 = int(h.call("broker.getattr", {"name": "broker.pid"}, nodeid=3,
+                          timeout=30)["value"])
         stream = h.stream("overlay.watch", nodeid=0, timeout=180)
         for snap in stream:
             if idset.decode(snap["ranks"].get("online", "")) == {0, 1, 2, 3}:
