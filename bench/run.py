@@ -858,6 +858,128 @@ def fig_executor(rows: list, quick: bool, ctx: dict) -> None:
         rows.append(Row("14", "Executor throughput", None, "jobs/s", error=str(exc)))
 
 
+def _hosts_config(d: str, hosts, cert: str) -> str:
+    path = os.path.join(d, "conf.toml")
+    with open(path, "w") as f:
+        f.write(f'[bootstrap]\ncurve_cert = "{cert}"\ndefault_port = 8050\n'
+                f'default_bind = "tcp://eth0:%p"\ndefault_connect = "tcp://%h:%p"\n'
+                f'hosts = [{{host = "{hosts.hostlist}"}}]\n')
+    return path
+
+
+def _hosts_start(hosts, conf: str, command: list[str], rundir: str | None = None):
+    """Brokers on hosts 1-3, then rank 0 on host 0 (with COMMAND); returns the procs."""
+    null = subprocess.DEVNULL
+    procs = [hosts.popen(hosts[i], fluxlite_command() + ["broker", "--config-path", conf],
+                         stdin=null, stdout=null, stderr=null) for i in (1, 2, 3)]
+    extra = ["--rundir", rundir, "-Slog-stderr-level=info"] if rundir else []
+    procs.insert(0, hosts.popen(hosts[0], fluxlite_command() + ["broker", "--config-path",
+                                                                conf, *extra, *command],
+                                stdin=null, stdout=null,
+                                stderr=subprocess.PIPE if rundir else null, text=True))
+    return procs
+
+
+def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
+    """A fresh service instance with the TCP defaults; kill -9 rank 3's broker or cut
+    host 2's link; seconds until rank 0 reports the rank lost."""
+    from fluxlite.client.sync import Handle
+    procs = _hosts_start(hosts, conf, [], rundir)
+    h = None
+    try:
+        deadline = time.monotonic() + 60
+        while "->run" not in procs[0].stderr.readline():  # blocking pipe, ends with rank 0
+            if procs[0].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("rank 0 did not reach run")
+        import threading  # keep reading rank 0's log lines: a full pipe would block it
+        threading.Thread(target=procs[0].stderr.read, daemon=True).start()
+        h = Handle(f"local://{rundir}/local")
+        # before the stream (one RPC at a time), bounded: a hang becomes an error row
+        pid3 = int(h.call("broker.getattr", {"name": "broker.pid"}, nodeid=3,
+                          timeout=30)["value"])
+        stream = h.stream("overlay.watch", nodeid=0, timeout=180)
+        for snap in stream:
+            if idset.decode(snap["ranks"].get("online", "")) == {0, 1, 2, 3}:
+                break
+        rank = 3 if how == "kill" else 2
+        t0 = time.monotonic()
+        if how == "kill":
+            os.kill(pid3, signal.SIGKILL)
+        else:
+            hosts.cut(hosts[2])
+        for snap in stream:
+            if rank in idset.decode(snap["ranks"].get("lost", "")):
+                dt = time.monotonic() - t0
+                break
+        else:
+            raise RuntimeError(f"rank {rank} not reported lost")
+        stream.close()
+        return dt
+    finally:
+        if not hosts.link_is_up(hosts[2]):
+            hosts.restore(hosts[2])
+        if h is not None:
+            h.close()
+        env = dict(os.environ, FLUXLITE_URI=f"local://{rundir}/local")
+        subprocess.run(fluxlite_command() + ["shutdown"], env=env, timeout=60,
+                       capture_output=True)
+        for p in procs:
+            try:
+                p.wait(90)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
+    """15. 4 network-namespace hosts, `broker --config-path` over TCP+CURVE: start, lost."""
+    import tempfile
+    from fluxlite.testing.netns import NetnsHosts
+    if os.geteuid() != 0:
+        rows.append(Row("15", "config bootstrap across 4 hosts", None, "s",
+                        error="network-namespace hosts need root"))
+        return
+    reps = 2 if quick else 5
+    starts, ipc, kills, cuts = [], [], [], []
+    try:
+        with tempfile.TemporaryDirectory(prefix="fluxlite-bench-hosts.") as d, \
+                NetnsHosts(4) as hosts:
+            cert = os.path.join(d, "curve.cert")
+            subprocess.run(fluxlite_command() + ["keygen", cert], check=True, timeout=60)
+            conf = _hosts_config(d, hosts, cert)
+            for i in range(reps):
+                t0 = time.perf_counter()
+                procs = _hosts_start(hosts, conf, ["true"])
+                codes = [p.wait(120) for p in procs]
+                if any(codes):
+                    raise RuntimeError(f"broker exit codes {codes}")
+                starts.append(time.perf_counter() - t0)
+                env = dict(os.environ)
+                env.pop("FLUXLITE_URI", None)
+                ipc.append(run_timed(fluxlite_command() + ["start", "--size", "4", "true"],
+                                     env, 120))
+                progress("hosts", f"start run {i + 1}/{reps}: tcp {starts[-1]:.3f} s, "
+                                  f"ipc {ipc[-1]:.3f} s")
+            for i in range(reps):
+                for how, out in (("kill", kills), ("cut", cuts)):
+                    rundir = os.path.join(d, f"r-{how}-{i}")
+                    out.append(_hosts_lost_sample(hosts, conf, rundir, how))
+                progress("hosts", f"lost {i + 1}/{reps}: kill {kills[-1]:.3f} s, "
+                                  f"cut {cuts[-1]:.1f} s")
+    except Exception as exc:
+        rows.append(Row("15", "config bootstrap across 4 hosts", None, "s", error=str(exc)))
+        return
+    note = f"median of {reps}"
+    rows.append(Row("15a", "4 hosts tcp+curve: broker --config-path ... true", median(starts),
+                    "s", flux_core="-", samples=starts, note=note))
+    rows.append(Row("15b", "1 host ipc: start --size 4 true", median(ipc), "s",
+                    flux_core="-", samples=ipc, note=note))
+    rows.append(Row("15c", "tcp: kill -9 leaf -> lost", median(kills), "s", op="<",
+                    bound=1.0, flux_core="-", samples=kills, note=note))
+    rows.append(Row("15d", "tcp: link cut -> lost (lost-timeout 60s)", median(cuts), "s",
+                    op="<=", bound=61.0, flux_core="-", samples=cuts,
+                    note=f"{note}; TCP defaults"))
+
 FIGURES = {
     "start": fig_start,
     "lost": fig_lost,
@@ -876,6 +998,7 @@ FIGURES = {
     "ping-load": fig_ping_under_load,
     "mpi": fig_mpi,
     "executor": fig_executor,
+    "hosts": fig_hosts,
 }
 
 

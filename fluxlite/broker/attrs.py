@@ -225,8 +225,21 @@ def parse_setattr(text: str) -> tuple[str, str]:
     return name, check(name, value)
 
 
-def load_config(path: str) -> dict[str, str]:
-    """Read a TOML config file into {dotted name: value}, rejecting unknown keys."""
+# Liveness defaults of an instance whose overlay is TCP (`fluxlite broker
+# --config-path`): a loaded network or a busy host can hold a packet back for
+# seconds, which the ipc defaults (3s torpid, 10s lost) would take for a dead
+# broker.  30s torpid is Flux's torpid_max; 60s lost leaves twice that before
+# a rank and its subtree are given up, and TCP_MAXRT (set to the lost timeout)
+# ends a connection whose data goes unacknowledged as long.  Both stay tunable
+# (config file or -S).
+TCP_DEFAULTS = {"tbon.torpid-timeout": "30s", "tbon.lost-timeout": "60s"}
+
+
+def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
+    """Read a TOML config file into {dotted name: value}, rejecting unknown keys.
+
+    A `[bootstrap]` table is read by boot_config (`fluxlite broker --config-path`):
+    with `bootstrap` it is skipped here, otherwise it is refused."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -234,6 +247,11 @@ def load_config(path: str) -> dict[str, str]:
         raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    if "bootstrap" in data:
+        if not bootstrap:
+            raise UsageError(f"config {path}: a [bootstrap] table is read only by "
+                             "`fluxlite broker --config-path FILE`")
+        data = {k: v for k, v in data.items() if k != "bootstrap"}
     out: dict[str, str] = {}
     _flatten(data, "", out, path)
     return out

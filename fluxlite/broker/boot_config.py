@@ -19,14 +19,19 @@ rank 0.  A missing or empty `hosts` array is a one-broker instance.
 
 `parse()` checks the whole table at once, so a typo is found on every host
 alike, and raises UsageError whose sentence names the key that is wrong;
-`BootConfig.place(hostname)` then says where one broker sits.  This module
-reads no network and binds nothing: the broker does that with the URIs it
-returns.  Unlike Flux, a host listed twice is an error rather than merged.
+`BootConfig.place(hostname)` then says where one broker sits, and `run(place,
+...)` runs that broker (`fluxlite broker --config-path FILE`): its tree is the
+config's, its TCP links present the shared certificate's keys and accept only
+peers that hold it (overlay/zap.py), rank 0 runs the initial program if one
+is given, else serves until `fluxlite shutdown`.  Parsing reads no network and
+binds nothing.  Unlike Flux, a host listed twice is an error rather than merged.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import tomllib
 from dataclasses import dataclass
 
@@ -108,6 +113,62 @@ class BootConfig:
         return Place(hostname, rank, self.size, me.bind if children else None, me.connect,
                      me.parent, parent_uri, children, self.parents, self.curve_cert,
                      self.enable_ipv6)
+
+
+def uses_tcp(place: Place) -> bool:
+    """Whether any link of this broker is TCP (its bind or its parent's URI)."""
+    return any(u is not None and u.startswith("tcp://")
+               for u in (place.bind_uri, place.parent_uri))
+
+
+def run(place: Place, attrs: dict[str, str], command: list[str], *,
+        rundir: str | None = None, insecure: bool = False) -> int:
+    """Run the broker `place` describes to completion; returns its exit code.
+
+    `attrs` are the instance's attributes (the config file's other tables and
+    -S); `command` is the initial program (rank 0 only; none: serve until
+    `fluxlite shutdown`).  `rundir` is kept (clients reach the broker at
+    local://RUNDIR/local); without it a private one is made and removed."""
+    from ..overlay.overlay import Curve
+    from ..util import curve, tree
+    from ..util.paths import check_private_dir, make_private_dirs, make_rundir
+    from .broker import BrokerConfig
+    cert = None
+    if place.curve_cert is not None and place.size > 1:
+        cert = curve.load_certificate(place.curve_cert)
+    elif uses_tcp(place) and not insecure:
+        raise UsageError("a TCP overlay needs curve_cert in [bootstrap] (make one with "
+                         "`fluxlite keygen PATH`)")
+    topology = tree.Topology(list(place.parents))
+    crit = attrs.get("broker.critical-ranks", "")
+    if crit == "":
+        attrs["broker.critical-ranks"] = idset.encode(topology.critical_ranks())
+    elif crit != "all" and max(idset.decode(crit), default=0) >= place.size:
+        raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: this instance "
+                         f"has ranks 0-{place.size - 1}")
+    owns_rundir = rundir is None
+    if rundir is None:
+        rundir = make_rundir(None)
+    else:
+        make_private_dirs(rundir)
+        check_private_dir(rundir)
+    if len(os.path.join(rundir, "local")) > 100:
+        raise UsageError(f"run directory path is too long for a socket: {rundir}")
+    cfg = BrokerConfig(rank=place.rank, size=place.size, attrs=attrs, rundir=rundir,
+                       bind_endpoint=place.bind_uri, parent_endpoint=place.parent_uri,
+                       local_path=os.path.join(rundir, "local"),
+                       initial_program=(command or None) if place.rank == 0 else None,
+                       initial_pgid=os.getpgrp(), interactive=False)
+    cfg.topology = topology
+    cfg.insecure = insecure
+    if cert is not None:
+        cfg.curve = Curve(public=cert.public, secret=cert.secret)
+    from .main import run_broker
+    try:
+        return run_broker(cfg)
+    finally:
+        if owns_rundir:
+            shutil.rmtree(rundir, ignore_errors=True)
 
 
 def load(path: str, *, insecure: bool = False) -> BootConfig:

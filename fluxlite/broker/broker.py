@@ -66,6 +66,8 @@ class BrokerConfig:
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
         self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
         self.nested = False
+        self.curve = None       # overlay.Curve: the keys of TCP links (config bootstrap)
+        self.insecure = False   # plain TCP links (tests only)
 
 
 class Broker:
@@ -121,6 +123,7 @@ class Broker:
             rank=self.rank, topology=self.topology, ctx=self.ctx,
             bind_endpoint=self.cfg.bind_endpoint, parent_endpoint=self.cfg.parent_endpoint,
             timeouts=self._timeouts(), max_message=max_message,
+            curve=self.cfg.curve, insecure=self.cfg.insecure,
             callbacks=OverlayCallbacks(message=self.router.deliver,
                                        parent_lost=self.parent_lost,
                                        child_gone=self.child_gone,

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "alloc": ("batch", "alloc", "Run an instance as a job, with your terminal attached"),
     "uri": ("batch", "uri", "Print the URI of an instance running as a job"),
     "proxy": ("batch", "proxy", "Run a command inside an instance running as a job"),
-    "broker": ("start", "broker", "Run one broker of an instance that runs as a job"),
+    "broker": ("start", "broker", "Run one broker of an instance (fixed hosts: --config-path)"),
     "overlay": ("overlay", "overlay", "Show the tree of brokers"),
     "ping": ("misc", "ping", "Send a ping to a rank or a service"),
     "getattr": ("misc", "getattr", "Print a broker attribute"),
@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "keygen": ("keygen", "keygen", "Write a CURVE certificate for a TCP overlay"),
     "compat": ("compat", "compat", "Flux compatibility: `eval \"$(fluxlite compat env)\"`"),
 }
-HIDDEN = {"broker"}  # started by batch/alloc, not by people
+HIDDEN: set[str] = set()
 
 
 class LazyGroup(click.Group):

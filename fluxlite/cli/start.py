@@ -1,6 +1,7 @@
 """`fluxlite start` (an instance of N brokers on this machine, or, under a PMI
 launcher, one broker of an instance of the launcher's size) and `fluxlite broker`
-(one broker of an instance that runs as a job, started by batch/alloc)."""
+(one broker of an instance that runs as a job, started by batch/alloc; or, with
+--config-path, one broker of an instance of fixed hosts)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import click
 from .common import NO_INTERSPERSED
 
 
-def _build_attrs(conf: str | None, setattrs: tuple[str, ...], **direct) -> dict[str, str]:
+def _build_attrs(conf: str | None, setattrs: tuple[str, ...], *,
+                 base: dict[str, str] | None = None, bootstrap: bool = False,
+                 **direct) -> dict[str, str]:
     from ..broker import attrs as battrs
     values = battrs.defaults()
+    values.update(base or {})
     if conf:
-        values.update(battrs.load_config(conf))
+        values.update(battrs.load_config(conf, bootstrap=bootstrap))
     for name, value in direct.items():
         if value is not None:
             values[name] = battrs.check(name, value)
@@ -88,16 +92,57 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
         interactive = sys.stdin.isatty()
     return launch(size, attrs, command, rundir=rundir, interactive=interactive)
 
-@click.command(context_settings=NO_INTERSPERSED, hidden=True)
+@click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable).")
 @click.option("--conf", type=click.Path(dir_okay=False), metavar="FILE",
               help="Instance config in TOML.")
+@click.option("--config-path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Boot from FILE's [bootstrap] table (fixed hosts; see "
+                   "etc/bootstrap-example.toml); its other tables are attributes.")
+@click.option("--hostname", metavar="NAME",
+              help="With --config-path: find this broker's rank as NAME rather than "
+                   "this machine's host name.")
+@click.option("--rundir", type=click.Path(file_okay=False),
+              help="With --config-path: run directory to use and keep (clients reach "
+                   "the broker at local://RUNDIR/local).")
+@click.option("--insecure-plain-tcp", is_flag=True,
+              help="With --config-path: allow TCP links without curve_cert (unencrypted, "
+                   "anyone may join; for tests only).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def broker(setattrs, conf, command):
-    """Run one broker of an instance that runs as a job (batch/alloc start these)."""
+def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, command):
+    """Run one broker of an instance.
+
+    With --config-path FILE, on each host listed in FILE's [bootstrap] table:
+    the broker finds its rank from its host name, binds and connects as the
+    table says (TCP links use CURVE with curve_cert), and on rank 0 runs
+    COMMAND, then shuts the instance down; without COMMAND rank 0 serves until
+    `fluxlite shutdown`.  Without it, the broker is a task of a batch or alloc
+    job and bootstraps through PMI.
+    """
+    if config_path is not None:
+        return _config_broker(config_path, setattrs, conf, hostname, rundir,
+                              insecure_plain_tcp, list(command))
+    from ..errors import UsageError
+    for name, value in (("--hostname", hostname), ("--rundir", rundir),
+                        ("--insecure-plain-tcp", insecure_plain_tcp or None)):
+        if value is not None:
+            raise UsageError(f"{name} is used only with --config-path")
     from ..broker.nested import run_pmi_broker
     return run_pmi_broker(_build_attrs(conf, setattrs), list(command), nested=True)
+
+
+def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) -> int:
+    import socket
+    from ..broker import attrs as battrs, boot_config
+    from ..errors import UsageError
+    if conf is not None:
+        raise UsageError("--conf and --config-path cannot be used together (put the "
+                         "attribute tables in the --config-path file)")
+    place = boot_config.load(path, insecure=insecure).place(hostname or socket.gethostname())
+    base = battrs.TCP_DEFAULTS if boot_config.uses_tcp(place) else None
+    attrs = _build_attrs(path, setattrs, base=base, bootstrap=True)
+    return boot_config.run(place, attrs, command, rundir=rundir, insecure=insecure)
 
 
 def check_broker_opts(opts: list[str]) -> None:
@@ -112,6 +157,10 @@ def check_broker_opts(opts: list[str]) -> None:
     except click.UsageError as exc:
         raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: -S NAME=VALUE, "
                          "--setattr NAME=VALUE, --conf FILE)") from None
+    for name in ("config_path", "hostname", "rundir", "insecure_plain_tcp"):
+        if ctx.params[name]:
+            raise UsageError(f"--broker-opts: --{name.replace('_', '-')} is not for a "
+                             "batch or alloc instance (allowed: -S NAME=VALUE, --conf FILE)")
     try:
         _build_attrs(ctx.params["conf"], ctx.params["setattrs"])
     except UsageError as exc:

@@ -82,6 +82,8 @@ class OverlayCallbacks:
     shutdown: Callable[[str], None]                  # the parent asks us to shut down
 
 ONLINE, TORPID, LOST, OFFLINE = "online", "torpid", "lost", "offline"
+HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class ChildLink:
@@ -138,6 +140,8 @@ class Overlay:
         self.membership: dict[int, str] = {}
         self.membership_since: dict[int, float] = {}
         self.hostname = _socket.gethostname()
+        self._accepted: dict[int, str | None] = {}   # TCP descriptor -> peer address
+        self._handshake_failures: list[int] = []      # failed, not yet closed
         self.set_timeouts(timeouts)
 
     def set_timeouts(self, t: Timeouts) -> None:
@@ -158,7 +162,11 @@ class Overlay:
         sock.setsockopt(zmq.LINGER, 200)
         if self.bind_endpoint.startswith("tcp://"):
             self._secure_server(sock)
-        self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_child_disconnect_hint)
+        if self.zap is not None:
+            self._watch(sock, zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | HANDSHAKE_FAILED,
+                        self._on_tcp_child_event)
+        else:
+            self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_child_disconnect_hint)
         old = os.umask(0o077)  # an ipc socket only this user may connect to
         try:
             sock.bind(self.bind_endpoint)
@@ -439,6 +447,26 @@ class Overlay:
             if c.state in (ONLINE, TORPID):
                 self._send_child_control(c, "keepalive")
 
+    def _on_tcp_child_event(self, ev: dict) -> None:
+        """A TCP child socket's monitor.  A peer whose CURVE handshake fails before
+        ZAP is asked (it holds another certificate, so it encrypted to another server
+        key) is refused by libzmq alone, and the event names no peer: its address is
+        taken when the connection is accepted (the event's value is its descriptor)
+        and logged when that connection closes after a failed handshake."""
+        event, value = ev["event"], ev["value"]
+        if event == zmq.EVENT_ACCEPTED:
+            self._accepted[value] = _peer_address(value)
+        elif event & HANDSHAKE_FAILED:
+            self._handshake_failures.append(event)
+        elif event == zmq.EVENT_DISCONNECTED:
+            address = self._accepted.pop(value, None)
+            if self._handshake_failures:
+                failed = self._handshake_failures.pop(0)
+                # ZAP logs the peers it refuses itself
+                if failed != zmq.EVENT_HANDSHAKE_FAILED_AUTH and address and self.zap:
+                    self.zap.refused_handshake(address)
+            self._on_child_disconnect_hint(ev)
+
     def _on_parent_disconnect(self, ev: dict) -> None:
         if self.parent_state == ONLINE:
             self._parent_lost("connection to parent closed")
@@ -580,3 +608,17 @@ class Overlay:
                           "hostname": c.hostname, "error": c.error}
                          for c in self.children.values()],
         }
+
+
+def _peer_address(fd: int) -> str | None:
+    """The remote address of the TCP connection on descriptor `fd` (libzmq's), or
+    None if it is already closed."""
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return None
+    try:
+        with _socket.socket(fileno=dup) as s:
+            return s.getpeername()[0]
+    except OSError:
+        return None
