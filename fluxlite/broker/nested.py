@@ -3,8 +3,8 @@
 `fluxlite broker` (what batch and alloc run as their job's tasks) and
 `fluxlite start` under a PMI launcher (`fluxlite run -n4 fluxlite start ...`,
 MPICH's `mpiexec -n 4 fluxlite start ...`) both come here.  Each broker is one
-task of its launcher; it learns its rank and the instance's size from PMI-1
-(fluxlite/pmi/client.py), puts its endpoint (`fluxlite.ep.RANK`, only a rank
+task of its launcher; it learns its rank and the instance's size from PMI
+(PMI-1, or PMI-2 under `srun --mpi=pmi2`: fluxlite/pmi/client.py from_env()), puts its endpoint (`fluxlite.ep.RANK`, only a rank
 with children binds one) and, in a batch/alloc job, the cores its job shell
 gave it (`fluxlite.cores.RANK`), enters the barrier, and gets its parent's
 endpoint (rank 0: everybody's cores) back.  Then the brokers form their tree
@@ -39,11 +39,11 @@ from .attrs import critical_ranks
 
 # what a PMI launcher and the instance plugin put in a broker's environment;
 # none of it is for the instance's own jobs
-LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED",
+LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED", "PMI_JOBID",
                 "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
 
 
-def _exchange(client: pmi.PMI1Client, attrs: dict[str, str], cores: str | None):
+def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None):
     """Put this rank's endpoint (and cores), barrier, get the parent's endpoint and,
     on rank 0, everybody's cores.  Returns (rundir, bind, parent_ep, resources)."""
     rank, size = client.rank, client.size
@@ -53,8 +53,6 @@ def _exchange(client: pmi.PMI1Client, attrs: dict[str, str], cores: str | None):
     bind = f"ipc://{rundir}/tbon" if tree.children(rank, size, k) else None
     try:
         client.init()
-        client.get_maxes()
-        client.get_my_kvsname()
         if bind:
             client.put(f"fluxlite.ep.{rank}", bind)
         if cores is not None:
@@ -89,7 +87,7 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -
         raise FluxliteError("`fluxlite broker` runs as a task of a batch or alloc job: "
                             "PMI_FD, PMI_RANK and PMI_SIZE are not set (use `fluxlite "
                             "start` for a standalone instance)")
-    client = pmi.PMI1Client.from_env()
+    client = pmi.from_env()
     rank, size = client.rank, client.size
     crit = attrs.get("broker.critical-ranks", "")
     if crit not in ("", "all") and max(idset.decode(crit), default=0) >= size:
