@@ -65,6 +65,8 @@ class BrokerConfig:
         self.spawner = spawner
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
         self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
+        self.curve = None      # overlay.Curve: the keys of this broker's TCP links
+        self.bind_fd: int | None = None  # the TCP socket bind_endpoint names, already bound
         self.nested = False
 
 
@@ -121,6 +123,7 @@ class Broker:
             rank=self.rank, topology=self.topology, ctx=self.ctx,
             bind_endpoint=self.cfg.bind_endpoint, parent_endpoint=self.cfg.parent_endpoint,
             timeouts=self._timeouts(), max_message=max_message,
+            curve=self.cfg.curve, bind_fd=self.cfg.bind_fd,
             callbacks=OverlayCallbacks(message=self.router.deliver,
                                        parent_lost=self.parent_lost,
                                        child_gone=self.child_gone,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 
 import zmq
+from zmq.utils import z85
 
 from ..protocol.transport import Channel
 from ..util.log import get_logger
@@ -50,7 +51,7 @@ class ZapHandler:
             self.channel.send(reply)
             return
         version, request_id, domain, address, _, mechanism = frames[:6]
-        key = zmq.z85_encode(frames[6]) if mechanism == b"CURVE" and len(frames) > 6 \
+        key = z85.encode(frames[6]) if mechanism == b"CURVE" and len(frames) > 6 \
             and len(frames[6]) == 32 else None
         ok = version == b"1.0" and domain == DOMAIN and key is not None and key in self.allowed
         if not ok:
