@@ -28,15 +28,17 @@ def hosts():
         yield h
 
 
-def mpiexec_start(hosts, script, n=2, timeout=150):
-    """`mpiexec -n N fluxlite start sh -c SCRIPT`, one broker per namespace host."""
+def mpiexec_start(hosts, script, n=2, timeout=150, per_host=1, opts=()):
+    """`mpiexec -n N fluxlite start OPTS sh -c SCRIPT`, PER_HOST brokers on each
+    namespace host in turn."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PMI_") and k != "FLUXLITE_URI"}
     env["FLUXLITE_TEST_TAG"] = hosts.tag
     p = subprocess.Popen(
         ["mpiexec", "-launcher", "ssh", "-launcher-exec", NETNS_EXEC,
-         "-hosts", ",".join(hosts.names[:n]), "-iface", hosts.bridge, "-n", str(n),
-         *fluxlite_command(), "start", "sh", "-c", script],
+         "-hosts", ",".join(f"{h}:{per_host}" for h in hosts.names[:n // per_host]),
+         "-iface", hosts.bridge, "-n", str(n),
+         *fluxlite_command(), "start", *opts, "sh", "-c", script],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
         start_new_session=True, env=env, cwd=ROOT)
     try:
@@ -55,6 +57,17 @@ def test_hydra_start_across_hosts_links_over_curve_tcp(hosts):
     lines = cp.stdout.splitlines()
     assert lines[:2] == sorted(hosts.names[:2]), cp.stdout
     assert lines[2].startswith(f"tcp://{hosts[0].address}:"), cp.stdout
+
+
+def test_brokers_sharing_a_host_keep_ipc_between_them(hosts):
+    # a chain 0-1-2-3 with ranks 0,1 on the first host and 2,3 on the second:
+    # only the link 1-2 crosses hosts
+    cp = mpiexec_start(hosts, "fluxlite run -N4 hostname | sort; fluxlite getattr "
+                              "tbon.endpoint", n=4, per_host=2, opts=["--topo", "kary:1"])
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[:4] == sorted(hosts.names[:1] * 2 + hosts.names[1:2] * 2), cp.stdout
+    assert lines[4].startswith("ipc://"), cp.stdout
 
 
 def test_batch_inside_nests_across_the_hosts(hosts, tmp_path):
