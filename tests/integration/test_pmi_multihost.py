@@ -52,11 +52,16 @@ def mpiexec_start(hosts, script, n=2, timeout=150, per_host=1, opts=()):
 
 def test_hydra_start_across_hosts_links_over_curve_tcp(hosts):
     cp = mpiexec_start(hosts, "fluxlite run -N2 hostname | sort; "
-                              "fluxlite getattr tbon.endpoint; exit 4")
+                              "ep=$(fluxlite getattr tbon.endpoint); echo $ep; "
+                              'fluxlite getattr broker.pid; ss -Hltnp "sport = :${ep##*:}"; '
+                              "exit 4")
     assert cp.returncode == 4, cp.stderr
     lines = cp.stdout.splitlines()
     assert lines[:2] == sorted(hosts.names[:2]), cp.stdout
     assert lines[2].startswith(f"tcp://{hosts[0].address}:"), cp.stdout
+    # the listening socket is the broker's alone (its spawner and job shells closed it)
+    assert len(lines) == 5 and lines[4].count("pid=") == 1 and f"pid={lines[3]}," in lines[4], \
+        cp.stdout
 
 
 def test_brokers_sharing_a_host_keep_ipc_between_them(hosts):

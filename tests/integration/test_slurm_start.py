@@ -26,6 +26,13 @@ def test_srun_pmi2_start_forms_one_instance_across_two_nodes(slurm):
     assert cp.stdout.splitlines() == ["2", "0 1 "], cp.stdout
 
 
+def test_srun_pmi2_start_with_two_brokers_per_node(slurm):
+    cp = slurm.srun("-N2", "-n4", "--mpi=pmi2", *fluxlite_command(), "start", "sh", "-c",
+                    "fluxlite getattr size; fluxlite run -N4 true && echo ran", timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == ["4", "ran"], cp.stdout
+
+
 @pytest.mark.parametrize("program, status", [("true", 0), ("false", 1), ("exit 5", 5)])
 def test_srun_pmi2_start_passes_on_the_exit_status(slurm, program, status):
     cp = slurm.srun("-N2", "--mpi=pmi2", *fluxlite_command(), "start", "sh", "-c", program,
