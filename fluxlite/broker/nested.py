@@ -47,8 +47,8 @@ from .attrs import critical_ranks
 
 # what a PMI launcher and the instance plugin put in a broker's environment;
 # none of it is for the instance's own jobs
-LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED", "PMI_JOBID",
-                "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
+LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED",
+                "PMI_JOBID", "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
 
 
 @dataclass
@@ -105,7 +105,14 @@ def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None) -
             boot.resources = {r: sorted(idset.decode(_get(client, "cores", r)))
                               for r in range(size)}
         client.finalize()
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, FluxliteError):
+            # the others wait in a barrier this broker never enters: end the job
+            # (Slurm keeps a step's other tasks running when one exits)
+            try:
+                client.abort(1, f"fluxlite broker rank {rank}: {exc.message}")
+            except FluxliteError:
+                pass            # the server is gone already
         shutil.rmtree(boot.rundir, ignore_errors=True)
         if boot.bind_fd is not None:
             os.close(boot.bind_fd)

@@ -38,3 +38,16 @@ def test_srun_pmi2_start_passes_on_the_exit_status(slurm, program, status):
     cp = slurm.srun("-N2", "--mpi=pmi2", *fluxlite_command(), "start", "sh", "-c", program,
                     timeout=120)
     assert cp.returncode == status, cp.stderr
+
+
+def test_a_broker_that_fails_its_bootstrap_ends_the_step(slurm):
+    # rank 2 (kary:1) takes rank 1 for its parent, but rank 1 (kary:2) has no children
+    # and puts no endpoint: rank 2 fails after the barriers, and its PMI abort ends the
+    # step (Slurm would otherwise keep ranks 0 and 1 waiting for it)
+    cp = slurm.srun("-N2", "-n3", "--mpi=pmi2", "sh", "-c",
+                    f'if [ "$PMI_RANK" = 2 ]; then k=1; else k=2; fi; '
+                    f'exec {" ".join(fluxlite_command())} start --topo kary:$k sleep 300',
+                    timeout=120)
+    assert cp.returncode != 0
+    errors = [line for line in cp.stderr.splitlines() if "rank 1 put no ep" in line]
+    assert errors and errors[0].startswith("fluxlite start: "), cp.stderr
