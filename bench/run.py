@@ -980,6 +980,33 @@ def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
                     op="<=", bound=61.0, flux_core="-", samples=cuts,
                     note=f"{note}; TCP defaults"))
 
+def fig_srun(rows: list, quick: bool, ctx: dict) -> None:
+    """16. `srun -N4 --mpi=pmi2 fluxlite start true` beside `srun -N4 true`, in a private
+    4-node Slurm cluster (fluxlite.testing.slurm: four slurmd on this machine)."""
+    from fluxlite.testing.slurm import SlurmCluster
+    reps = 2 if quick else 5
+    argv = {"true": ["srun", "-N4", "true"],
+            "start": ["srun", "-N4", "--mpi=pmi2", *fluxlite_command(), "start", "true"]}
+    samples: dict[str, list[float]] = {k: [] for k in argv}
+    try:
+        with SlurmCluster(nodes=4) as cluster:       # its stop() checks nothing is left
+            run_timed(argv["true"], cluster.env, 120)                     # warm-up
+            for i in range(reps):
+                for key in argv:
+                    samples[key].append(run_timed(argv[key], cluster.env, 120))
+            progress("srun", " ".join(f"{k}={median(v):.3f}" for k, v in samples.items()))
+    except Exception as exc:
+        rows.append(Row("16", "srun -N4 --mpi=pmi2 fluxlite start true", None, "s",
+                        flux_core="-", error=str(exc)))
+        return
+    note = f"median of {reps}, 4 slurmd on one machine"
+    rows.append(Row("16a", "srun -N4 true", median(samples["true"]), "s", flux_core="-",
+                    samples=samples["true"], note=note))
+    rows.append(Row("16b", "srun -N4 --mpi=pmi2 fluxlite start true",
+                    median(samples["start"]), "s", flux_core="-", samples=samples["start"],
+                    note=note))
+
+
 FIGURES = {
     "start": fig_start,
     "lost": fig_lost,
@@ -999,6 +1026,7 @@ FIGURES = {
     "mpi": fig_mpi,
     "executor": fig_executor,
     "hosts": fig_hosts,
+    "srun": fig_srun,
 }
 
 

@@ -65,8 +65,9 @@ class BrokerConfig:
         self.spawner = spawner
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
         self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
+        self.curve = None      # overlay.Curve: the keys of this broker's TCP links
+        self.bind_fd: int | None = None  # the TCP socket bind_endpoint names, already bound
         self.nested = False
-        self.curve = None       # overlay.Curve: the keys of TCP links (config bootstrap)
         self.insecure = False   # plain TCP links (tests only)
 
 
@@ -123,7 +124,7 @@ class Broker:
             rank=self.rank, topology=self.topology, ctx=self.ctx,
             bind_endpoint=self.cfg.bind_endpoint, parent_endpoint=self.cfg.parent_endpoint,
             timeouts=self._timeouts(), max_message=max_message,
-            curve=self.cfg.curve, insecure=self.cfg.insecure,
+            curve=self.cfg.curve, insecure=self.cfg.insecure, bind_fd=self.cfg.bind_fd,
             callbacks=OverlayCallbacks(message=self.router.deliver,
                                        parent_lost=self.parent_lost,
                                        child_gone=self.child_gone,

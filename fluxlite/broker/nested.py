@@ -3,11 +3,12 @@
 `fluxlite broker` (what batch and alloc run as their job's tasks) and
 `fluxlite start` under a PMI launcher (`fluxlite run -n4 fluxlite start ...`,
 MPICH's `mpiexec -n 4 fluxlite start ...`) both come here.  Each broker is one
-task of its launcher; it learns its rank and the instance's size from PMI-1
-(fluxlite/pmi/client.py), puts its endpoint (`fluxlite.ep.RANK`, only a rank
-with children binds one) and, in a batch/alloc job, the cores its job shell
-gave it (`fluxlite.cores.RANK`), enters the barrier, and gets its parent's
-endpoint (rank 0: everybody's cores) back.  Then the brokers form their tree
+task of its launcher; it learns its rank and the instance's size from PMI
+(PMI-1, or PMI-2 under `srun --mpi=pmi2`: fluxlite/pmi/client.py from_env()),
+exchanges host names, endpoints (`fluxlite.ep.RANK`: ipc:// when a parent's
+children share its host, else tcp:// secured by CURVE) and public keys with the
+others (see _exchange) and, in a batch/alloc job, the cores its job shell gave
+it (`fluxlite.cores.RANK`, which rank 0 collects).  Then the brokers form their tree
 exactly as `fluxlite start` brokers do.  Nothing here uses ZeroMQ before the
 spawner is forked (run_broker does that first).
 
@@ -27,11 +28,18 @@ interactive alloc), the broker ends it with SIGHUP, as for an interactive
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
+import socket
+from dataclasses import dataclass
+
+from zmq.utils import z85
 
 from ..errors import FluxliteError
 from ..pmi import client as pmi
+from ..overlay.overlay import Curve
+from ..util import curve as curve_cert
 from ..util import idset, tree
 from .broker import BrokerConfig
 from ..util.paths import make_rundir
@@ -40,46 +48,126 @@ from .attrs import critical_ranks
 # what a PMI launcher and the instance plugin put in a broker's environment;
 # none of it is for the instance's own jobs
 LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED",
-                "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
+                "PMI_JOBID", "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
 
 
-def _exchange(client: pmi.PMI1Client, attrs: dict[str, str], cores: str | None):
-    """Put this rank's endpoint (and cores), barrier, get the parent's endpoint and,
-    on rank 0, everybody's cores.  Returns (rundir, bind, parent_ep, resources)."""
+@dataclass
+class _Boot:
+    rundir: str
+    bind: str | None = None              # the endpoint this broker's children connect to
+    bind_fd: int | None = None           # its listening socket, when it is TCP
+    parent_ep: str | None = None
+    resources: dict[int, list[int]] | None = None
+    curve: Curve | None = None           # keys of the TCP links, if there are any
+
+
+def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None) -> _Boot:
+    """Two rounds over PMI, as Flux's boot_pmi does.  First every broker puts its
+    host name (and, nested, its cores).  Then a broker with children binds ipc://
+    if they all share its host, else tcp://ADDRESS:PORT on its host's address, and
+    every broker puts that endpoint and the public half of a CURVE keypair made
+    for this instance.  After the second barrier each broker gets its parent's
+    endpoint and key and, if it listens on TCP, its children's keys: only they
+    may connect (ZAP).  Rank 0 of a nested instance also gets everybody's cores."""
     rank, size = client.rank, client.size
     k = tree.parse_topo(attrs["tbon.topo"])
+    children = tree.children(rank, size, k)
+    parent = tree.parent(rank, k) if rank else None
     base = os.environ.get("FLUXLITE_RUNDIR_BASE") or os.environ.get("FLUXLITE_JOB_TMPDIR")
-    rundir = _make_rundir(base, rank)
-    bind = f"ipc://{rundir}/tbon" if tree.children(rank, size, k) else None
+    boot = _Boot(_make_rundir(base, rank))
+    host = socket.gethostname()
+    keys = curve_cert.generate()
     try:
         client.init()
-        client.get_maxes()
-        client.get_my_kvsname()
-        if bind:
-            client.put(f"fluxlite.ep.{rank}", bind)
+        client.put(f"fluxlite.host.{rank}", host)
         if cores is not None:
             client.put(f"fluxlite.cores.{rank}", cores)
         client.barrier()
-        parent_ep = None
-        if rank != 0:
-            parent_ep = client.get(f"fluxlite.ep.{tree.parent(rank, k)}")
-            if not parent_ep:
-                raise FluxliteError(f"bootstrap: no endpoint for rank {tree.parent(rank, k)}")
-        resources = None
+        if children:
+            if all(_get(client, "host", c) == host for c in children):
+                boot.bind = f"ipc://{boot.rundir}/tbon"
+            else:
+                boot.bind, boot.bind_fd = _listen_tcp(host)
+            client.put(f"fluxlite.ep.{rank}", boot.bind)
+        client.put(f"fluxlite.key.{rank}", _key_word(keys.public))
+        client.barrier()
+        parent_key = allowed = None
+        if parent is not None:
+            boot.parent_ep = _get(client, "ep", parent)
+            if boot.parent_ep.startswith("tcp://"):
+                parent_key = _key_from_word(_get(client, "key", parent))
+        if boot.bind_fd is not None:
+            allowed = {_key_from_word(_get(client, "key", c)) for c in children}
+        if parent_key or allowed:
+            boot.curve = Curve(keys.public, keys.secret, parent_public=parent_key,
+                               allowed=allowed)
         if cores is not None and rank == 0:
-            resources = {}
-            for r in range(size):
-                got = client.get(f"fluxlite.cores.{r}")
-                if got is None:
-                    raise FluxliteError(f"bootstrap: no cores for rank {r}")
-                resources[r] = sorted(idset.decode(got))
+            boot.resources = {r: sorted(idset.decode(_get(client, "cores", r)))
+                              for r in range(size)}
         client.finalize()
-    except BaseException:
-        shutil.rmtree(rundir, ignore_errors=True)
+    except BaseException as exc:
+        if isinstance(exc, FluxliteError):
+            # the others wait in a barrier this broker never enters: end the job
+            # (Slurm keeps a step's other tasks running when one exits)
+            try:
+                client.abort(1, f"fluxlite broker rank {rank}: {exc.message}")
+            except FluxliteError:
+                pass            # the server is gone already
+        shutil.rmtree(boot.rundir, ignore_errors=True)
+        if boot.bind_fd is not None:
+            os.close(boot.bind_fd)
         raise
     finally:
         client.close()
-    return rundir, bind, parent_ep, resources
+    return boot
+
+
+def _get(client: pmi.PMIClient, what: str, rank: int) -> str:
+    got = client.get(f"fluxlite.{what}.{rank}")
+    if not got:
+        raise FluxliteError(f"bootstrap: rank {rank} put no {what} in PMI")
+    return got
+
+
+def _key_word(key: bytes) -> str:
+    """A public key as hex: Z85 has '=' and other characters PMI servers may split on."""
+    return z85.decode(key).hex()
+
+
+def _key_from_word(word: str) -> bytes:
+    try:
+        raw = bytes.fromhex(word)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise FluxliteError(f"bootstrap: a CURVE public key from PMI is malformed: {word!r}")
+    return z85.encode(raw)
+
+
+def _listen_tcp(host: str) -> tuple[str, int]:
+    """A listening TCP socket on `host`'s address, any port: the endpoint children are
+    given, and its file descriptor, which the overlay's ZeroMQ socket then uses
+    (so the port is this broker's from before the exchange on)."""
+    try:
+        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise FluxliteError(f"bootstrap: cannot resolve this host's name {host!r}: "
+                            f"{exc.strerror}") from None
+    addrs = [i[4][0] for i in infos if not ipaddress.ip_address(i[4][0]).is_loopback]
+    if not addrs:
+        raise FluxliteError(f"bootstrap: this host's name {host!r} resolves only to a "
+                            "loopback address, which brokers on other hosts cannot reach")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((addrs[0], 0))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise FluxliteError(f"bootstrap: cannot listen on {addrs[0]}: {exc.strerror}") \
+            from None
+    port = sock.getsockname()[1]
+    return f"tcp://{addrs[0]}:{port}", sock.detach()
 
 
 def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -> int:
@@ -89,7 +177,7 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -
         raise FluxliteError("`fluxlite broker` runs as a task of a batch or alloc job: "
                             "PMI_FD, PMI_RANK and PMI_SIZE are not set (use `fluxlite "
                             "start` for a standalone instance)")
-    client = pmi.PMI1Client.from_env()
+    client = pmi.from_env()
     rank, size = client.rank, client.size
     crit = attrs.get("broker.critical-ranks", "")
     if crit not in ("", "all") and max(idset.decode(crit), default=0) >= size:
@@ -97,18 +185,21 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -
         raise FluxliteError(f"invalid value for broker.critical-ranks={crit!r}: "
                             f"this instance has ranks 0-{size - 1}")
     cores = os.environ.get("FLUXLITE_INSTANCE_CORES") if nested else None
-    rundir, bind, parent_ep, resources = _exchange(client, attrs, cores)
+    boot = _exchange(client, attrs, cores)
+    rundir = boot.rundir
     if nested:
         attrs["instance-level"] = os.environ.get("FLUXLITE_INSTANCE_LEVEL", "1")
         attrs["jobid"] = os.environ.get("FLUXLITE_JOB_ID", "")
         attrs["parent-uri"] = os.environ.get("FLUXLITE_URI", "")
     attrs["broker.critical-ranks"] = idset.encode(critical_ranks(attrs, size))
     cfg = BrokerConfig(rank=rank, size=size, attrs=attrs, rundir=rundir,
-                       bind_endpoint=bind, parent_endpoint=parent_ep,
+                       bind_endpoint=boot.bind, parent_endpoint=boot.parent_ep,
                        local_path=f"{rundir}/local", initial_program=command or None,
                        initial_pgid=0 if nested else os.getpgrp(),
                        interactive=os.isatty(0))  # the job's terminal (pty plugin)
-    cfg.resources = resources
+    cfg.resources = boot.resources
+    cfg.curve = boot.curve
+    cfg.bind_fd = boot.bind_fd
     cfg.nested = nested
     # inside the child, FLUXLITE_URI means the child; the parent stays in parent-uri
     os.environ["FLUXLITE_URI"] = f"local://{rundir}/local"

@@ -320,16 +320,19 @@ def _exec_error(req: dict, exc: BaseException) -> str:
 
 
 def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
-                  preload=None) -> "Spawner":
+                  preload=None, close_fds: tuple[int, ...] = ()) -> "Spawner":
     """Fork the spawner.  Call before this process creates any ZeroMQ context.
 
     `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
-    needs, once, before the first fork."""
+    needs, once, before the first fork; `close_fds` are the broker's own (its
+    overlay's listening socket), which the spawner and its shells must not hold."""
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     broker_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
         parent_sock.close()
+        for fd in close_fds:
+            os.close(fd)
         code = 0
         try:
             # its own process group: a signal sent to the broker's group (a nested

@@ -56,8 +56,10 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
 
     Under a PMI launcher (PMI_FD or PMI_PORT, with PMI_RANK and PMI_SIZE, in the
     environment: `fluxlite run -n4 fluxlite start ...`, `mpiexec -n 4 fluxlite
-    start ...`) each launched process is one broker of one instance, its rank
-    and the size from PMI; rank 0 runs COMMAND.
+    start ...`, `srun -N4 --mpi=pmi2 fluxlite start ...`) each launched process
+    is one broker of one instance, its rank and the size from PMI; rank 0 runs
+    COMMAND.  Brokers on different hosts link over TCP with CURVE keys they
+    exchange through PMI.
     """
     from ..broker.launcher import launch
     from ..errors import UsageError

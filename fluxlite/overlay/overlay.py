@@ -107,8 +107,9 @@ class Overlay:
     def __init__(self, *, rank: int, topology: tree.Topology, ctx: zmq.Context,
                  bind_endpoint: str | None, parent_endpoint: str | None, timeouts: Timeouts,
                  callbacks: OverlayCallbacks, max_message: int, curve: Curve | None = None,
-                 insecure: bool = False):
+                 insecure: bool = False, bind_fd: int | None = None):
         self.cb = callbacks
+        self.bind_fd = bind_fd       # a listening TCP socket made before (PMI bootstrap)
         self.curve = curve
         self.insecure = insecure     # plain TCP (tests only): refused unless asked for
         self.zap = None
@@ -162,6 +163,8 @@ class Overlay:
         sock.setsockopt(zmq.LINGER, 200)
         if self.bind_endpoint.startswith("tcp://"):
             self._secure_server(sock)
+            if self.bind_fd is not None:
+                sock.setsockopt(zmq.USE_FD, self.bind_fd)   # ZeroMQ owns it from here
         if self.zap is not None:
             self._watch(sock, zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | HANDSHAKE_FAILED,
                         self._on_tcp_child_event)

@@ -18,6 +18,11 @@ Each call sends one line and reads one answer (a barrier's answer comes once
 every task entered it); an answer with a nonzero rc raises PMIError naming
 the command and the server's message.  `get` of a key no task put returns
 None.  The client is blocking: a broker uses it before its event loop runs.
+
+`PMIClient` is what a broker's bootstrap holds: this PMI-1 client or the PMI-2
+one (pmi2.py, for `srun --mpi=pmi2`).  `from_env()` picks: PMI-2 when the
+environment is Slurm's pmi2 plugin's (PMI_FD, PMI_RANK, PMI_SIZE and
+PMI_JOBID; no PMI-1 launcher sets PMI_JOBID), else PMI-1.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
+from typing import Protocol
 
 from ..errors import FluxliteError, ProtocolError
 from .pmi1 import LINE_MAX, SUBVERSION, VERSION, decode, encode
@@ -32,6 +38,38 @@ from .pmi1 import LINE_MAX, SUBVERSION, VERSION, decode, encode
 
 class PMIError(FluxliteError):
     """The PMI server refused a command, or the connection failed."""
+
+
+class PMIClient(Protocol):
+    """What the broker's bootstrap calls, whichever PMI version the launcher speaks.
+    init() first; put() values are one word; get() is None for a key nobody put;
+    finalize() then close()."""
+
+    rank: int
+    size: int
+
+    def init(self) -> None: ...
+    def put(self, key: str, value: str) -> None: ...
+    def barrier(self) -> None: ...
+    def get(self, key: str) -> str | None: ...
+    def finalize(self) -> None: ...
+    def abort(self, code: int, message: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def is_pmi2(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether this is Slurm's PMI-2 environment (`srun --mpi=pmi2`)."""
+    return all(env.get(k) is not None for k in ("PMI_FD", "PMI_RANK", "PMI_SIZE", "PMI_JOBID"))
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> PMIClient:
+    """The client this process's launcher speaks to (see in_environment())."""
+    if is_pmi2(env):
+        from .pmi2 import PMI2Client
+        client = PMI2Client.from_environ(env)
+        assert client is not None
+        return client
+    return PMI1Client.from_env(env)
 
 
 def in_environment(env: Mapping[str, str] = os.environ) -> bool:
@@ -159,6 +197,8 @@ class PMI1Client:
     def put(self, key: str, value: str) -> None:
         if not value or any(c in value for c in " \n"):
             raise PMIError(f"PMI put {key}: the value must be one word (got {value!r})")
+        if not self.kvsname:
+            self.get_my_kvsname()
         self._call("put", "put_result", [("kvsname", self.kvsname), ("key", key),
                                          ("value", value)])
 
@@ -167,6 +207,8 @@ class PMI1Client:
 
     def get(self, key: str) -> str | None:
         """The value some task put under `key` before the last barrier; None if none did."""
+        if not self.kvsname:
+            self.get_my_kvsname()
         self._send("get", [("kvsname", self.kvsname), ("key", key)])
         got, args = self._read("get")
         if got != "get_result":

@@ -24,12 +24,13 @@ PMI_FD (its end of a socket to slurmstepd), PMI_RANK, PMI_SIZE and PMI_JOBID
        -> cmd=finalize;                  <- cmd=finalize-response;rc=0;   (the server then closes)
        -> cmd=abort;isworld=TRUE;msg=M;  (no answer: Slurm kills the step)
 
-`PMI2Client` offers the same interface as the PMI-1 client (rank, size,
-kvsname; put, barrier, get, finalize, abort, close) so the broker's bootstrap
-does not care which one it holds.  Keys are at most 64 bytes, values 1024
+`PMI2Client` satisfies fluxlite.pmi.client.PMIClient, the interface the
+PMI-1 client has too (rank, size, kvsname; init, put, barrier, get, finalize,
+abort, close), so the broker's bootstrap does not care which one it holds;
+the handshake runs at construction, so init() has nothing left to do.  Keys are at most 64 bytes, values 1024
 (PMI2_MAX_KEYLEN / PMI2_MAX_VALLEN).  A malformed or unexpected answer is a
-ProtocolError, a server that goes away HostUnreachable, a missing key
-FluxliteError(ENOENT), a bound exceeded RPCTimeout.  Slurm's pmi2 plugin also
+ProtocolError, a server that goes away HostUnreachable, a bound exceeded
+RPCTimeout; get() of a key nobody put returns None.  Slurm's pmi2 plugin also
 accepts a PMI-1 client on the same PMI_FD.
 """
 
@@ -129,6 +130,11 @@ class PMI2Client:
         return client
 
     # ------------------------------------------------------------ the interface
+    def init(self) -> None:
+        """Nothing: the init line and fullinit were exchanged at construction."""
+        if self._closed:
+            raise UsageError("PMI-2 init: the client is closed")
+
     def put(self, key: str, value: str) -> None:
         """Publish key=value; visible to every rank after the next barrier()."""
         _check_key(key)
@@ -139,12 +145,12 @@ class PMI2Client:
         """Wait until every rank has entered; afterwards every put is visible (kvs-fence)."""
         self._call("kvs-fence")
 
-    def get(self, key: str) -> str:
-        """The value another rank put (before the last barrier); ENOENT if there is none."""
+    def get(self, key: str) -> str | None:
+        """The value another rank put (before the last barrier); None if there is none."""
         _check_key(key)
         reply = self._call("kvs-get", [("jobid", self.kvsname), ("key", key)])
         if reply.get("found", "").upper() != "TRUE":
-            raise FluxliteError(f"PMI-2 key {key!r} not found", errno.ENOENT)
+            return None
         return reply.get("value", "")
 
     def job_attr(self, key: str) -> str | None:
