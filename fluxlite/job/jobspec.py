@@ -471,6 +471,19 @@ def request(spec: dict) -> Request:
     return _request(_parse(spec))
 
 
+def resource_part(spec: dict) -> dict:
+    """The part of a jobspec a scheduler reads (resources, tasks and the duration),
+    still a jobspec: what the job-manager hands `sched.alloc`, without the command's
+    environment and the other attributes."""
+    system = spec["attributes"]["system"]
+    part = {"version": spec["version"], "resources": spec["resources"],
+            "tasks": [{**t, "command": t["command"][:1]} for t in spec["tasks"]],
+            "attributes": {"system": {}}}
+    if "duration" in system:
+        part["attributes"]["system"]["duration"] = system["duration"]
+    return part
+
+
 def validate(spec) -> Request:
     """Check a jobspec from the wire: its shape (JobspecV1), what ties its parts
     together, and its shell options.  ProtocolError or UsageError names the field."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import sys
 import time
 from typing import Annotated
 
@@ -111,24 +112,30 @@ _BUSY = (states.RUN, states.CLEANUP)
 
 
 class Job:
-    __slots__ = ("id", "userid", "urgency", "priority", "jobspec", "req", "name", "state",
-                 "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc", "R", "exceptions",
-                 "fatal", "status", "memo", "waiters", "ran", "key", "expiration",
-                 "exec_pending", "freed", "waited", "deps", "dependents", "flags")
+    # The jobspec itself lives in the KVS only (thousands of pending jobs would
+    # otherwise each keep their whole environment here): a Job keeps what it reads
+    # (name, duration, whether it is an instance) and reads the rest from the KVS
+    # when it is needed (the scheduler's request, job-exec's start).
+    __slots__ = ("id", "userid", "urgency", "priority", "req", "name", "state", "duration",
+                 "instance", "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc",
+                 "exceptions", "fatal", "status", "memo", "waiters", "ran", "key",
+                 "expiration", "exec_pending", "freed", "waited", "deps", "dependents",
+                 "flags")
 
     def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int):
         self.id = jobid
         self.userid = userid
-        self.jobspec = jobspec
         self.req = req
         self.urgency = urgency
         self.priority = depend.priority(urgency)
-        self.name = js.command_name(jobspec)
+        self.name = sys.intern(js.command_name(jobspec))
+        system = jobspec["attributes"]["system"]
+        self.duration = system.get("duration", 0)
+        self.instance = bool(system.get("shell", {}).get("options", {}).get("instance"))
         self.state = states.NEW
         self.t_submit = time.time()
         self.t_run = self.t_cleanup = self.t_inactive = 0.0
         self.alloc: dict[int, list[int]] = {}
-        self.R = None
         self.exceptions: list[dict] = []
         self.fatal: dict | None = None
         self.status: int | None = None
@@ -153,7 +160,6 @@ class Job:
     def info(self, level: int = 0) -> dict:
         """What `jobs` and `job-manager.info` report; `level` is this instance's depth."""
         ex = self.fatal or (self.exceptions[-1] if self.exceptions else None)
-        opts = self.jobspec["attributes"]["system"].get("shell", {}).get("options", {})
         return {
             "id": self.id, "userid": self.userid, "name": self.name, "state": self.state,
             "result": self.result, "urgency": self.urgency, "priority": self.priority,
@@ -167,10 +173,10 @@ class Job:
                            states.exit_code(self.status, self.fatal is not None)),
             "exception": ({"occurred": True, "type": ex["type"], "severity": ex["severity"],
                            "note": ex["note"]} if ex else {"occurred": False}),
-            "duration": self.jobspec["attributes"]["system"].get("duration", 0),
+            "duration": self.duration,
             "expiration": self.expiration, "memo": self.memo,
-            "instance": bool(opts.get("instance")), "waited": self.waited,
-            "depth": level + 1 if opts.get("instance") else 0,
+            "instance": self.instance, "waited": self.waited,
+            "depth": level + 1 if self.instance else 0,
             "dependencies": list(self.deps),
         }
 
@@ -253,6 +259,7 @@ class JobManagerService(Service):
                 self.respond(w, self._wait_result(job))
                 break
         self.n_active -= 1
+        job.exec_pending = None   # the scheduler's answer: nothing more is to come
         self.inactive[job.id] = job
         if self.n_active == 0:
             self._idle.set()
@@ -301,7 +308,7 @@ class JobManagerService(Service):
                          {"key": job.key, "append": events}])
         for e in events:
             self._advance(job, e["name"], e.get("context"))
-        self._add_dependencies(job)
+        self._add_dependencies(job, spec["attributes"]["system"].get("dependencies", []))
         if job.fatal is None and not job.deps:
             self._depended(job)
         out = {"id": jobid}
@@ -317,10 +324,10 @@ class JobManagerService(Service):
         return depend.verdict(scheme, target.id, started=target.ran,
                               inactive=target.state == states.INACTIVE, result=target.result)
 
-    def _add_dependencies(self, job: Job) -> None:
+    def _add_dependencies(self, job: Job, deps: list) -> None:
         """RFC 26 after* dependencies: each one met now is dropped, each one that may
         still be met is a dependency-add, and one that never can be ends the job."""
-        for dep in job.jobspec["attributes"]["system"].get("dependencies", []):
+        for dep in deps:
             scheme, desc = dep["scheme"], depend.description(dep)
             if scheme == depend.BEGIN_TIME:
                 self._begin_time(job, desc, float(dep["value"]))
@@ -404,13 +411,18 @@ class JobManagerService(Service):
         if job.priority > depend.PRIORITY_MIN:
             self._alloc(job)
 
+    def _jobspec(self, job: Job) -> dict:
+        """The job's jobspec, from the KVS (its one copy)."""
+        return self.kvs.lookup(job_key(job.id, "jobspec"))
+
     def _alloc(self, job: Job) -> None:
         """Ask the scheduler for the job's resources; while the queue is stopped the
         job waits in SCHED without asking (`queue start` asks for it)."""
         if not self.started:
             job.exec_pending = None
             return
-        p = self.rpc("sched.alloc", {"id": job.id, "jobspec": job.jobspec,
+        part = js.resource_part(self._jobspec(job))
+        p = self.rpc("sched.alloc", {"id": job.id, "jobspec": part,
                                      "priority": job.priority})
         job.exec_pending = p
         p.on_response = lambda resp, job=job, p=p: self._alloc_response(job, resp, p)
@@ -462,15 +474,15 @@ class JobManagerService(Service):
         alloc = {int(r): c for r, c in resp.payload["alloc"].items()}
         job.alloc = alloc
         now = time.time()
-        dur = job.jobspec["attributes"]["system"].get("duration", 0) or 0
+        dur = job.duration or 0
         job.expiration = now + dur if dur else 0.0
-        job.R = rset.build(alloc, starttime=now, expiration=job.expiration,
-                           hostname=self.hostname, nslots=job.req.nslots)
+        R = rset.build(alloc, starttime=now, expiration=job.expiration,
+                       hostname=self.hostname, nslots=job.req.nslots)
         self._post(job, "alloc", {"annotations": {"sched": {
             "resource_summary": resp.payload.get("summary", "")}}},
-            extra_ops=[{"key": job_key(job.id, "R"), "value": job.R}])
+            extra_ops=[{"key": job_key(job.id, "R"), "value": R}])
         p = self.rpc("job-exec.start", {"id": job.id, "userid": job.userid,
-                                        "jobspec": job.jobspec, "R": job.R}, streaming=True)
+                                        "jobspec": self._jobspec(job), "R": R}, streaming=True)
         p.on_response = lambda r, job=job: self._exec_response(job, r)
 
     def _exec_response(self, job: Job, resp) -> None:

@@ -13,6 +13,10 @@ far) and then every change (with `append`, only the new entries); with
 Services on rank 0 call `commit()` and `lookup()` directly; everyone else
 uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
 
+A value that is a map (a jobspec, an R) is kept encoded (msgpack bytes, the
+wire codec) and decoded for each reader: one compact copy per key, however
+many jobs are pending, instead of thousands of small objects each.
+
 Long lists (job output above all) do not stay in the heap: the KVS moves them
 to its on-disk store (kvs_store.py) and reads them back for `kvs.get` and
 watches, so where a value lives is the KVS's business alone.
@@ -24,6 +28,7 @@ import errno
 from typing import Annotated
 
 from ..errors import FluxliteError, ProtocolError
+from ..protocol.message import pack, unpack
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
 from .kvs_store import READ_BATCH, Log, Store
@@ -61,6 +66,16 @@ class _Truncate:
 
 class _Dir(dict):
     """A directory node (a plain dict is a value, e.g. a jobspec or R)."""
+
+
+class _Packed(bytes):
+    """A map value, kept encoded."""
+    __slots__ = ()
+
+
+def _keep(value):
+    """How the tree holds a value that is set."""
+    return _Packed(pack(value)) if isinstance(value, dict) else value
 
 
 class _Watcher:
@@ -114,9 +129,14 @@ class KVSService(Service):
     # ------------------------------------------------------------ local API
     def lookup(self, key: str):
         """Value at `key`; raises ENOENT (missing) or EISDIR (a directory)."""
-        node = self._node(key)
+        return self._value(self._node(key))
+
+    def _value(self, node):
+        """The value a tree node stands for (read from the store, or decoded)."""
         if isinstance(node, Log):
             return self.store.read(node)
+        if isinstance(node, _Packed):
+            return unpack(node)
         return node
 
     def _node(self, key: str):
@@ -168,7 +188,7 @@ class KVSService(Service):
                     if isinstance(old, _Dir):
                         raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     undo.append((parent, leaf, old))
-                    parent[leaf] = op["value"]
+                    parent[leaf] = _keep(op["value"])
                     if isinstance(old, Log):
                         self.store.drop([old])
                 touched.append(key)
@@ -292,8 +312,7 @@ class KVSService(Service):
             w.sent = len(value)
             self.respond(w.msg, {"entries": new})
         else:
-            self.respond(w.msg, {"value": self.store.read(value)
-                                 if isinstance(value, Log) else value})
+            self.respond(w.msg, {"value": self._value(value)})
 
     def _end_watch(self, key: str, w: _Watcher, removed: bool) -> None:
         self._drop_watch(key, w)
