@@ -1,6 +1,7 @@
 """`flux.job` over fluxlite.job: JobspecV1 (fluxlite.job.Jobspec), JobID, submit,
 submit_async, wait, result, event_watch, event_wait, cancel, kill, job_list,
-JobList and FluxExecutor (fluxlite.job.Executor).  A name outside that surface
+JobList, JournalConsumer (fluxlite.job.journal) and FluxExecutor
+(fluxlite.job.Executor).  A name outside that surface
 raises NotImplementedError naming it."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .._rpc import STATE_BITS, rpc  # noqa: F401  (STATE_BITS: as Flux's flux.jo
 
 __all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
-           "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException"]
+           "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException",
+           "JournalConsumer", "JournalEvent", "SENTINEL_EVENT"]
 
 Jobspec = JobspecV1
 
@@ -279,6 +281,9 @@ class FluxExecutor(Executor):
         if isinstance(url, bytes):
             url = url.decode()
         super().__init__(url)
+
+
+from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
 
 
 def __getattr__(name):
