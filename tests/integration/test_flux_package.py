@@ -79,3 +79,115 @@ def test_journal_consumer_history_sentinel_live_timeout_stop(inst, tmp_path):
         "unstarted poll() called before start()",
         "missing flux.job.JournalConsumer.set_callback",
     ]
+
+
+JOBSPEC_PROGRAM = r'''
+import datetime, json, os, pathlib
+import flux, flux.job
+from flux.job import JobspecV1
+
+h = flux.Flux()
+s = JobspecV1.from_command(["sh", "-c", "echo out; echo err >&2; cat"], num_tasks=2,
+                           cores_per_task=1, duration="1m", environment={"A": "1"},
+                           cwd=pathlib.Path("/tmp"), name="named", output="kvs")
+print("from_command", s.duration, s.environment, s.cwd, s.getattr("system.job.name"),
+      s.stdout, type(s).__name__)
+s.cwd = os.getcwd(); s.environment = dict(os.environ, B="2")
+s.duration = datetime.timedelta(seconds=30)
+s.input = "in.txt"; s.output = "out.{{id}}"; s.error = "err.{{id}}"
+print("setters", s.duration, s.environment["B"], s.stdin == s.input == os.path.abspath("in.txt"),
+      s.stdout, s.output, s.stderr, s.error)
+s.stdin = "in.txt"; s.stdout = "o.txt"; s.stderr = "e.txt"
+pathlib.Path("in.txt").write_text("from stdin\n")
+s.setattr("user.tag", "t1"); s.setattr("attributes.user.more", 2)
+s.setattr_shell_option("exit-timeout", "none")
+print("attrs", s.getattr("user.tag"), s.attributes["user"]["more"],
+      s.getattr("system.shell.options")["exit-timeout"])
+jobid = flux.job.submit(h, s)
+print("ran", flux.job.wait(h, jobid).success, sorted(pathlib.Path("o.txt").read_text().split()),
+      pathlib.Path("e.txt").read_text().split())
+raw = JobspecV1.from_command(["true"]).jobspec
+again = JobspecV1(**json.loads(json.dumps(raw)))
+print("ctor", again.version, again.tasks[0]["command"],
+      flux.job.wait(h, flux.job.submit(h, again)).success)
+again = JobspecV1(resources=raw["resources"], tasks=raw["tasks"],
+                  attributes=raw["attributes"], version=1)
+print("ctor-kw", type(again).__name__, again.resources == raw["resources"])
+try:
+    JobspecV1(raw["resources"], raw["tasks"], raw["attributes"], version=2)
+except ValueError as exc:
+    print("version", exc)
+nest = JobspecV1.from_nest_command(["fluxlite", "getattr", "size"], num_slots=1)
+print("nest", nest.getattr("system.shell.options")["instance"], type(nest).__name__)
+batch = JobspecV1.from_batch_command("#!/bin/sh\nflux getattr size\n", "myjob", num_slots=1)
+print("batch", batch.getattr("system.job.name"), batch.getattr("system.batch.script")[:2])
+bid = flux.job.submit(h, batch)
+print("batch ran", flux.job.wait(h, bid).success)
+for call in (lambda: JobspecV1.from_command(["true"], queue="debug"),
+             lambda: JobspecV1.from_command(["true"], unbuffered=True),
+             lambda: JobspecV1.from_command(["true"], label_io=True),
+             lambda: JobspecV1.from_command(["true"]).add_file("a", "b"),
+             lambda: JobspecV1.per_resource(["true"], ncores=1)):
+    try:
+        call()
+    except NotImplementedError as exc:
+        print("missing", str(exc).split(":")[0])
+'''
+
+
+def test_jobspecv1_factories_setters_and_constructor(inst, tmp_path):
+    assert run_program(inst, tmp_path, f"import os; os.chdir({str(tmp_path)!r})\n"
+                       + JOBSPEC_PROGRAM) == [
+        "from_command 60.0 {'A': '1'} /tmp named None JobspecV1",
+        "setters 30.0 2 True out.{{id}} out.{{id}} err.{{id}} err.{{id}}",
+        "attrs t1 2 none",
+        "ran True ['from', 'from', 'out', 'out', 'stdin', 'stdin'] ['err', 'err']",
+        "ctor 1 ['true'] True",
+        "ctor-kw JobspecV1 True",
+        "version version must be 1",
+        "nest 1 JobspecV1",
+        "batch myjob #!",
+        "batch ran True",
+        "missing flux.job.JobspecV1.from_command(queue=...)",
+        "missing flux.job.JobspecV1.from_command(unbuffered=...)",
+        "missing flux.job.JobspecV1.from_command(label_io=...)",
+        "missing flux.job.JobspecV1.add_file",
+        "missing flux.job.JobspecV1.per_resource",
+    ]
+
+
+EXECUTOR_PROGRAM = r'''
+import os, threading
+import flux, flux.job
+from flux.job import FluxExecutor, JobspecV1
+
+uri = os.environ["FLUXLITE_URI"]
+order, done = [], threading.Event()
+with FluxExecutor(handle_args=(uri,)) as ex:
+    fut = ex.submit(JobspecV1.from_command(["sh", "-c", "exit 4"]))
+    fut.add_jobid_callback(lambda f: order.append(("jobid", f.jobid())))
+    for name in ("submit", "start", "finish"):
+        fut.add_event_callback(name, lambda f, e: order.append((e.name, f.jobid())))
+    fut.add_done_callback(lambda f: (order.append(("done", f.result())), done.set()))
+    jobid = fut.jobid(timeout=60)
+    print("result", fut.result(timeout=60), done.wait(60), isinstance(jobid, int))
+    print("order", [o[0] for o in order], {o[1] for o in order[:-1]} == {jobid})
+with FluxExecutor(handle_kwargs={"url": uri}) as ex:
+    h = flux.Flux()
+    other = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 5"]))
+    att = ex.attach(other)
+    print("attach", att.jobid(timeout=60) == other, att.result(timeout=60))
+try:
+    FluxExecutor(handle_kwargs={"flags": 1})
+except NotImplementedError as exc:
+    print("missing", str(exc).split(":")[0])
+'''
+
+
+def test_flux_executor_handle_args_callbacks_and_attach(inst, tmp_path):
+    assert run_program(inst, tmp_path, EXECUTOR_PROGRAM) == [
+        "result 4 True True",
+        "order ['jobid', 'submit', 'start', 'finish', 'done'] True",
+        "attach True 5",
+        "missing flux.job.FluxExecutor",
+    ]

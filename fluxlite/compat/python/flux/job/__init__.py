@@ -10,7 +10,7 @@ import json
 import signal as _signal
 
 from fluxlite.errors import FluxliteError
-from fluxlite.job import Jobspec as JobspecV1
+from fluxlite.job import Jobspec as _Jobspec
 from fluxlite.job import api, states
 from fluxlite.job.executor import Executor
 from fluxlite.util import fluid
@@ -22,6 +22,53 @@ __all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
            "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException",
            "JournalConsumer", "JournalEvent", "SENTINEL_EVENT"]
+
+
+class JobspecV1(_Jobspec):
+    """fluxlite.job.Jobspec under Flux's name, with Flux's spellings beside it:
+    `input`/`output`/`error` (the stdin/stdout/stderr paths), and from_command's
+    `output="kvs"`/`"none"` (the output stays in the job's log, fluxlite's
+    default).  from_command's env_expand, label_io, unbuffered, queue and bank,
+    and Jobspec methods fluxlite lacks (add_file, per_resource, from_yaml_*...),
+    raise NotImplementedError naming them."""
+
+    input = _Jobspec.stdin
+    output = _Jobspec.stdout
+    error = _Jobspec.stderr
+
+    @classmethod
+    def from_command(cls, command, num_tasks=1, cores_per_task=1, gpus_per_task=None,
+                     num_nodes=None, exclusive=False, duration=None, environment=None,
+                     env_expand=None, cwd=None, rlimits=None, name=None, input=None,
+                     output=None, error=None, label_io=False, unbuffered=False, queue=None,
+                     bank=None, **kwargs):
+        for arg, value in (("env_expand", env_expand), ("label_io", label_io or None),
+                           ("unbuffered", unbuffered or None), ("queue", queue),
+                           ("bank", bank)):
+            if value is not None:
+                raise NotImplementedError(f"flux.job.JobspecV1.from_command({arg}=...): "
+                                          "not in fluxlite")
+        output = None if output in ("kvs", "none") else output
+        error = None if error in ("kvs", "none") else error
+        return super().from_command(command, num_tasks, cores_per_task, gpus_per_task,
+                                    num_nodes, exclusive, duration, environment, cwd,
+                                    rlimits, name, input, output, error, **kwargs)
+
+    @classmethod
+    def per_resource(cls, *args, **kwargs):
+        raise missing("flux.job.JobspecV1", "per_resource")
+
+    @classmethod
+    def from_yaml_stream(cls, *args, **kwargs):
+        raise missing("flux.job.JobspecV1", "from_yaml_stream")
+
+    @classmethod
+    def from_yaml_file(cls, *args, **kwargs):
+        raise missing("flux.job.JobspecV1", "from_yaml_file")
+
+    def __getattr__(self, name):
+        raise missing("flux.job.JobspecV1", name)
+
 
 Jobspec = JobspecV1
 
@@ -62,7 +109,7 @@ def _id(jobid) -> int:
 
 
 def _spec(jobspec):
-    if isinstance(jobspec, JobspecV1):
+    if isinstance(jobspec, _Jobspec):
         return jobspec.jobspec
     if isinstance(jobspec, (str, bytes)):
         return json.loads(jobspec)
