@@ -191,3 +191,46 @@ def test_flux_executor_handle_args_callbacks_and_attach(inst, tmp_path):
         "attach True 5",
         "missing flux.job.FluxExecutor",
     ]
+
+
+MAESTRO_PROGRAM = r'''
+# the calls Maestro's flux adapter (maestrowf/interfaces/script/_flux/flux0_49_0.py) makes
+import os
+import flux
+
+h = flux.Flux()
+print("version", bool(h.attr_get("version")))
+spec = flux.job.JobspecV1.from_command(["sh", "-c", "echo hi"], num_tasks=1, num_nodes=1,
+                                       cores_per_task=1, gpus_per_task=0, exclusive=False,
+                                       queue=None, bank=None)
+spec.setattr("system.job.name", "step")
+spec.cwd = os.getcwd()
+spec.environment = dict(os.environ)
+spec.setattr_shell_option("exit-timeout", "none")
+spec.duration = 60
+spec.stdout = "step.{{id}}.out"
+spec.stderr = "step.{{id}}.err"
+nest = flux.job.JobspecV1.from_nest_command(["true"], num_nodes=1, cores_per_slot=1,
+                                            num_slots=1, gpus_per_slot=None, conf=None,
+                                            exclusive=False, queue=None, bank=None)
+jobid = flux.job.submit(h, spec, waitable=True, urgency=16)
+flux.job.wait(h, jobid)
+rpc = flux.job.list.JobList(h, ids=[flux.job.JobID(str(jobid.f58))])
+print("statuses", {str(j.id.f58) == jobid.f58: j.status_abbrev for j in rpc.jobs()}, rpc.errors)
+print("output", open(f"step.{jobid.f58}.out").read().strip())
+long = flux.job.submit(h, flux.job.JobspecV1.from_command(["sleep", "60"]))
+for job in flux.job.list.JobList(h, ids=[long]).jobs():
+    flux.job.cancel(h, int(job.id))
+flux.job.wait(h, long)
+print("cancelled", [j.status_abbrev for j in flux.job.list.JobList(h, ids=[long]).jobs()])
+'''
+
+
+def test_the_calls_maestros_flux_adapter_makes(inst, tmp_path):
+    assert run_program(inst, tmp_path, f"import os; os.chdir({str(tmp_path)!r})\n"
+                       + MAESTRO_PROGRAM) == [
+        "version True",
+        "statuses {True: 'CD'} []",
+        "output hi",
+        "cancelled ['CA']",
+    ]

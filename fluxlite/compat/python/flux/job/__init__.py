@@ -273,6 +273,7 @@ class JobList:
         if name is not None or queue is not None:
             raise NotImplementedError("flux.job.JobList(name=/queue=): not in fluxlite")
         self._h = _handle(flux_handle)
+        self.errors = []   # as Flux's: errors met by jobs() (none here: it raises)
         self.filters = {f.strip().upper() for f in (filters or []) for f in f.split(",")
                         if f.strip()}
         self.ids = [_id(i) for i in ids or []]
@@ -331,6 +332,7 @@ class FluxExecutor(Executor):
 
 
 from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
+from . import list as _list_module  # noqa: E402,F401  (flux.job.list, as in Flux)
 
 
 def __getattr__(name):
