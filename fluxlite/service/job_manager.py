@@ -674,7 +674,8 @@ class JobManagerService(Service):
     def stats(self, msg, r):
         """Counts of every job in the instance, as `jobs --stats` prints them."""
         out = {"pending": 0, "running": 0, "successful": 0, "failed": 0,
-               "inactive_purged": self.inactive_purged}
+               "inactive_purged": self.inactive_purged,
+               "journal": {"listeners": len(self.journal)}}
         for job in self.jobs.values():
             if job.state in states.PENDING or job.state == states.NEW:
                 out["pending"] += 1

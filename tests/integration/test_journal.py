@@ -2,6 +2,8 @@
 instance: the history in timestamp order, the sentinel, then a new job's events as
 they are logged; batches of history; full=False, since, timeouts and stop."""
 
+import time
+
 import pytest
 
 from fluxlite.client.sync import Handle
@@ -128,3 +130,27 @@ def test_since_skips_what_was_seen(h):
 def test_poll_before_start_is_an_error(h):
     with pytest.raises(UsageError, match="before start"):
         Journal(h).poll(timeout=1)
+
+
+def listeners(h):
+    return h.call("job-manager.stats")["journal"]["listeners"]
+
+
+def test_stop_and_a_vanished_client_end_the_stream_in_the_job_manager(inst, h):
+    j = Journal(h, include_sentinel=True).start()
+    until_sentinel(j)
+    assert listeners(h) == 1
+    j.stop()
+    assert listeners(h) == 0   # the cancel went first on this connection
+    assert j.poll(timeout=WAIT) is None
+    other = Handle(inst.uri)
+    j2 = Journal(other, include_sentinel=True).start()
+    until_sentinel(j2)
+    assert listeners(h) == 1
+    other.close()
+    deadline = time.monotonic() + 10
+    while listeners(h) != 0:
+        assert time.monotonic() < deadline, "a closed client's journal was never dropped"
+        h.poll(0.01)
+    jobid = api.submit(h, cmd("true"))   # posting to no listener is fine
+    assert api.wait(h, jobid, timeout=WAIT)["success"]
