@@ -234,3 +234,75 @@ def test_the_calls_maestros_flux_adapter_makes(inst, tmp_path):
         "output hi",
         "cancelled ['CA']",
     ]
+
+
+RADICAL_PROGRAM = r'''
+# the pattern of radical.utils' flux helper (radical/utils/flux/flux_helper_v1.py): a
+# thread follows the journal on its own handle while another submits
+import os, threading
+import flux, flux.job
+
+uri = os.environ["FLUXLITE_URI"]
+print("mode", "JournalConsumer" in dir(flux.job))
+events, stop, seen = {}, threading.Event(), threading.Event()
+lock = threading.Lock()
+
+def jwatcher():
+    fh = flux.Flux(uri)
+    journal = flux.job.JournalConsumer(fh)
+    journal.start()
+    while not stop.is_set():
+        try:
+            event = journal.poll(timeout=1.0)
+            if event:
+                with lock:
+                    events.setdefault(event.jobid, []).append(event.name)
+                    done = [j for j, names in events.items() if "clean" in names]
+                if len(done) >= 3:
+                    seen.set()
+        except TimeoutError:
+            pass
+    journal.stop()
+    fh.close()
+
+t = threading.Thread(target=jwatcher)
+t.start()
+fh = flux.Flux(uri)
+specs = []
+for i in range(3):
+    spec = flux.job.JobspecV1(
+        resources=[{"count": 2, "type": "slot", "label": "task",
+                    "with": [{"count": 1, "type": "core"}]}],
+        attributes={"system": {"duration": 0.0, "cwd": os.getcwd(),
+                               "environment": dict(os.environ)},
+                    "user": {"uid": f"task.{i}"}},
+        tasks=[{"command": ["sh", "-c", f"exit {i}"], "slot": "task", "count": {"per_slot": 1}}],
+        version=1)
+    spec.setattr_shell_option("exit-on-error", 1)
+    specs.append(spec)
+futs = [flux.job.submit_async(fh, s, waitable=True) for s in specs]
+ids = [f.get_id() for f in futs]
+for fid in ids:
+    flux.job.wait(fh, fid)
+print("seen", seen.wait(60))
+stop.set()
+t.join(30)
+print("joined", not t.is_alive())
+with lock:
+    print("events", [events[fid][0] for fid in ids], [events[fid][-1] for fid in ids],
+          [fid in events for fid in ids])
+long = flux.job.submit_async(fh, flux.job.JobspecV1.from_command(["sleep", "60"])).get_id()
+flux.job.event_wait(fh, long, "start")
+flux.job.cancel_async(fh, long, reason="user cancel").get()
+print("cancel", flux.job.wait(fh, long).success)
+'''
+
+
+def test_the_pattern_of_radicals_flux_helper(inst, tmp_path):
+    assert run_program(inst, tmp_path, RADICAL_PROGRAM) == [
+        "mode True",
+        "seen True",
+        "joined True",
+        "events ['submit', 'submit', 'submit'] ['clean', 'clean', 'clean'] [True, True, True]",
+        "cancel False",
+    ]
