@@ -17,11 +17,13 @@ import errno
 import time
 from typing import Annotated
 
-from ..errors import FluxliteError, NoChild, NotFound, PermissionDenied, TryAgain, UsageError
+from ..errors import (FluxliteError, NoChild, NotFound, PermissionDenied, ProtocolError, TryAgain,
+                      UsageError)
 from ..job import depend
 from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
+from ..protocol.message import STREAMING
 from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Signal, Struct,
                                Text, Urgency, UserId, WaitStatus)
 from ..util import fluid, fsd, idset
@@ -731,6 +733,8 @@ class JobManagerService(Service):
 
     @handler("job-manager.events-journal", schema=JournalRequest, streaming=True, roles=ANY)
     def events_journal(self, msg, r):
+        if not msg.flags & STREAMING:
+            raise ProtocolError("job-manager.events-journal requires the streaming flag")
         batch: list = []
         for job in list(self.jobs.values()):
             if (not r.full and job.state == states.INACTIVE) or not self._journal_sees(msg, job):

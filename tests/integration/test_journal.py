@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fluxlite.client.sync import Handle
-from fluxlite.errors import RPCTimeout, UsageError
+from fluxlite.errors import ProtocolError, RPCTimeout, UsageError
 from fluxlite.job import Jobspec, api
 from fluxlite.job.journal import SENTINEL, Journal
 from fluxlite.service.job_manager import JOURNAL_BATCH
@@ -154,3 +154,9 @@ def test_stop_and_a_vanished_client_end_the_stream_in_the_job_manager(inst, h):
         h.poll(0.01)
     jobid = api.submit(h, cmd("true"))   # posting to no listener is fine
     assert api.wait(h, jobid, timeout=WAIT)["success"]
+
+
+def test_a_journal_request_without_the_streaming_flag_is_refused(h):
+    with pytest.raises(ProtocolError, match="streaming flag"):
+        h.call("job-manager.events-journal", {"full": True}, timeout=WAIT)
+    assert listeners(h) == 0
