@@ -736,7 +736,7 @@ class JobManagerService(Service):
         if not msg.flags & STREAMING:
             raise ProtocolError("job-manager.events-journal requires the streaming flag")
         batch: list = []
-        for job in list(self.jobs.values()):
+        for job in self.jobs.values():   # nothing here changes the table
             if (not r.full and job.state == states.INACTIVE) or not self._journal_sees(msg, job):
                 continue
             try:
