@@ -18,13 +18,15 @@ import sys
 import time
 from typing import Annotated
 
-from ..errors import FluxliteError, NoChild, NotFound, PermissionDenied, TryAgain, UsageError
+from ..errors import (FluxliteError, NoChild, NotFound, PermissionDenied, ProtocolError, TryAgain,
+                      UsageError)
 from ..job import depend
 from ..job import jobspec as js
 from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
-from ..protocol.schema import (AnyMap, JobId, Meta, Name, Severity, Signal, Struct, Text, Urgency,
-                               UserId, WaitStatus)
+from ..protocol.message import STREAMING
+from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Signal, Struct,
+                               Text, Urgency, UserId, WaitStatus)
 from ..util import fluid, fsd, idset
 from .base import ANY, OWNER, Service, handler
 
@@ -107,6 +109,16 @@ class ListRequest(Struct, kw_only=True):
     ids: list[JobId] | None = None
     userid: UserId | None = None     # only this user's jobs (None: everyone's)
 
+
+class JournalRequest(Struct, kw_only=True):
+    full: bool = False    # history of every known job (else of the active ones only)
+
+
+class JournalCancelRequest(Struct, kw_only=True):
+    matchtag: Matchtag
+
+
+JOURNAL_BATCH = 64   # jobs per history response of job-manager.events-journal
 
 _BUSY = (states.RUN, states.CLEANUP)
 
@@ -211,6 +223,7 @@ class JobManagerService(Service):
         self.idle_waiters: list = []
         self.inactive: dict[int, Job] = {}  # inactive jobs, oldest first (purge order)
         self._purge_timer = None
+        self.journal: list = []  # job-manager.events-journal streams
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -226,6 +239,8 @@ class JobManagerService(Service):
         """Append one entry to the main eventlog and move the job's state."""
         e = entry(name, context)
         self.kvs.commit(list(extra_ops) + [{"key": job.key, "append": [e]}])
+        if self.journal:
+            self._journal_post(job, [e])
         self._advance(job, name, context)
 
     def _advance(self, job: Job, name: str, context: dict | None) -> None:
@@ -306,6 +321,8 @@ class JobManagerService(Service):
                   entry("validate")]
         self.kvs.commit([{"key": job_key(jobid, "jobspec"), "value": spec},
                          {"key": job.key, "append": events}])
+        if self.journal:
+            self._journal_post(job, events)
         for e in events:
             self._advance(job, e["name"], e.get("context"))
         self._add_dependencies(job, spec["attributes"]["system"].get("dependencies", []))
@@ -671,7 +688,8 @@ class JobManagerService(Service):
     def stats(self, msg, r):
         """Counts of every job in the instance, as `jobs --stats` prints them."""
         out = {"pending": 0, "running": 0, "successful": 0, "failed": 0,
-               "inactive_purged": self.inactive_purged}
+               "inactive_purged": self.inactive_purged,
+               "journal": {"listeners": len(self.journal)}}
         for job in self.jobs.values():
             if job.state in states.PENDING or job.state == states.NEW:
                 out["pending"] += 1
@@ -693,6 +711,73 @@ class JobManagerService(Service):
     @handler("job-manager.info", schema=JobRequest, roles=ANY)
     def info(self, msg, r):
         return self._job(r.id).info(self.level)
+
+    # ------------------------------------------------------------ journal
+    # job-manager.events-journal streams the main eventlog entries of every job the
+    # caller may see (the owner: all; a guest: its own), as Flux's job-manager does.
+    # Each response is {"jobs": [{"id", "events", "jobspec"?, "R"?}...]}: first the
+    # history (every known job with `full`, else the active ones), JOURNAL_BATCH jobs
+    # a response, then {"jobs": []} (the sentinel), then one response per new entry
+    # (the submit entry with the job's jobspec, alloc with its R).  Responses go
+    # straight to the client's connection, bounded by broker.client-queue like every
+    # stream.  The stream ends with the client, events-journal-cancel or shutdown.
+    def _journal_job(self, job: Job, events: list, jobspec: bool, R: bool) -> dict:
+        out = {"id": job.id, "events": events}
+        for key, want in (("jobspec", jobspec), ("R", R)):
+            if want:
+                try:
+                    value = self.kvs.lookup(job_key(job.id, key))
+                except FluxliteError:
+                    continue
+                out[key] = _redacted(value) if key == "jobspec" else value
+        return out
+
+    def _journal_sees(self, msg, job: Job) -> bool:
+        return job.userid == msg.userid or self._is_owner(msg)
+
+    def _journal_post(self, job: Job, events: list) -> None:
+        for e in events:
+            resp = {"jobs": [self._journal_job(job, [e], e["name"] == "submit",
+                                               e["name"] == "alloc")]}
+            for w in self.journal:
+                if self._journal_sees(w, job):
+                    self.respond(w, resp)
+
+    @handler("job-manager.events-journal", schema=JournalRequest, streaming=True, roles=ANY)
+    def events_journal(self, msg, r):
+        if not msg.flags & STREAMING:
+            raise ProtocolError("job-manager.events-journal requires the streaming flag")
+        batch: list = []
+        for job in self.jobs.values():   # nothing here changes the table
+            if (not r.full and job.state == states.INACTIVE) or not self._journal_sees(msg, job):
+                continue
+            try:
+                events = self.kvs.lookup(job.key)
+            except FluxliteError:
+                continue
+            batch.append(self._journal_job(job, events, True, True))
+            if len(batch) >= JOURNAL_BATCH:
+                self.respond(msg, {"jobs": batch})
+                batch = []
+        if batch:
+            self.respond(msg, {"jobs": batch})
+        self.respond(msg, {"jobs": []})
+        self.journal.append(msg)
+        self.track_stream(msg, lambda: self._journal_drop(msg))
+
+    def _journal_drop(self, msg) -> bool:
+        if msg in self.journal:
+            self.journal.remove(msg)
+            return True
+        return False
+
+    @handler("job-manager.events-journal-cancel", schema=JournalCancelRequest, roles=ANY)
+    def events_journal_cancel(self, msg, r):
+        for w in [w for w in self.journal if w.matchtag == r.matchtag and w.route == msg.route]:
+            self._journal_drop(w)
+            self.untrack_stream(w)
+            self.end_stream(w)
+        return {}
 
     # -------------------------------------------------------------- queue
     @handler("job-manager.queue-start", schema=QueueStartRequest)
@@ -841,3 +926,16 @@ class JobManagerService(Service):
             if job.state not in (states.INACTIVE, states.CLEANUP) and job.fatal is None:
                 self.raise_exception(job, "cancel", 0, "instance shutting down")
         await self._idle.wait()
+        for w in self.journal:
+            self.untrack_stream(w)
+            self.end_stream(w)
+        self.journal.clear()
+
+
+def _redacted(jobspec: dict) -> dict:
+    """A jobspec without its environment, as Flux's journal gives it."""
+    system = jobspec.get("attributes", {}).get("system", {})
+    if "environment" not in system:
+        return jobspec
+    system = {k: v for k, v in system.items() if k != "environment"}
+    return {**jobspec, "attributes": {**jobspec["attributes"], "system": system}}

@@ -46,7 +46,11 @@ class Flux:
             url or os.environ.get("FLUXLITE_URI") or os.environ.get("FLUX_URI"))
 
     def attr_get(self, name: str) -> str:
-        """A broker attribute of this rank, e.g. size, local-uri, rundir."""
+        """A broker attribute of this rank, e.g. size, local-uri, rundir; `version`
+        is fluxlite's version (Flux gives flux-core's)."""
+        if name == "version":
+            from fluxlite import __version__
+            return __version__
         try:
             return self.handle.getattr(name)
         except FluxliteError as exc:

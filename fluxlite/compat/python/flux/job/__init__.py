@@ -1,6 +1,7 @@
 """`flux.job` over fluxlite.job: JobspecV1 (fluxlite.job.Jobspec), JobID, submit,
 submit_async, wait, result, event_watch, event_wait, cancel, kill, job_list,
-JobList and FluxExecutor (fluxlite.job.Executor).  A name outside that surface
+JobList, JournalConsumer (fluxlite.job.journal) and FluxExecutor
+(fluxlite.job.Executor).  A name outside that surface
 raises NotImplementedError naming it."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import json
 import signal as _signal
 
 from fluxlite.errors import FluxliteError
-from fluxlite.job import Jobspec as JobspecV1
+from fluxlite.job import Jobspec as _Jobspec
 from fluxlite.job import api, states
 from fluxlite.job.executor import Executor
 from fluxlite.util import fluid
@@ -19,7 +20,55 @@ from .._rpc import STATE_BITS, rpc  # noqa: F401  (STATE_BITS: as Flux's flux.jo
 
 __all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
-           "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException"]
+           "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException",
+           "JournalConsumer", "JournalEvent", "SENTINEL_EVENT"]
+
+
+class JobspecV1(_Jobspec):
+    """fluxlite.job.Jobspec under Flux's name, with Flux's spellings beside it:
+    `input`/`output`/`error` (the stdin/stdout/stderr paths), and from_command's
+    `output="kvs"`/`"none"` (the output stays in the job's log, fluxlite's
+    default).  from_command's env_expand, label_io, unbuffered, queue and bank,
+    and Jobspec methods fluxlite lacks (add_file, per_resource, from_yaml_*...),
+    raise NotImplementedError naming them."""
+
+    input = _Jobspec.stdin
+    output = _Jobspec.stdout
+    error = _Jobspec.stderr
+
+    @classmethod
+    def from_command(cls, command, num_tasks=1, cores_per_task=1, gpus_per_task=None,
+                     num_nodes=None, exclusive=False, duration=None, environment=None,
+                     env_expand=None, cwd=None, rlimits=None, name=None, input=None,
+                     output=None, error=None, label_io=False, unbuffered=False, queue=None,
+                     bank=None, **kwargs):
+        for arg, value in (("env_expand", env_expand), ("label_io", label_io or None),
+                           ("unbuffered", unbuffered or None), ("queue", queue),
+                           ("bank", bank)):
+            if value is not None:
+                raise NotImplementedError(f"flux.job.JobspecV1.from_command({arg}=...): "
+                                          "not in fluxlite")
+        output = None if output in ("kvs", "none") else output
+        error = None if error in ("kvs", "none") else error
+        return super().from_command(command, num_tasks, cores_per_task, gpus_per_task,
+                                    num_nodes, exclusive, duration, environment, cwd,
+                                    rlimits, name, input, output, error, **kwargs)
+
+    @classmethod
+    def per_resource(cls, *args, **kwargs):
+        raise missing("flux.job.JobspecV1", "per_resource")
+
+    @classmethod
+    def from_yaml_stream(cls, *args, **kwargs):
+        raise missing("flux.job.JobspecV1", "from_yaml_stream")
+
+    @classmethod
+    def from_yaml_file(cls, *args, **kwargs):
+        raise missing("flux.job.JobspecV1", "from_yaml_file")
+
+    def __getattr__(self, name):
+        raise missing("flux.job.JobspecV1", name)
+
 
 Jobspec = JobspecV1
 
@@ -60,7 +109,7 @@ def _id(jobid) -> int:
 
 
 def _spec(jobspec):
-    if isinstance(jobspec, JobspecV1):
+    if isinstance(jobspec, _Jobspec):
         return jobspec.jobspec
     if isinstance(jobspec, (str, bytes)):
         return json.loads(jobspec)
@@ -224,6 +273,7 @@ class JobList:
         if name is not None or queue is not None:
             raise NotImplementedError("flux.job.JobList(name=/queue=): not in fluxlite")
         self._h = _handle(flux_handle)
+        self.errors = []   # as Flux's: errors met by jobs() (none here: it raises)
         self.filters = {f.strip().upper() for f in (filters or []) for f in f.split(",")
                         if f.strip()}
         self.ids = [_id(i) for i in ids or []]
@@ -279,6 +329,10 @@ class FluxExecutor(Executor):
         if isinstance(url, bytes):
             url = url.decode()
         super().__init__(url)
+
+
+from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
+from . import list as _list_module  # noqa: E402,F401  (flux.job.list, as in Flux)
 
 
 def __getattr__(name):

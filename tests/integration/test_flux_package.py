@@ -1,0 +1,308 @@
+"""fluxlite's `flux` Python package, call by call, as Flux's bindings define them
+(src/bindings/python/flux/job/): each program runs with `fluxlite compat env` on."""
+
+import subprocess
+
+import pytest
+
+from fluxlite.testing import fluxlite_command
+
+pytestmark = pytest.mark.timeout(120)
+
+COMPAT = 'eval "$(fluxlite compat env)" && '
+
+
+@pytest.fixture
+def inst(instance_factory):
+    return instance_factory(1, cores_per_rank=4)
+
+
+def run_program(inst, tmp_path, text, timeout=90):
+    prog = tmp_path / "prog.py"
+    prog.write_text(text)
+    python = fluxlite_command()[0].rsplit("/", 1)[0] + "/python"
+    cp = subprocess.run(["sh", "-c", COMPAT + f"{python} {prog}"], env=inst.env,
+                        capture_output=True, text=True, timeout=timeout)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout.splitlines()
+
+
+JOURNAL_PROGRAM = r'''
+import flux, flux.job
+from flux.job import JobspecV1, JournalConsumer
+
+h = flux.Flux()
+old = flux.job.submit(h, JobspecV1.from_command(["true"]))
+flux.job.wait(h, old)
+c = JournalConsumer(h, include_sentinel=True).start()
+history = []
+while True:
+    e = c.poll(timeout=60)
+    if e.is_empty():
+        break
+    history.append(e)
+print("history", [e.name for e in history][0], [e.name for e in history][-1],
+      all(e.jobid == old for e in history), e is JournalConsumer.SENTINEL_EVENT)
+print("submit", history[0].jobspec["tasks"][0]["command"], "userid" in history[0].context)
+new = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 2"]))
+live = []
+while not live or live[-1].name != "clean":
+    live.append(c.poll(timeout=60))
+print("live", all(e.jobid == new for e in live), [e.name for e in live][:2],
+      live[0].timestamp <= live[-1].timestamp, bool(next(e for e in live if e.name == "alloc").R))
+print("str", str(live[0]).startswith(new.f58 + ":"))
+try:
+    c.poll(timeout=0.2)
+except TimeoutError:
+    print("timeout")
+c.stop()
+print("stopped", c.poll(timeout=60))
+try:
+    JournalConsumer(h).poll()
+except RuntimeError as exc:
+    print("unstarted", exc)
+try:
+    c.set_callback(print)
+except NotImplementedError as exc:
+    print("missing", str(exc).split(":")[0])
+'''
+
+
+def test_journal_consumer_history_sentinel_live_timeout_stop(inst, tmp_path):
+    assert run_program(inst, tmp_path, JOURNAL_PROGRAM) == [
+        "history submit clean True True",
+        "submit ['true'] True",
+        "live True ['submit', 'validate'] True True",
+        "str True",
+        "timeout",
+        "stopped None",
+        "unstarted poll() called before start()",
+        "missing flux.job.JournalConsumer.set_callback",
+    ]
+
+
+JOBSPEC_PROGRAM = r'''
+import datetime, json, os, pathlib
+import flux, flux.job
+from flux.job import JobspecV1
+
+h = flux.Flux()
+s = JobspecV1.from_command(["sh", "-c", "echo out; echo err >&2; cat"], num_tasks=2,
+                           cores_per_task=1, duration="1m", environment={"A": "1"},
+                           cwd=pathlib.Path("/tmp"), name="named", output="kvs")
+print("from_command", s.duration, s.environment, s.cwd, s.getattr("system.job.name"),
+      s.stdout, type(s).__name__)
+s.cwd = os.getcwd(); s.environment = dict(os.environ, B="2")
+s.duration = datetime.timedelta(seconds=30)
+s.input = "in.txt"; s.output = "out.{{id}}"; s.error = "err.{{id}}"
+print("setters", s.duration, s.environment["B"], s.stdin == s.input == os.path.abspath("in.txt"),
+      s.stdout, s.output, s.stderr, s.error)
+s.stdin = "in.txt"; s.stdout = "o.txt"; s.stderr = "e.txt"
+pathlib.Path("in.txt").write_text("from stdin\n")
+s.setattr("user.tag", "t1"); s.setattr("attributes.user.more", 2)
+s.setattr_shell_option("exit-timeout", "none")
+print("attrs", s.getattr("user.tag"), s.attributes["user"]["more"],
+      s.getattr("system.shell.options")["exit-timeout"])
+jobid = flux.job.submit(h, s)
+print("ran", flux.job.wait(h, jobid).success, sorted(pathlib.Path("o.txt").read_text().split()),
+      pathlib.Path("e.txt").read_text().split())
+raw = JobspecV1.from_command(["true"]).jobspec
+again = JobspecV1(**json.loads(json.dumps(raw)))
+print("ctor", again.version, again.tasks[0]["command"],
+      flux.job.wait(h, flux.job.submit(h, again)).success)
+again = JobspecV1(resources=raw["resources"], tasks=raw["tasks"],
+                  attributes=raw["attributes"], version=1)
+print("ctor-kw", type(again).__name__, again.resources == raw["resources"])
+try:
+    JobspecV1(raw["resources"], raw["tasks"], raw["attributes"], version=2)
+except ValueError as exc:
+    print("version", exc)
+nest = JobspecV1.from_nest_command(["fluxlite", "getattr", "size"], num_slots=1)
+print("nest", nest.getattr("system.shell.options")["instance"], type(nest).__name__)
+batch = JobspecV1.from_batch_command("#!/bin/sh\nflux getattr size\n", "myjob", num_slots=1)
+print("batch", batch.getattr("system.job.name"), batch.getattr("system.batch.script")[:2])
+bid = flux.job.submit(h, batch)
+print("batch ran", flux.job.wait(h, bid).success)
+for call in (lambda: JobspecV1.from_command(["true"], queue="debug"),
+             lambda: JobspecV1.from_command(["true"], unbuffered=True),
+             lambda: JobspecV1.from_command(["true"], label_io=True),
+             lambda: JobspecV1.from_command(["true"]).add_file("a", "b"),
+             lambda: JobspecV1.per_resource(["true"], ncores=1)):
+    try:
+        call()
+    except NotImplementedError as exc:
+        print("missing", str(exc).split(":")[0])
+'''
+
+
+def test_jobspecv1_factories_setters_and_constructor(inst, tmp_path):
+    assert run_program(inst, tmp_path, f"import os; os.chdir({str(tmp_path)!r})\n"
+                       + JOBSPEC_PROGRAM) == [
+        "from_command 60.0 {'A': '1'} /tmp named None JobspecV1",
+        "setters 30.0 2 True out.{{id}} out.{{id}} err.{{id}} err.{{id}}",
+        "attrs t1 2 none",
+        "ran True ['from', 'from', 'out', 'out', 'stdin', 'stdin'] ['err', 'err']",
+        "ctor 1 ['true'] True",
+        "ctor-kw JobspecV1 True",
+        "version version must be 1",
+        "nest 1 JobspecV1",
+        "batch myjob #!",
+        "batch ran True",
+        "missing flux.job.JobspecV1.from_command(queue=...)",
+        "missing flux.job.JobspecV1.from_command(unbuffered=...)",
+        "missing flux.job.JobspecV1.from_command(label_io=...)",
+        "missing flux.job.JobspecV1.add_file",
+        "missing flux.job.JobspecV1.per_resource",
+    ]
+
+
+EXECUTOR_PROGRAM = r'''
+import os, threading
+import flux, flux.job
+from flux.job import FluxExecutor, JobspecV1
+
+uri = os.environ["FLUXLITE_URI"]
+order, done = [], threading.Event()
+with FluxExecutor(handle_args=(uri,)) as ex:
+    fut = ex.submit(JobspecV1.from_command(["sh", "-c", "exit 4"]))
+    fut.add_jobid_callback(lambda f: order.append(("jobid", f.jobid())))
+    for name in ("submit", "start", "finish"):
+        fut.add_event_callback(name, lambda f, e: order.append((e.name, f.jobid())))
+    fut.add_done_callback(lambda f: (order.append(("done", f.result())), done.set()))
+    jobid = fut.jobid(timeout=60)
+    print("result", fut.result(timeout=60), done.wait(60), isinstance(jobid, int))
+    print("order", [o[0] for o in order], {o[1] for o in order[:-1]} == {jobid})
+with FluxExecutor(handle_kwargs={"url": uri}) as ex:
+    h = flux.Flux()
+    other = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 5"]))
+    att = ex.attach(other)
+    print("attach", att.jobid(timeout=60) == other, att.result(timeout=60))
+try:
+    FluxExecutor(handle_kwargs={"flags": 1})
+except NotImplementedError as exc:
+    print("missing", str(exc).split(":")[0])
+'''
+
+
+def test_flux_executor_handle_args_callbacks_and_attach(inst, tmp_path):
+    assert run_program(inst, tmp_path, EXECUTOR_PROGRAM) == [
+        "result 4 True True",
+        "order ['jobid', 'submit', 'start', 'finish', 'done'] True",
+        "attach True 5",
+        "missing flux.job.FluxExecutor",
+    ]
+
+
+MAESTRO_PROGRAM = r'''
+# the calls Maestro's flux adapter (maestrowf/interfaces/script/_flux/flux0_49_0.py) makes
+import os
+import flux
+
+h = flux.Flux()
+print("version", bool(h.attr_get("version")))
+spec = flux.job.JobspecV1.from_command(["sh", "-c", "echo hi"], num_tasks=1, num_nodes=1,
+                                       cores_per_task=1, gpus_per_task=0, exclusive=False,
+                                       queue=None, bank=None)
+spec.setattr("system.job.name", "step")
+spec.cwd = os.getcwd()
+spec.environment = dict(os.environ)
+spec.setattr_shell_option("exit-timeout", "none")
+spec.duration = 60
+spec.stdout = "step.{{id}}.out"
+spec.stderr = "step.{{id}}.err"
+nest = flux.job.JobspecV1.from_nest_command(["true"], num_nodes=1, cores_per_slot=1,
+                                            num_slots=1, gpus_per_slot=None, conf=None,
+                                            exclusive=False, queue=None, bank=None)
+jobid = flux.job.submit(h, spec, waitable=True, urgency=16)
+flux.job.wait(h, jobid)
+rpc = flux.job.list.JobList(h, ids=[flux.job.JobID(str(jobid.f58))])
+print("statuses", {str(j.id.f58) == jobid.f58: j.status_abbrev for j in rpc.jobs()}, rpc.errors)
+print("output", open(f"step.{jobid.f58}.out").read().strip())
+long = flux.job.submit(h, flux.job.JobspecV1.from_command(["sleep", "60"]))
+for job in flux.job.list.JobList(h, ids=[long]).jobs():
+    flux.job.cancel(h, int(job.id))
+flux.job.wait(h, long)
+print("cancelled", [j.status_abbrev for j in flux.job.list.JobList(h, ids=[long]).jobs()])
+'''
+
+
+def test_the_calls_maestros_flux_adapter_makes(inst, tmp_path):
+    assert run_program(inst, tmp_path, f"import os; os.chdir({str(tmp_path)!r})\n"
+                       + MAESTRO_PROGRAM) == [
+        "version True",
+        "statuses {True: 'CD'} []",
+        "output hi",
+        "cancelled ['CA']",
+    ]
+
+
+RADICAL_PROGRAM = r'''
+# the pattern of radical.utils' flux helper (radical/utils/flux/flux_helper_v1.py): a
+# thread follows the journal on its own handle while another submits
+import os, threading
+import flux, flux.job
+
+uri = os.environ["FLUXLITE_URI"]
+print("mode", "JournalConsumer" in dir(flux.job))
+events, stop, seen = {}, threading.Event(), threading.Event()
+lock = threading.Lock()
+
+def jwatcher():
+    fh = flux.Flux(uri)
+    journal = flux.job.JournalConsumer(fh)
+    journal.start()
+    while not stop.is_set():
+        try:
+            event = journal.poll(timeout=1.0)
+            if event:
+                with lock:
+                    events.setdefault(event.jobid, []).append(event.name)
+                    done = [j for j, names in events.items() if "clean" in names]
+                if len(done) >= 3:
+                    seen.set()
+        except TimeoutError:
+            pass
+    journal.stop()
+    fh.close()
+
+t = threading.Thread(target=jwatcher)
+t.start()
+fh = flux.Flux(uri)
+specs = []
+for i in range(3):
+    spec = flux.job.JobspecV1(
+        resources=[{"count": 2, "type": "slot", "label": "task",
+                    "with": [{"count": 1, "type": "core"}]}],
+        attributes={"system": {"duration": 0.0, "cwd": os.getcwd(),
+                               "environment": dict(os.environ)},
+                    "user": {"uid": f"task.{i}"}},
+        tasks=[{"command": ["sh", "-c", f"exit {i}"], "slot": "task", "count": {"per_slot": 1}}],
+        version=1)
+    spec.setattr_shell_option("exit-on-error", 1)
+    specs.append(spec)
+futs = [flux.job.submit_async(fh, s, waitable=True) for s in specs]
+ids = [f.get_id() for f in futs]
+for fid in ids:
+    flux.job.wait(fh, fid)
+print("seen", seen.wait(60))
+stop.set()
+t.join(30)
+print("joined", not t.is_alive())
+with lock:
+    print("events", [events[fid][0] for fid in ids], [events[fid][-1] for fid in ids],
+          [fid in events for fid in ids])
+long = flux.job.submit_async(fh, flux.job.JobspecV1.from_command(["sleep", "60"])).get_id()
+flux.job.event_wait(fh, long, "start")
+flux.job.cancel_async(fh, long, reason="user cancel").get()
+print("cancel", flux.job.wait(fh, long).success)
+'''
+
+
+def test_the_pattern_of_radicals_flux_helper(inst, tmp_path):
+    assert run_program(inst, tmp_path, RADICAL_PROGRAM) == [
+        "mode True",
+        "seen True",
+        "joined True",
+        "events ['submit', 'submit', 'submit'] ['clean', 'clean', 'clean'] [True, True, True]",
+        "cancel False",
+    ]
