@@ -111,15 +111,58 @@ def lsattr(values, rank):
 
 @click.command(context_settings=HELP)
 @click.option("-r", "--rank", type=RANK, default=None, help="Ask this rank (default: local).")
-@click.option("-C", "--clear", is_flag=True, help="Clear the ring after printing it.")
+@click.option("-C", "--clear", is_flag=True, help="Clear the ring (after printing it).")
+@click.option("-f", "--follow", is_flag=True,
+              help="After the ring, print new entries as they arrive, until Ctrl-C.")
+@click.option("-n", "--new", is_flag=True, help="Follow only new entries (implies -f).")
+@click.option("-H", "--human", is_flag=True,
+              help="Human-readable times: [MonDD HH:MM] then offsets from it.")
+@click.option("-d", "--delta", is_flag=True,
+              help="With -H, the time since the previous entry instead.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entry.")
-def dmesg(rank, clear, as_json):
-    """Print the broker's recent log entries."""
-    from ..util.log import format_entry
+def dmesg(rank, clear, follow, new, human, delta, as_json):
+    """Print the broker's recent log entries (its ring buffer)."""
+    from ..errors import UsageError
+    if as_json and human:
+        raise UsageError("--json and --human do not go together")
+    if delta and not human:
+        raise UsageError("--delta needs --human")
+    if clear and (follow or new):
+        raise UsageError("--clear does not go with --follow")
+    show = _entry_printer(as_json, human, delta)
     with handle() as h:
-        entries = h.call("broker.dmesg", {"clear": clear}, nodeid=rank)["entries"]
-    for e in entries:
-        click.echo(json.dumps(e) if as_json else format_entry(e))
+        if not (follow or new):
+            for e in h.call("broker.dmesg", {"clear": clear}, nodeid=rank)["entries"]:
+                show(e)
+            return
+        try:
+            for resp in h.stream("broker.dmesg-follow", {"new": new}, nodeid=rank):
+                for e in resp["entries"]:
+                    show(e)
+        except KeyboardInterrupt:
+            return 0  # stopped as asked
+
+
+def _entry_printer(as_json: bool, human: bool, delta: bool):
+    from ..util.log import format_entry
+    if as_json:
+        return lambda e: click.echo(json.dumps(e))
+    if not human:
+        return lambda e: click.echo(format_entry(e))
+    last = {"abs": None, "prev": None}
+
+    def show(e):
+        t = e.get("t", 0.0)
+        minute = int(t // 60)
+        if last["abs"] is None or minute != int(last["abs"] // 60):
+            stamp = time.strftime("[%b%d %H:%M]", time.localtime(t))
+            last["abs"] = t
+        else:
+            since = t - (last["prev"] if delta else last["abs"])
+            stamp = f"[{since:+11.6f}]"
+        last["prev"] = t
+        click.echo(f"{stamp} {format_entry(e, with_time=False)}")
+    return show
 
 
 @click.command(context_settings=HELP)
