@@ -167,12 +167,19 @@ def _entry_printer(as_json: bool, human: bool, delta: bool):
 
 @click.command(context_settings=HELP)
 @click.option("--reason", default="", help="Why (logged by the broker).")
-def shutdown(reason):
-    """Shut the instance down: running jobs are cancelled, brokers leave leaves-first."""
+@click.argument("target", required=False)
+def shutdown(reason, target):
+    """Shut the instance down: running jobs are cancelled, brokers leave leaves-first.
+
+    TARGET (default: this instance) is a job id, to shut down the instance
+    that job runs, or a URI, as for `fluxlite uri`.  Returns once the shutdown
+    has begun."""
     import errno
 
     from ..errors import FluxliteError
-    with handle() as h:
+    from .proxy import resolve
+    uri = resolve(target) if target else None
+    with handle(uri) as h:
         try:
             h.call("broker.shutdown", {"reason": reason or "fluxlite shutdown"}, nodeid=0)
         except FluxliteError as exc:
