@@ -269,3 +269,27 @@ def test_uri_of_a_job_that_is_not_an_instance(inst1):
         cp = inst1.cli(*args)
         assert cp.returncode != 0 and "is not an instance" in cp.stderr, cp.stderr
     inst1.cli("cancel", f58, check=True)
+
+
+# ------------------------------------------------------- the guide's section 9
+# flux(1)'s commands, from flux-core's doc/man1
+FLUX_COMMANDS = """alloc archive batch broker bulksubmit cancel config content cron dmesg dump
+env event exec filemap fsck getattr hostlist housekeeping hwloc job jobs jobtap keygen
+kvs logger mini modprobe module multi-prog overlay pgrep ping pmi proxy pstree python
+queue resource restore run shutdown sproc start startlog submit top update uptime uri
+version watch""".split()
+
+
+def test_guide_names_every_flux_command_fluxlite_lacks():
+    import pathlib
+
+    from fluxlite.cli import COMMANDS
+    guide = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guide.md"
+    text = guide.read_text()
+    section = text[text.index("## 9. Differences from Flux"):
+                   text.index("## 10. Flux compatibility")]
+    missing = [c for c in FLUX_COMMANDS if c not in COMMANDS and f"`{c}`" not in section
+               and f"`{c}`/" not in section and f"/`{c}`" not in section]
+    assert missing == [], f"section 9 does not say these Flux commands are absent: {missing}"
+    assert "PMIx" in section and "PMI-2" in section and "JournalConsumer" in section
+    assert "backfill" in section and "flux-sched" in section and "`job wait`" in section
