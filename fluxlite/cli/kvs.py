@@ -1,4 +1,4 @@
-"""`fluxlite kvs get|put|ls|eventlog`: the instance's key-value store from the shell."""
+"""`fluxlite kvs get|put|ls|dir|unlink|eventlog`: the instance's key-value store from the shell."""
 
 from __future__ import annotations
 
@@ -52,12 +52,101 @@ def put(append, pairs):
 
 
 @kvs.command(context_settings=HELP)
+@click.option("-R", "--recursive", is_flag=True, help="List subdirectories too, as ls -R.")
 @click.argument("directory", default=".")
-def ls(directory):
-    """List the keys in DIRECTORY (subdirectories end in '.')."""
+def ls(recursive, directory):
+    """List the keys in DIRECTORY (subdirectories end in '.').
+
+    With -R, each directory's listing follows a 'KEY:' line, a blank line
+    between them, as flux kvs ls -R."""
     with handle() as h:
-        for name in h.call("kvs.ls", {"key": directory}, nodeid=0)["entries"]:
-            click.echo(name)
+        if not recursive:
+            for name in _entries(h, directory):
+                click.echo(name)
+            return
+        pending, first = [_dirkey(directory)], True
+        while pending:
+            key = pending.pop(0)
+            names = _entries(h, key)
+            if not first:
+                click.echo("")
+            first = False
+            click.echo(f"{key}:")
+            for name in names:
+                click.echo(name)
+            # depth first, in order, as ls -R
+            pending[:0] = [_join(key, n[:-1]) for n in names if n.endswith(".")]
+
+
+@kvs.command(context_settings=HELP)
+@click.option("-R", "--recursive", is_flag=True, help="Show the keys of subdirectories too.")
+@click.option("-d", "--directory", "keys_only", is_flag=True, help="Keys only, no values.")
+@click.argument("key", default=".")
+def dir(recursive, keys_only, key):  # noqa: A001 - the command is called dir
+    """Print every key under directory KEY with its value, 'KEY = VALUE', as
+    flux kvs dir (a subdirectory prints as 'KEY.' unless -R)."""
+    with handle() as h:
+        _dump_dir(h, _dirkey(key), recursive, keys_only)
+
+
+def _dump_dir(h, key, recursive, keys_only):
+    for name in _entries(h, key):
+        if name.endswith("."):
+            sub = _join(key, name[:-1])
+            if recursive:
+                _dump_dir(h, sub, recursive, keys_only)
+            else:
+                click.echo(f"{sub}.")
+            continue
+        full = _join(key, name)
+        if keys_only:
+            click.echo(full)
+        else:
+            value = h.call("kvs.get", {"key": full}, nodeid=0)["value"]
+            click.echo(f"{full} = {value if isinstance(value, str) else json.dumps(value)}")
+
+
+@kvs.command(context_settings=HELP)
+@click.option("-R", "--recursive", is_flag=True, help="Remove a directory and all under it.")
+@click.option("-f", "--force", is_flag=True, help="Ignore keys that do not exist.")
+@click.argument("keys", nargs=-1, required=True)
+def unlink(recursive, force, keys):
+    """Remove each KEY, in one atomic commit; a non-empty directory needs -R."""
+    import errno
+
+    from ..errors import FluxliteError
+    ops = []
+    with handle() as h:
+        for key in keys:
+            if _dirkey(key) == ".":
+                raise UsageError("cannot unlink the root directory")
+            try:
+                h.call("kvs.get", {"key": key}, nodeid=0)
+            except FluxliteError as exc:
+                if exc.errnum == errno.ENOENT:
+                    if force:
+                        continue
+                    raise FluxliteError(f"cannot unlink {key!r}: no such key") from None
+                if exc.errnum != errno.EISDIR:
+                    raise
+                if not recursive and _entries(h, key):
+                    raise FluxliteError(f"cannot unlink {key!r}: it is a non-empty "
+                                        "directory (use -R)") from None
+            ops.append({"key": key, "unlink": True})
+        if ops:
+            h.call("kvs.commit", {"ops": ops}, nodeid=0)
+
+
+def _entries(h, key: str) -> list[str]:
+    return h.call("kvs.ls", {"key": key}, nodeid=0)["entries"]
+
+
+def _dirkey(key: str) -> str:
+    return key.strip(".") or "."
+
+
+def _join(directory: str, name: str) -> str:
+    return name if directory == "." else f"{directory}.{name}"
 
 
 @kvs.command(context_settings=HELP)

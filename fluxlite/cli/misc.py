@@ -12,32 +12,63 @@ from .common import HELP, RANK, handle
 
 
 @click.command(context_settings=HELP)
-@click.option("-c", "--count", type=click.IntRange(1, None), default=1, show_default=True,
-              help="Number of pings to send.")
-@click.option("-i", "--interval", type=click.FloatRange(0, 3600), default=0.0,
-              help="Seconds between pings.")
+@click.option("-c", "--count", type=click.IntRange(0, None), default=0,
+              help="Stop after COUNT replies (default: until interrupted).")
+@click.option("-i", "--interval", type=click.FloatRange(0, 3600), default=1.0,
+              show_default=True, help="Seconds between pings (0: no delay).")
 @click.option("-r", "--rank", type=RANK, default=None, help="Rank to ping a SERVICE on.")
 @click.option("-p", "--pad", type=click.IntRange(0, 1 << 20), default=0,
               help="Bytes of padding in each ping.")
 @click.argument("target")
 def ping(count, interval, rank, pad, target):
-    """Ping TARGET: a rank number (its broker service) or a service name."""
-    if target.isdigit():
-        nodeid, topic = int(target), "broker.ping"
-    else:
-        nodeid, topic = rank, f"{target}.ping"
-    payload = {"pad": "x" * pad, "seq": 0}
+    """Ping TARGET until interrupted: a rank (its broker), a SERVICE (e.g. kvs), or
+    RANK!SERVICE (e.g. 1!kvs, the same as --rank 1 kvs).
+
+    Each reply prints RANK!SERVICE.ping pad=N seq=N time=MS ms (ROUTE); Ctrl-C
+    stops it (exit 0)."""
+    nodeid, service = _ping_target(target, rank)
+    topic = f"{service}.ping"
+    payload = {"pad": "p" * pad, "seq": 0}
     with handle() as h:
-        for seq in range(count):
-            payload["seq"] = seq
-            t0 = time.perf_counter()
-            resp = h.call(topic, payload, nodeid=nodeid)
-            ms = (time.perf_counter() - t0) * 1000
-            hops = len(resp.get("route", [])) if isinstance(resp, dict) else 0
-            where = resp.get("rank", nodeid) if isinstance(resp, dict) else nodeid
-            click.echo(f"{where}!{topic} pad={pad} seq={seq} time={ms:.3f} ms (hops={hops})")
-            if interval and seq + 1 < count:
-                time.sleep(interval)
+        seq = 0
+        try:
+            while not count or seq < count:
+                payload["seq"] = seq
+                t0 = time.perf_counter()
+                resp = h.call(topic, payload, nodeid=nodeid)
+                ms = (time.perf_counter() - t0) * 1000
+                resp = resp if isinstance(resp, dict) else {}
+                where = resp.get("rank", nodeid)
+                route = "!".join(str(hop) for hop in resp.get("route", []))
+                click.echo(f"{where}!{topic} pad={pad} seq={seq} time={ms:.3f} ms ({route})")
+                seq += 1
+                if interval and (not count or seq < count):
+                    time.sleep(interval)
+        except KeyboardInterrupt:
+            return 0  # stopped as asked, like ping(8)
+
+
+def _ping_target(target: str, rank: int | None) -> tuple[int | None, str]:
+    """(nodeid, service) from TARGET as flux-ping(1) reads it."""
+    from ..errors import UsageError
+    prefix, bang, service = target.rpartition("!")
+    if bang:
+        if rank is not None:
+            raise UsageError(f"{target!r} names a rank and so does --rank: give one")
+        if prefix == "any":
+            return None, service or "broker"
+        if not prefix.isdigit():
+            raise UsageError(f"invalid target {target!r}: expected RANK!SERVICE")
+        if not service:
+            raise UsageError(f"invalid target {target!r}: no service after '!'")
+        return int(prefix), service
+    if target.isdigit():
+        if rank is not None:
+            raise UsageError(f"{target!r} is a rank and so is --rank: give one")
+        return int(target), "broker"
+    if target == "any":
+        return rank, "broker"
+    return rank, target
 
 
 @click.command(context_settings=HELP)
@@ -80,25 +111,75 @@ def lsattr(values, rank):
 
 @click.command(context_settings=HELP)
 @click.option("-r", "--rank", type=RANK, default=None, help="Ask this rank (default: local).")
-@click.option("-C", "--clear", is_flag=True, help="Clear the ring after printing it.")
+@click.option("-C", "--clear", is_flag=True, help="Clear the ring (after printing it).")
+@click.option("-f", "--follow", is_flag=True,
+              help="After the ring, print new entries as they arrive, until Ctrl-C.")
+@click.option("-n", "--new", is_flag=True, help="Follow only new entries (implies -f).")
+@click.option("-H", "--human", is_flag=True,
+              help="Human-readable times: [MonDD HH:MM] then offsets from it.")
+@click.option("-d", "--delta", is_flag=True,
+              help="With -H, the time since the previous entry instead.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entry.")
-def dmesg(rank, clear, as_json):
-    """Print the broker's recent log entries."""
-    from ..util.log import format_entry
+def dmesg(rank, clear, follow, new, human, delta, as_json):
+    """Print the broker's recent log entries (its ring buffer)."""
+    from ..errors import UsageError
+    if as_json and human:
+        raise UsageError("--json and --human do not go together")
+    if delta and not human:
+        raise UsageError("--delta needs --human")
+    if clear and (follow or new):
+        raise UsageError("--clear does not go with --follow")
+    show = _entry_printer(as_json, human, delta)
     with handle() as h:
-        entries = h.call("broker.dmesg", {"clear": clear}, nodeid=rank)["entries"]
-    for e in entries:
-        click.echo(json.dumps(e) if as_json else format_entry(e))
+        if not (follow or new):
+            for e in h.call("broker.dmesg", {"clear": clear}, nodeid=rank)["entries"]:
+                show(e)
+            return
+        try:
+            for resp in h.stream("broker.dmesg-follow", {"new": new}, nodeid=rank):
+                for e in resp["entries"]:
+                    show(e)
+        except KeyboardInterrupt:
+            return 0  # stopped as asked
+
+
+def _entry_printer(as_json: bool, human: bool, delta: bool):
+    from ..util.log import format_entry
+    if as_json:
+        return lambda e: click.echo(json.dumps(e))
+    if not human:
+        return lambda e: click.echo(format_entry(e))
+    last = {"abs": None, "prev": None}
+
+    def show(e):
+        t = e.get("t", 0.0)
+        minute = int(t // 60)
+        if last["abs"] is None or minute != int(last["abs"] // 60):
+            stamp = time.strftime("[%b%d %H:%M]", time.localtime(t))
+            last["abs"] = t
+        else:
+            since = t - (last["prev"] if delta else last["abs"])
+            stamp = f"[{since:+11.6f}]"
+        last["prev"] = t
+        click.echo(f"{stamp} {format_entry(e, with_time=False)}")
+    return show
 
 
 @click.command(context_settings=HELP)
 @click.option("--reason", default="", help="Why (logged by the broker).")
-def shutdown(reason):
-    """Shut the instance down: running jobs are cancelled, brokers leave leaves-first."""
+@click.argument("target", required=False)
+def shutdown(reason, target):
+    """Shut the instance down: running jobs are cancelled, brokers leave leaves-first.
+
+    TARGET (default: this instance) is a job id, to shut down the instance
+    that job runs, or a URI, as for `fluxlite uri`.  Returns once the shutdown
+    has begun."""
     import errno
 
     from ..errors import FluxliteError
-    with handle() as h:
+    from .proxy import resolve
+    uri = resolve(target) if target else None
+    with handle(uri) as h:
         try:
             h.call("broker.shutdown", {"reason": reason or "fluxlite shutdown"}, nodeid=0)
         except FluxliteError as exc:

@@ -3,6 +3,7 @@ service registration, event subscription and publishing, shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import time
 from typing import Any
@@ -24,6 +25,10 @@ class SetattrRequest(Struct, kw_only=True):
 
 class DmesgRequest(Struct, kw_only=True):
     clear: bool = False
+
+
+class DmesgFollowRequest(Struct, kw_only=True):
+    new: bool = False   # only entries logged from now on
 
 
 class ServiceAddRequest(Struct, kw_only=True):
@@ -56,6 +61,8 @@ class BrokerService(Service):
         self.on_setattr = on_setattr            # (name, value) after a change
         self.request_shutdown = request_shutdown
         self.start_time = start_time
+        self._followers: list[list] = []        # [request, last seq sent] per `dmesg -f`
+        self._follow_task = None
 
     def _client_ident(self, msg) -> bytes:
         if len(msg.route) != 1 or not isinstance(msg.route[0], bytes) or not msg.route[0]:
@@ -98,6 +105,35 @@ class BrokerService(Service):
         if req.clear:
             blog.clear_ring()
         return {"entries": entries}
+
+    @handler("broker.dmesg-follow", schema=DmesgFollowRequest, streaming=True)
+    def dmesg_follow(self, msg, req):
+        """The ring (unless `new`), then each new entry as it is logged: {entries}."""
+        entries = blog.ring_entries()
+        last = entries[-1].get("seq", 0) if entries else 0
+        if entries and not req.new:
+            self.respond(msg, {"entries": entries})
+        follower = [msg, last]
+        self._followers.append(follower)
+        self.track_stream(msg, lambda: self._followers.remove(follower))
+        if self._follow_task is None:
+            self._follow_task = self.spawn(self._follow())
+
+    async def _follow(self, period: float = 0.1) -> None:
+        # the log ring has no listeners: look at its newest entry a few times a
+        # second, and only while someone follows it
+        try:
+            while self._followers:
+                await asyncio.sleep(period)
+                entries = blog.ring_entries()
+                newest = entries[-1].get("seq", 0) if entries else 0
+                for follower in list(self._followers):
+                    if newest > follower[1]:
+                        fresh = [e for e in entries if e.get("seq", 0) > follower[1]]
+                        follower[1] = newest
+                        self.respond(follower[0], {"entries": fresh})
+        finally:
+            self._follow_task = None
 
     @handler("broker.service-add", schema=ServiceAddRequest)
     def service_add(self, msg, req):

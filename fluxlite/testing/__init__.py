@@ -1,7 +1,7 @@
 """Start real instances from tests (or scripts) and check that nothing leaks.
 
     with Instance(size=4, topo="kary:2") as inst:
-        inst.cli("ping", "3", check=True)
+        inst.cli("ping", "-c", "1", "3", check=True)
         inst.kill_broker(3)
         inst.wait_membership(lambda m: 3 in m.get("lost", set()), timeout=10)
 
