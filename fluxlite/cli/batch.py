@@ -24,7 +24,7 @@ import click
 
 from ..errors import FluxliteError, UsageError
 from .common import HELP, NO_INTERSPERSED, handle, parse_jobid
-from .options import COMMON, SLOTS, apply, jobspec_from
+from .options import COMMON, SLOTS, apply, jobspec_from, output_options
 
 INSTANCE = [
     click.Option(["--broker-opts", "broker_opts"], multiple=True, metavar="OPT",
@@ -174,12 +174,8 @@ def merge_directives(ctx: click.Context, params: dict, directives: list[str]) ->
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(SLOTS + COMMON + INSTANCE)
+@apply(SLOTS + COMMON + INSTANCE + output_options("fluxlite-{{id}}.out"))
 @click.option("--wrap", is_flag=True, help="Wrap the arguments in a /bin/sh script.")
-@click.option("--output", default=None, metavar="FILE",
-              help="Where the instance's output goes (default fluxlite-{{id}}.out).")
-@click.option("--error", default=None, metavar="FILE", help="Where stderr goes (default: "
-                                                             "with --output).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the job id.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT [ARGS]...]")
 @click.pass_context
