@@ -51,7 +51,7 @@ class BrokerConfig:
                  bind_endpoint: str | None, parent_endpoint: str | None,
                  local_path: str, initial_program: list[str] | None = None,
                  initial_pgid: int | None = None, interactive: bool = False,
-                 spawner=None):
+                 spawner=None, logs=None):
         self.rank = rank
         self.size = size
         self.attrs = attrs
@@ -63,6 +63,7 @@ class BrokerConfig:
         self.initial_pgid = initial_pgid
         self.interactive = interactive
         self.spawner = spawner
+        self.logs = logs  # the process's util.log.LogSink: `dmesg` reads its ring
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
         self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
         self.curve = None      # overlay.Curve: the keys of this broker's TCP links
@@ -225,7 +226,7 @@ class Broker:
                                                                              at_runtime=True),
                                         clients=self.router, on_setattr=self._attr_changed,
                                         request_shutdown=self.request_shutdown,
-                                        start_time=self.start_time),
+                                        start_time=self.start_time, logs=self.cfg.logs),
                rexec.RexecService(ctx, spawner=self.spawner, local_uri=self.local_uri,
                                   rundir=self.rundir)]
         if self.rank == 0:

@@ -24,7 +24,7 @@ def run_broker(cfg: BrokerConfig) -> int:
                                 entry=run_forked_shell, preload=preload,
                                 close_fds=() if cfg.bind_fd is None else (cfg.bind_fd,))
     a = cfg.attrs
-    blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
+    cfg.logs = blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
                    level=a["log-level"], stderr_level=a["log-stderr-level"],
                    ring_size=int(a["log-ring-size"]))
     return asyncio.run(Broker(cfg).run())

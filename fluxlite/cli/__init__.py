@@ -129,10 +129,10 @@ def _quick_exit(code: int) -> int:
     The ZeroMQ context is terminated first, so a closing handle's last message
     (its disconnect) still reaches the broker."""
     import os
-    zmq = sys.modules.get("zmq")
-    if zmq is not None and zmq.Context._instance is not None:
+    sync = sys.modules.get("fluxlite.client.sync")  # loaded only if a handle was opened
+    if sync is not None:
         try:
-            zmq.Context.instance().term()
+            sync.term_context()
         except Exception:
             pass
     try:

@@ -34,7 +34,7 @@ class Attach:
         self.status: int | None = None
         self.fatal = False
         self.lines = jel.LineBuffer()   # -l: whole lines per (stream, rank)
-        self.stdin_key: str | None = None  # forward our stdin into the job's input log
+        self.forward_stdin = False  # forward our stdin into the job's input log
         self.last_interrupt = 0.0
 
     # ---------------------------------------------------------------- output
@@ -92,16 +92,14 @@ class Attach:
                 now = time.monotonic()
                 if now - self.last_interrupt < 2.0:
                     sys.stderr.write(f"{self.prog}: cancelling job\n")
-                    self._quietly("job-manager.cancel", {"id": self.jobid,
-                                                         "note": "interrupted"})
+                    self._quietly(api.cancel_async(self.h, self.jobid, "interrupted"))
                 else:
                     sys.stderr.write(f"{self.prog}: interrupt: sending SIGINT to the job "
                                      "(Ctrl-C again within 2s to cancel)\n")
-                    self._quietly("job-manager.kill", {"id": self.jobid,
-                                                       "signum": signal.SIGINT})
+                    self._quietly(api.kill_async(self.h, self.jobid, signal.SIGINT))
                 self.last_interrupt = now
             elif b == signal.SIGTERM:
-                self._quietly("job-manager.kill", {"id": self.jobid, "signum": signal.SIGTERM})
+                self._quietly(api.kill_async(self.h, self.jobid, signal.SIGTERM))
 
     def _on_stdin(self) -> None:
         try:
@@ -114,11 +112,12 @@ class Attach:
         else:
             ctx["eof"] = True
             self.h.remove_fd(sys.stdin.fileno())
-        self._quietly("kvs.commit", {"ops": [{"key": self.stdin_key,
-                                               "append": [jel.entry("data", ctx)]}]})
+        self._quietly(api.eventlog_append_async(self.h, self.jobid, "input",
+                                                jel.entry("data", ctx)))
 
-    def _quietly(self, topic: str, payload: dict) -> None:
-        p = self.h.rpc(topic, payload)
+    @staticmethod
+    def _quietly(p) -> None:
+        """Let a pending RPC's response go (the job's logs say what it did)."""
         p.on_response = lambda msg: None
 
     def run(self) -> int:
@@ -130,12 +129,12 @@ class Attach:
         old_fd = signal.set_wakeup_fd(sig_w)
         old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
         self.h.add_fd(self._sig_r, self._on_signal_pipe)
-        if self.stdin_key:
+        if self.forward_stdin:
             self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
         try:
             self.h.run_until(lambda: follow.done or not self.h.connected)
         finally:
-            if self.stdin_key:
+            if self.forward_stdin:
                 self.h.remove_fd(sys.stdin.fileno())
             signal.set_wakeup_fd(old_fd)
             for s, handler in old.items():

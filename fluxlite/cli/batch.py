@@ -23,8 +23,8 @@ import sys
 import click
 
 from ..errors import FluxliteError, UsageError
-from .common import HELP, NO_INTERSPERSED, handle, parse_jobid
-from .options import COMMON, SLOTS, apply, jobspec_from
+from .common import NO_INTERSPERSED, handle
+from .options import COMMON, SLOTS, apply, jobspec_from, output_options
 
 INSTANCE = [
     click.Option(["--broker-opts", "broker_opts"], multiple=True, metavar="OPT",
@@ -174,12 +174,8 @@ def merge_directives(ctx: click.Context, params: dict, directives: list[str]) ->
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(SLOTS + COMMON + INSTANCE)
+@apply(SLOTS + COMMON + INSTANCE + output_options("fluxlite-{{id}}.out"))
 @click.option("--wrap", is_flag=True, help="Wrap the arguments in a /bin/sh script.")
-@click.option("--output", default=None, metavar="FILE",
-              help="Where the instance's output goes (default fluxlite-{{id}}.out).")
-@click.option("--error", default=None, metavar="FILE", help="Where stderr goes (default: "
-                                                             "with --output).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the job id.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT [ARGS]...]")
 @click.pass_context
@@ -303,44 +299,3 @@ def wait_for_instance(h, jobid: int, timeout: float = 120.0) -> str:
         if state not in ("run", "quorum"):
             raise FluxliteError(f"instance of job {fluid.f58(jobid)} is {state}")
     return uri
-
-
-def instance_uri(h, jobid: int) -> str:
-    from ..job import api
-    from ..util import fluid
-    info = api.info(h, jobid)
-    uri = (info.get("memo") or {}).get("uri")
-    if not uri:
-        what = "is not an instance" if not info.get("instance") else "has not started yet"
-        raise FluxliteError(f"job {fluid.f58(jobid)} {what}: no URI")
-    if info["state"] == "INACTIVE":
-        raise FluxliteError(f"job {fluid.f58(jobid)} is no longer running")
-    return uri
-
-
-@click.command(context_settings=HELP)
-@click.argument("jobid")
-def uri(jobid):
-    """Print the URI of an instance that runs as job JOBID."""
-    with handle() as h:
-        click.echo(instance_uri(h, parse_jobid(jobid)))
-
-
-@click.command(context_settings=NO_INTERSPERSED)
-@click.argument("jobid")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def proxy(jobid, command):
-    """Run COMMAND (default: $SHELL) inside the instance that runs as job JOBID."""
-    with handle() as h:
-        target = instance_uri(h, parse_jobid(jobid))
-    argv = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
-    env = dict(os.environ, FLUXLITE_URI=target)
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        # as a shell reports it: 127 command not found, 126 found but not executable
-        missing = isinstance(exc, FileNotFoundError)
-        err = FluxliteError(f"{argv[0]}: command not found" if missing and "/" not in argv[0]
-                            else f"{argv[0]}: {exc.strerror}")
-        err.exit_code = 127 if missing else 126
-        raise err from None

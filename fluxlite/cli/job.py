@@ -164,7 +164,7 @@ def wait(all_, verbose, jobid):
         raise click.UsageError("give one JOBID or --all, not both")
     with handle() as h:
         if all_:  # every job not waited for yet, finished or not (as Flux reaps them)
-            pending = [h.rpc("job-manager.wait", {"id": j["id"]})
+            pending = [api.wait_async(h, j["id"])
                        for j in api.list_jobs(h, "all") if not j["waited"]]
             results = _responses(h, pending)
         elif jobid is None:
@@ -273,13 +273,14 @@ def _last_slice(text: str | None) -> slice:
 def last(which):
     """Print the ids of the jobs you submitted last, newest first: one, the N newest,
     or a Python slice of that list ('[:]' all, '[::-1]' all in submit order)."""
+    from ..job import api
     from ..util import fluid
     sl = _last_slice(which)
     if sl.step == 0:
         raise click.BadParameter(f"{which!r}: a slice step cannot be zero",
                                  param_hint="N|SLICE")
     with handle() as h:
-        ids = h.call("job-manager.history.get")["jobs"]
+        ids = api.history(h)
     if not ids:
         raise FluxliteError("job history is empty", errno.ENOENT)
     chosen = ids[sl]
@@ -296,14 +297,13 @@ INFO_KEYS = ("jobspec", "R", "eventlog", "guest.exec.eventlog", "guest.output")
 def info(jobid, key):
     """Print a job's KEY as JSON: jobspec, R, eventlog, guest.exec.eventlog or guest.output."""
     from ..job import api, states
-    from ..job.eventlog import job_key
     from ..util import fluid
     if key is None:  # click's own message lists the choices on tab-indented lines
         raise click.UsageError(f"Missing argument 'KEY': one of {', '.join(INFO_KEYS)}")
     with handle() as h:
         state = api.info(h, jobid)["state"]
         try:
-            value = h.call("kvs.get", {"key": job_key(jobid, key)})["value"]
+            value = api.job_data(h, jobid, key)
         except FluxliteError as exc:
             if exc.errnum == errno.ENOENT:
                 yet = "" if state == states.INACTIVE else " yet"
@@ -476,10 +476,9 @@ def cancel(all_, user, states, dry_run, message, quiet, jobids):
         userid = None
     else:
         userid = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
-    payload = {"userid": userid, "states": list(states) or ["active"], "type": "cancel",
-               "severity": 0, "note": message, "dry_run": dry_run}
     with handle() as h:
-        r = h.call("job-manager.raiseall", payload)
+        r = api.raise_all(h, userid=userid, states=list(states) or ["active"],
+                          note=message, dry_run=dry_run)
     count, errors = r["count"], r["errors"]
     if count:
         if dry_run:

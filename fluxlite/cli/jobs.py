@@ -18,6 +18,7 @@ import time
 import click
 
 from ..errors import FluxliteError
+from ..job import api
 from ..job import states as st
 from ..util import fluid, idset
 from .common import HELP, handle, parse_jobid
@@ -106,7 +107,7 @@ def _sort(pairs: list, keys: list) -> list:
 
 def stats_line(h) -> tuple[str, bool]:
     """Flux's summary of every job in the instance, and whether any is active."""
-    s = h.call("job-manager.stats")
+    s = api.stats(h)
     return (f"{s['running']} running, {s['successful']} completed, {s['failed']} failed, "
             f"{s['pending']} pending, {s['inactive_purged']} inactive purged",
             bool(s["running"] or s["pending"]))
@@ -227,14 +228,10 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
     out = None if as_json else OutputFormat(fmt, HEADINGS, FORMATS)
     ids = [parse_jobid(j) for j in jobids]
     which = "all" if show_all or words or ids else "active"
-    payload = {"states": which}
-    if ids:
-        payload["ids"] = ids
-    elif userid is not None and not all_users:
-        payload["userid"] = userid
     with handle() as h:
         summary = stats_line(h)[0] if stats else None
-        found = h.call("job-manager.list", payload)["jobs"]
+        found = api.list_jobs(h, which, ids=ids,
+                              userid=None if all_users else userid)
         need_host = as_json or {"nodelist", "contextual_info"} & (
             set(out.fields) | {k for k, _ in sort_keys})
         hostname = h.getattr("hostname") if need_host and found else ""

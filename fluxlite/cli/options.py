@@ -147,16 +147,24 @@ SLOTS = [
                  default=1, show_default=True, help="Cores in each slot."),
 ]
 
+def output_options(default: str = "the job's output log") -> list[click.Option]:
+    """--output and --error; `default` says where stdout goes without --output (batch's
+    instance writes to a file)."""
+    return [
+        click.Option(["--output"], default=None, metavar="FILE",
+                     help=f"Write stdout to FILE instead of {default} (mustache "
+                          "templates such as {{id}} and {{taskid}} expand)."),
+        click.Option(["--error"], default=None, metavar="FILE",
+                     help="Write stderr to FILE (default: with stdout)."),
+    ]
+
+
 IO = [
     click.Option(["--input"], default=None, metavar="FILE|RANKS",
                  help="Tasks read standard input from FILE (run forwards its own stdin "
                       "otherwise, when it is a pipe or a file; run --input=RANKS, e.g. 0, "
                       "forwards it to those task ranks only)."),
-    click.Option(["--output"], default=None, metavar="FILE",
-                 help="Write stdout to FILE instead of the job's output log (mustache "
-                      "templates such as {{id}} and {{taskid}} expand)."),
-    click.Option(["--error"], default=None, metavar="FILE",
-                 help="Write stderr to FILE (default: with stdout)."),
+    *output_options(),
     click.Option(["-l", "--label-io"], is_flag=True, help="Prefix output lines with the task rank."),
 ]
 

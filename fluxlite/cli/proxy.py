@@ -22,6 +22,20 @@ from .common import HELP, NO_INTERSPERSED, handle, parse_jobid
 NATIVE = ("local://", "ipc://", "tcp://")
 
 
+
+def instance_uri(h, jobid: int) -> str:
+    from ..job import api
+    from ..util import fluid
+    info = api.info(h, jobid)
+    uri = (info.get("memo") or {}).get("uri")
+    if not uri:
+        what = "is not an instance" if not info.get("instance") else "has not started yet"
+        raise FluxliteError(f"job {fluid.f58(jobid)} {what}: no URI")
+    if info["state"] == "INACTIVE":
+        raise FluxliteError(f"job {fluid.f58(jobid)} is no longer running")
+    return uri
+
+
 def resolve(target: str, *, local: bool = False) -> str:
     """The URI of the instance that TARGET names."""
     if target.endswith("?local"):
@@ -34,7 +48,6 @@ def resolve(target: str, *, local: bool = False) -> str:
         raise UsageError(f"unsupported target {target!r}: expected a job id, jobid:ID[/ID...], "
                          "local://PATH, ipc://PATH or tcp://HOST:PORT")
     else:
-        from .batch import instance_uri
         path = target[len("jobid:"):] if target.startswith("jobid:") else target
         uri = None  # the enclosing instance: FLUXLITE_URI
         for part in path.split("/"):

@@ -19,6 +19,7 @@ import errno
 import click
 
 from ..errors import FluxliteError, RPCTimeout
+from ..job import api
 from .common import HELP, handle
 
 
@@ -46,7 +47,7 @@ def _start_line(status: dict) -> str:
 
 
 def _alloc_lines(h) -> list[str]:
-    q = h.call("job-manager.alloc-query")
+    q = api.alloc_query(h)
     return [f"{q['queue_length']} alloc requests queued",
             f"{q['alloc_pending']} alloc requests pending to scheduler",
             f"{q['running']} running jobs"]
@@ -62,7 +63,7 @@ def queue():
 def status(verbose):
     """Say whether jobs may be submitted and whether they are scheduled."""
     with handle() as h:
-        s = h.call("job-manager.queue-status")
+        s = api.queue_status(h)
         lines = [_enable_line(s), _start_line(s)] + (_alloc_lines(h) if verbose else [])
     click.echo("\n".join(lines))
 
@@ -78,10 +79,10 @@ def _common(fn):
 
 def _start(start: bool, all_: bool, verbose: bool, quiet: bool, **kw) -> None:
     with handle() as h:
-        h.call("job-manager.queue-start", {"start": start, "all": all_, **kw})
+        api.queue_start(h, start, all_queues=all_, **kw)
         if quiet:
             return
-        lines = [_start_line(h.call("job-manager.queue-status"))]
+        lines = [_start_line(api.queue_status(h))]
         if verbose:
             lines += _alloc_lines(h)
     click.echo("\n".join(lines))
@@ -113,10 +114,10 @@ def start(all_, verbose, quiet):
     _start(True, all_, verbose, quiet)
 
 
-def _wait(topic: str, timeout: float | None) -> dict:
+def _wait(call, timeout: float | None):
     with handle() as h:
         try:
-            return h.call(topic, timeout=timeout)
+            return call(h, timeout)
         except RPCTimeout:
             raise FluxliteError("timeout", errno.ETIMEDOUT) from None
 
@@ -126,7 +127,7 @@ def _wait(topic: str, timeout: float | None) -> dict:
               help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
 def drain(timeout):
     """Wait until no job is active (every job submitted so far is INACTIVE)."""
-    _wait("job-manager.drain", timeout)
+    _wait(api.queue_drain, timeout)
 
 
 @queue.command(context_settings=HELP)
@@ -136,6 +137,6 @@ def drain(timeout):
               help="Do not print how many jobs are pending, unless some are.")
 def idle(timeout, quiet):
     """Wait until no job is running or cleaning up; print how many are pending."""
-    pending = _wait("job-manager.idle", timeout)["pending"]
+    pending = _wait(api.queue_idle, timeout)
     if not quiet or pending > 0:
         click.echo(f"{pending} jobs")

@@ -37,9 +37,7 @@ def run(command, **params):
     with handle() as h:
         resp = api.submit_full(h, spec, params["urgency"])
         attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run")
-        if forward:
-            from ..job.eventlog import eventlog_key
-            attach.stdin_key = eventlog_key(resp["id"], "input")
+        attach.forward_stdin = forward
         code = attach.run()
     sys.exit(code)
 
@@ -140,11 +138,10 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
     wait = wait or progress
     rc = 0
     with handle() as h:
+        from ..job import api
         # a job waited for is submitted waitable: not purged before its wait arrives
         flags = WAITABLE if wait else 0
-        pending = [h.rpc("job-manager.submit", {"jobspec": s, "urgency": params["urgency"],
-                                                "flags": flags})
-                   for s in specs]
+        pending = [api.submit_async(h, s, params["urgency"], flags) for s in specs]
         ids = []
         for p in pending:
             h.wait(p)
@@ -166,7 +163,8 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
 
 
 def _wait_all(h, ids: list[int], progress: bool) -> int:
-    waits = [h.rpc("job-manager.wait", {"id": i}) for i in ids]
+    from ..job import api
+    waits = [api.wait_async(h, i) for i in ids]
     results = []
     if progress:
         from rich.progress import Progress

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import errno
 import os
+import time
+
+import zmq
 
 from ..errors import FluxliteError, UsageError
 from ..protocol.message import ROLE_OWNER
@@ -45,9 +48,10 @@ def not_a_client_socket(uri: str) -> str:
 
 
 def _check_listening(uri: str, path: str) -> None:
-    """Fail at once, with the reason, if nothing listens at a local socket path, or if
-    the path is a broker's tree socket (tbon-RANK), where clients are not served."""
-    import socket
+    """Fail at once, with the reason, if there is no local socket at a path, or if the
+    path is a broker's tree socket (tbon-RANK), where clients are not served.  Whether
+    something listens there is told by the handle's own connection (see
+    await_connection), not by a probe the broker would see come and go."""
     if not path:
         raise UsageError(f"invalid URI {uri!r}: no socket path (expected "
                          "local://RUNDIR/local-RANK)")
@@ -55,14 +59,33 @@ def _check_listening(uri: str, path: str) -> None:
         raise FluxliteError(not_a_client_socket(uri), errno.EINVAL)
     if not os.path.exists(path):
         raise FluxliteError(f"no instance at {uri}: {path} does not exist", errno.ENOENT)
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-    except OSError as exc:
-        raise FluxliteError(f"no instance at {uri}: {exc.strerror} (has it exited?)",
-                            errno.ECONNREFUSED) from None
-    finally:
-        s.close()
+
+
+# what a client socket's monitor reports (connected, refused and retrying, lost)
+MONITOR_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
+
+
+def monitor_event(monitor) -> int:
+    """The next event of a socket monitor (one of MONITOR_EVENTS)."""
+    from zmq.utils.monitor import recv_monitor_message
+    return recv_monitor_message(monitor)["event"]
+
+
+def await_connection(monitor, uri: str, timeout: float) -> None:
+    """Wait for a local (ipc) socket's connection, which ZeroMQ makes at once or
+    refuses at once: a clear error if it is refused (nothing listens: the instance
+    has exited).  Returns when connected, or after `timeout` without an answer
+    (the first send then says so)."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if not monitor.poll(int(left * 1000) + 1):
+            return
+        event = monitor_event(monitor)
+        if event == zmq.EVENT_CONNECTED:
+            return
+        if event == zmq.EVENT_CONNECT_RETRIED:
+            raise FluxliteError(f"no instance at {uri}: {os.strerror(errno.ECONNREFUSED)} "
+                                "(has it exited?)", errno.ECONNREFUSED)
 
 
 def credentials() -> tuple[int, int]:

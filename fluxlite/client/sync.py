@@ -20,6 +20,7 @@ fluxlite.job.Executor, which is safe to share.
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 
@@ -28,8 +29,25 @@ import zmq
 from ..errors import FluxliteError, RPCTimeout, WrongThread
 from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
-from .connect import resolve_uri
+from .connect import ENV_URI, MONITOR_EVENTS, await_connection, monitor_event, resolve_uri
 from ..protocol.rpc import PendingRPC
+
+_context: zmq.Context | None = None
+
+
+def zmq_context() -> zmq.Context:
+    """The ZeroMQ context of this process's blocking handles, made by the first one."""
+    global _context
+    if _context is None or _context.closed:
+        _context = zmq.Context()
+    return _context
+
+
+def term_context() -> None:
+    """End that context, if a handle made one: waits until the messages of closed
+    handles (their goodbye) are sent, within their linger."""
+    if _context is not None and not _context.closed:
+        _context.term()
 
 
 class Handle(HandleCore):
@@ -38,15 +56,23 @@ class Handle(HandleCore):
         self.owner = threading.current_thread()
         self.uri = uri
         self.endpoint = resolve_uri(uri)
-        self.ctx = zmq.Context.instance()
+        self.ctx = zmq_context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 100)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
         self.sock.setsockopt(zmq.SNDTIMEO, int(connect_timeout * 1000))
-        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.monitor = self.sock.get_monitor_socket(MONITOR_EVENTS)
         self.sock.connect(self.endpoint)
+        if self.endpoint.startswith("ipc://"):
+            try:
+                await_connection(self.monitor, uri or os.environ.get(ENV_URI) or self.endpoint,
+                                 connect_timeout)
+            except FluxliteError:
+                self.monitor.close(linger=0)
+                self.sock.close(linger=0)
+                raise
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(self.monitor, zmq.POLLIN)
@@ -125,8 +151,8 @@ class Handle(HandleCore):
             if sock is self.sock:
                 n += self._drain()
             elif sock is self.monitor:
-                self.monitor.recv_multipart()
-                self._lost()
+                if monitor_event(self.monitor) == zmq.EVENT_DISCONNECTED:
+                    self._lost()
             elif isinstance(sock, int) and sock in self.fd_callbacks:
                 self.fd_callbacks[sock]()
         return n

@@ -25,14 +25,14 @@ from . import states
 
 
 # ------------------------------------------------------------- requests
-def submit_request(jobspec, urgency: int = 16) -> tuple[str, dict]:
-    """job-manager.submit for a Jobspec or a jobspec dict."""
+def submit_request(jobspec, urgency: int = 16, flags: int = 0) -> tuple[str, dict]:
+    """job-manager.submit for a Jobspec or a jobspec dict (flags: states.WAITABLE)."""
     from .jobspec import Jobspec
     spec = jobspec.jobspec if isinstance(jobspec, Jobspec) else jobspec
     if not isinstance(spec, dict):
         raise InvalidType(f"submit takes a Jobspec or a jobspec dict, not "
                           f"{type(jobspec).__name__}")
-    return "job-manager.submit", {"jobspec": spec, "urgency": urgency}
+    return "job-manager.submit", {"jobspec": spec, "urgency": urgency, "flags": flags}
 
 
 def wait_request(jobid: int) -> tuple[str, dict]:
@@ -53,6 +53,37 @@ def eventlog_get_request(jobid: int, path: str = "eventlog") -> tuple[str, dict]
 
 def eventlog_watch_request(key: str) -> tuple[str, dict]:
     return "kvs.watch", {"key": key, "waitcreate": True, "append": True}
+
+
+def job_data_request(jobid: int, key: str) -> tuple[str, dict]:
+    """kvs.get of one of a job's keys (jobspec, R, eventlog, guest.output...)."""
+    return "kvs.get", {"key": jel.job_key(jobid, key)}
+
+
+# -------------------------------------------- pipelined (pending RPC) API
+# Each sends its request and returns the pending RPC at once, so a command can
+# send many before waiting for any (`h.wait(p); p.take()`), or give it an
+# `on_response` callback and drive the handle (as flux.job's *_async calls).
+def submit_async(h, jobspec, urgency: int = 16, flags: int = 0):
+    return h.rpc(*submit_request(jobspec, urgency, flags))
+
+
+def wait_async(h, jobid: int):
+    return h.rpc(*wait_request(jobid))
+
+
+def cancel_async(h, jobid: int, note: str = ""):
+    return h.rpc(*cancel_request(jobid, note))
+
+
+def kill_async(h, jobid: int, signum: int):
+    return h.rpc("job-manager.kill", {"id": jobid, "signum": signum})
+
+
+def eventlog_append_async(h, jobid: int, path: str, entry: dict):
+    """Append one entry to a job eventlog (the CLI forwards stdin to `input` so)."""
+    return h.rpc("kvs.commit", {"ops": [{"key": jel.eventlog_key(jobid, path),
+                                          "append": [entry]}]})
 
 
 # ------------------------------------------------------------ blocking API
@@ -84,8 +115,66 @@ def info(h, jobid: int) -> dict:
     return h.call(*info_request(jobid))
 
 
-def list_jobs(h, states: str = "active") -> list[dict]:
-    return h.call("job-manager.list", {"states": states})["jobs"]
+def list_jobs(h, states: str = "active", *, ids: list[int] | None = None,
+              userid: int | None = None) -> list[dict]:
+    """The job-manager's records of the jobs in `states` ("active", "all"), or of
+    the jobs `ids`, or of `userid`'s jobs only."""
+    payload: dict = {"states": states}
+    if ids:
+        payload["ids"] = ids
+    elif userid is not None:
+        payload["userid"] = userid
+    return h.call("job-manager.list", payload)["jobs"]
+
+
+def stats(h) -> dict:
+    """Counts of the instance's jobs: running, pending, successful, failed, inactive_purged..."""
+    return h.call("job-manager.stats")
+
+
+def history(h) -> list[int]:
+    """The ids of the caller's jobs, newest first."""
+    return h.call("job-manager.history.get")["jobs"]
+
+
+def job_data(h, jobid: int, key: str):
+    """The value of one of a job's keys (jobspec, R, eventlog...); NotFound if absent."""
+    return h.call(*job_data_request(jobid, key))["value"]
+
+
+def raise_all(h, *, userid: int | None, states: list[str], etype: str = "cancel",
+              severity: int = 0, note: str = "", dry_run: bool = False) -> dict:
+    """Raise an exception on every job of `userid` (None: every user) in `states`:
+    {count, errors}."""
+    return h.call("job-manager.raiseall", {
+        "userid": userid, "states": states, "type": etype, "severity": severity,
+        "note": note, "dry_run": dry_run})
+
+
+# ------------------------------------------------------------------ queue
+def queue_status(h) -> dict:
+    """{enable, disable_reason, start, stop_reason}"""
+    return h.call("job-manager.queue-status")
+
+
+def queue_start(h, start: bool, *, all_queues: bool = False, **kw) -> None:
+    """Start (or with start=False stop, with `reason`, `nocheckpoint`) scheduling."""
+    h.call("job-manager.queue-start", {"start": start, "all": all_queues, **kw})
+
+
+def alloc_query(h) -> dict:
+    """The job-manager's alloc counts: queue_length, alloc_pending, running."""
+    return h.call("job-manager.alloc-query")
+
+
+def queue_drain(h, timeout: float | None = None) -> None:
+    """Block until no job is active (RPCTimeout after `timeout`)."""
+    h.call("job-manager.drain", timeout=timeout)
+
+
+def queue_idle(h, timeout: float | None = None) -> int:
+    """Block until no job runs or cleans up; the number of pending jobs."""
+    return h.call("job-manager.idle", timeout=timeout)["pending"]
 
 
 def urgency(h, jobid: int, urgency: int) -> int:

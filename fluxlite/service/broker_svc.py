@@ -10,7 +10,6 @@ from typing import Any
 
 from ..errors import FluxliteError
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
-from ..util import log as blog
 from .base import ANY, Service, handler
 
 
@@ -53,8 +52,9 @@ class BrokerService(Service):
     name = "broker"
 
     def __init__(self, ctx, *, attributes: dict, check_attr, clients, on_setattr,
-                 request_shutdown, start_time: float):
+                 request_shutdown, start_time: float, logs=None):
         super().__init__(ctx)
+        self.logs = logs                        # the process's util.log.LogSink (None: no ring)
         self.attributes = attributes            # name -> spec with .writable and .help
         self.check_attr = check_attr            # (name, value) -> checked value, or UsageError
         self.clients = clients                  # the router: client services, subscriptions
@@ -85,10 +85,10 @@ class BrokerService(Service):
     def setattr(self, msg, req):
         value = self.check_attr(req.name, req.value)
         self.ctx.attrs[req.name] = value
-        if req.name == "log-level":
-            blog.set_levels(level=value)
-        elif req.name == "log-stderr-level":
-            blog.set_levels(stderr_level=value)
+        if self.logs is not None and req.name == "log-level":
+            self.logs.set_levels(level=value)
+        elif self.logs is not None and req.name == "log-stderr-level":
+            self.logs.set_levels(stderr_level=value)
         self.on_setattr(req.name, value)
         self.log.info("attribute set", name=req.name, value=value)
         return {}
@@ -101,9 +101,9 @@ class BrokerService(Service):
 
     @handler("broker.dmesg", schema=DmesgRequest)
     def dmesg(self, msg, req):
-        entries = blog.ring_entries()
-        if req.clear:
-            blog.clear_ring()
+        entries = [] if self.logs is None else self.logs.entries()
+        if req.clear and self.logs is not None:
+            self.logs.clear()
         return {"entries": entries}
 
     @handler("broker.dmesg-follow", schema=DmesgFollowRequest, streaming=True)

@@ -8,6 +8,9 @@
 
 Components log through `get_logger(component)`; `rank` is bound once per
 process.  Entries below `log-level` are filtered before any processor runs.
+`configure()` returns the process's LogSink, which owns the ring, the file
+and the stderr threshold; the broker hands it to the service that answers
+`broker.dmesg` and `broker.setattr log-*`.
 """
 
 from __future__ import annotations
@@ -21,40 +24,65 @@ import structlog
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
-_ring: collections.deque = collections.deque(maxlen=1024)
-_state = {"rank": None, "file": None, "stderr_level": 30, "tty": False, "seq": 0}
+class LogSink:
+    """The last structlog processor of a broker process: each entry goes to the
+    ring (`entries()`, what dmesg prints), the JSON log file and, at or above the
+    stderr level, stderr."""
 
+    def __init__(self, rank: int | None, ring_size: int = 1024):
+        self.rank = rank
+        self.ring: collections.deque = collections.deque(maxlen=ring_size)
+        self.file = None
+        self.stderr_level = LEVELS["warning"]
+        self.seq = 0
 
-def _sink(logger, method_name, event_dict):
-    level = method_name if method_name != "warn" else "warning"
-    if level == "exception":
-        level = "error"
-    entry = {"t": time.time(), "level": level, "rank": _state["rank"],
-             "component": event_dict.pop("component", "broker"),
-             "event": str(event_dict.pop("event", ""))}
-    exc = event_dict.pop("exc_info", None)
-    for k, v in event_dict.items():
-        entry[k if k not in entry else f"{k}_"] = _plain(v)
-    if exc:
-        import traceback
-        entry["traceback"] = "".join(traceback.format_exception(*sys.exc_info()))[-4000:]
-    _state["seq"] += 1
-    entry["seq"] = _state["seq"]
-    _ring.append(entry)
-    f = _state["file"]
-    if f is not None:
-        try:
-            f.write(json.dumps(entry, default=str) + "\n")
-            f.flush()
-        except (OSError, ValueError):
-            pass
-    if LEVELS.get(level, 20) >= _state["stderr_level"]:
-        try:
-            sys.stderr.write(format_entry(entry) + "\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-    raise structlog.DropEvent
+    def __call__(self, logger, method_name, event_dict):
+        level = method_name if method_name != "warn" else "warning"
+        if level == "exception":
+            level = "error"
+        entry = {"t": time.time(), "level": level, "rank": self.rank,
+                 "component": event_dict.pop("component", "broker"),
+                 "event": str(event_dict.pop("event", ""))}
+        exc = event_dict.pop("exc_info", None)
+        for k, v in event_dict.items():
+            entry[k if k not in entry else f"{k}_"] = _plain(v)
+        if exc:
+            import traceback
+            entry["traceback"] = "".join(traceback.format_exception(*sys.exc_info()))[-4000:]
+        self.seq += 1
+        entry["seq"] = self.seq
+        self.ring.append(entry)
+        if self.file is not None:
+            try:
+                self.file.write(json.dumps(entry, default=str) + "\n")
+                self.file.flush()
+            except (OSError, ValueError):
+                pass
+        if LEVELS.get(level, 20) >= self.stderr_level:
+            try:
+                sys.stderr.write(format_entry(entry) + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+        raise structlog.DropEvent
+
+    def open(self, path: str) -> None:
+        if self.file is not None:
+            self.file.close()
+        self.file = open_private_log(path)
+
+    def set_levels(self, level: str | None = None, stderr_level: str | None = None) -> None:
+        """Change the threshold of stderr, and of every entry (`log-level`)."""
+        if stderr_level is not None:
+            self.stderr_level = LEVELS[stderr_level]
+        if level is not None:
+            structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]))
+
+    def entries(self) -> list[dict]:
+        return list(self.ring)
+
+    def clear(self) -> None:
+        self.ring.clear()
 
 
 def _plain(v):
@@ -90,23 +118,19 @@ def _kv(v) -> str:
 
 
 def configure(rank: int | None, logfile: str | None = None, *, level: str = "info",
-              stderr_level: str = "warning", ring_size: int = 1024) -> None:
-    """Set up the sinks for this process (called once per broker, again on setattr)."""
-    global _ring
-    _state["rank"] = rank
-    if ring_size != _ring.maxlen:
-        _ring = collections.deque(_ring, maxlen=ring_size)
+              stderr_level: str = "warning", ring_size: int = 1024) -> LogSink:
+    """Route this process's structlog entries to a new LogSink (once per broker
+    process) and return it."""
+    sink = LogSink(rank, ring_size)
     if logfile is not None:
-        if _state["file"] is not None:
-            _state["file"].close()
-        _state["file"] = open_private_log(logfile)
-    _state["stderr_level"] = LEVELS[stderr_level]
-    _state["tty"] = sys.stderr.isatty()
+        sink.open(logfile)
+    sink.stderr_level = LEVELS[stderr_level]
     structlog.configure(
-        processors=[structlog.contextvars.merge_contextvars, _sink],
+        processors=[structlog.contextvars.merge_contextvars, sink],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         cache_logger_on_first_use=False,
     )
+    return sink
 
 
 def open_private_log(path: str):
@@ -124,21 +148,6 @@ def open_private_log(path: str):
         raise
 
 
-def set_levels(level: str | None = None, stderr_level: str | None = None) -> None:
-    if stderr_level is not None:
-        _state["stderr_level"] = LEVELS[stderr_level]
-    if level is not None:
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]))
-
-
 def get_logger(component: str):
     """A logger for one component; lazy, so configure() may run after import."""
     return structlog.get_logger(component=component)
-
-
-def ring_entries() -> list[dict]:
-    return list(_ring)
-
-
-def clear_ring() -> None:
-    _ring.clear()

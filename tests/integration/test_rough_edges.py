@@ -3,6 +3,7 @@ their help, suggestions that exist, URIs that are no client socket, and
 submission options read as Flux reads them."""
 
 import subprocess
+import time
 
 import pytest
 
@@ -60,6 +61,18 @@ def test_tree_socket_under_another_name_is_refused_within_a_bound(inst4, tmp_pat
     link.symlink_to(endpoint[len("ipc://"):])
     err = client_error(inst4, f"local://{link}")
     assert "is not a local (client) socket" in err and "refused" in err, err
+
+
+def test_socket_nobody_listens_on_is_refused_at_once(inst1, tmp_path):
+    import socket
+    path = tmp_path / "local-0"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.close()  # the socket file stays, as after a broker killed with SIGKILL
+    t0 = time.monotonic()
+    err = client_error(inst1, f"local://{path}")
+    assert time.monotonic() - t0 < 5  # not the 5 s send timeout
+    assert f"no instance at local://{path}: Connection refused (has it exited?)" in err, err
 
 
 @pytest.mark.parametrize("uri,said", [

@@ -162,3 +162,25 @@ def test_mustache_render_and_check():
     mustache.check("{{id}}{{jobid.hex}}{{node.name}}", "--output")
     with pytest.raises(ValueError, match=r"--error: unknown mustache template '\{\{x\}\}'"):
         mustache.check("a{{x}}", "--error")
+
+
+def test_log_sink_owns_its_ring(tmp_path):
+    import json
+    import structlog
+    from fluxlite.util import log
+    sink = log.configure(3, str(tmp_path / "b.log"), stderr_level="critical", ring_size=2)
+    try:
+        for i in range(3):
+            log.get_logger("test").info("entry", i=i)
+        got = sink.entries()
+        assert [e["i"] for e in got] == [1, 2] and {e["rank"] for e in got} == {3}
+        assert [json.loads(x)["i"] for x in (tmp_path / "b.log").read_text().splitlines()] \
+            == [0, 1, 2]
+        other = log.configure(4, stderr_level="critical")
+        log.get_logger("test").info("later")
+        assert [e["event"] for e in other.entries()] == ["later"] and len(sink.entries()) == 2
+        other.clear()
+        assert other.entries() == []
+    finally:
+        sink.file.close()
+        structlog.reset_defaults()

@@ -16,7 +16,7 @@ import errno
 import os
 import subprocess
 
-from ...job.eventlog import decode_data
+from ...job.eventlog import decode_data, eventlog_key
 from ...util import idset
 from ..plugin import ShellPlugin
 
@@ -62,7 +62,7 @@ class Input(ShellPlugin):
                 fd = task.proc.stdin.fileno()
                 os.set_blocking(fd, False)
                 self.pipes[fd] = bytearray()
-        key = self.shell.info["output_key"].rsplit(".", 1)[0] + ".input"
+        key = eventlog_key(self.shell.jobid, "input")
         self.watch = self.shell.h.rpc("kvs.watch", {"key": key, "append": True,
                                                     "waitcreate": True}, streaming=True)
         self.watch.on_response = self._arrived
