@@ -22,7 +22,6 @@ from .common import HELP, NO_INTERSPERSED, handle, parse_jobid
 NATIVE = ("local://", "ipc://", "tcp://")
 
 
-
 def instance_uri(h, jobid: int) -> str:
     from ..job import api
     from ..util import fluid

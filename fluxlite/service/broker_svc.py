@@ -109,31 +109,39 @@ class BrokerService(Service):
     @handler("broker.dmesg-follow", schema=DmesgFollowRequest, streaming=True)
     def dmesg_follow(self, msg, req):
         """The ring (unless `new`), then each new entry as it is logged: {entries}."""
-        entries = blog.ring_entries()
+        entries = [] if self.logs is None else self.logs.entries()
         last = entries[-1].get("seq", 0) if entries else 0
         if entries and not req.new:
             self.respond(msg, {"entries": entries})
+        if self.logs is None:
+            return self.no_reply
         follower = [msg, last]
         self._followers.append(follower)
-        self.track_stream(msg, lambda: self._followers.remove(follower))
-        if self._follow_task is None:
-            self._follow_task = self.spawn(self._follow())
+        self.track_stream(msg, lambda: self._unfollow(follower))
+        if self._on_log not in self.logs.listeners:
+            self.logs.listeners.append(self._on_log)
+        return self.no_reply
 
-    async def _follow(self, period: float = 0.1) -> None:
-        # the log ring has no listeners: look at its newest entry a few times a
-        # second, and only while someone follows it
-        try:
-            while self._followers:
-                await asyncio.sleep(period)
-                entries = blog.ring_entries()
-                newest = entries[-1].get("seq", 0) if entries else 0
-                for follower in list(self._followers):
-                    if newest > follower[1]:
-                        fresh = [e for e in entries if e.get("seq", 0) > follower[1]]
-                        follower[1] = newest
-                        self.respond(follower[0], {"entries": fresh})
-        finally:
-            self._follow_task = None
+    def _unfollow(self, follower) -> None:
+        self._followers.remove(follower)
+        if not self._followers and self._on_log in self.logs.listeners:
+            self.logs.listeners.remove(self._on_log)
+
+    def _on_log(self, entry) -> None:
+        # called inside a log call: answer on the next loop turn, so that sending
+        # (which may log) never runs inside logging, and a burst goes in one response
+        if self._follow_task is None:
+            self._follow_task = asyncio.get_running_loop().call_soon(self._send_new_entries)
+
+    def _send_new_entries(self) -> None:
+        self._follow_task = None
+        entries = self.logs.entries()
+        newest = entries[-1].get("seq", 0) if entries else 0
+        for follower in list(self._followers):
+            if newest > follower[1]:
+                fresh = [e for e in entries if e.get("seq", 0) > follower[1]]
+                follower[1] = newest
+                self.respond(follower[0], {"entries": fresh})
 
     @handler("broker.service-add", schema=ServiceAddRequest)
     def service_add(self, msg, req):

@@ -35,6 +35,7 @@ class LogSink:
         self.file = None
         self.stderr_level = LEVELS["warning"]
         self.seq = 0
+        self.listeners: list = []  # called with each new entry (dmesg -f)
 
     def __call__(self, logger, method_name, event_dict):
         level = method_name if method_name != "warn" else "warning"
@@ -52,6 +53,8 @@ class LogSink:
         self.seq += 1
         entry["seq"] = self.seq
         self.ring.append(entry)
+        for listener in self.listeners:
+            listener(entry)
         if self.file is not None:
             try:
                 self.file.write(json.dumps(entry, default=str) + "\n")
