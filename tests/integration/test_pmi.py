@@ -205,3 +205,18 @@ def test_mpi4py_allreduce_across_two_brokers(inst4mpi, mpi):
     assert cp.returncode == 0, cp.stderr
     assert sorted(cp.stdout.splitlines()) == \
         [f"mpi4py rank {r} of 4 sum 10 ok" for r in range(4)]
+
+
+def test_mpi_inside_a_batch_child_instance(inst4mpi, mpi, tmp_path):
+    """`batch -N2` of a script that runs an MPI job across the child instance's two
+    brokers: the child's brokers found each other through PMI, and its job shells
+    serve PMI to the MPI tasks in turn."""
+    out = tmp_path / "batch.out"
+    cp = inst4mpi.cli("batch", "-N2", "-n2", "--output", str(out), "--wrap",
+                      "fluxlite", "run", "-N2", "-n4", mpi["mpi_allreduce"], check=True)
+    jobid = jobid_of(cp)
+    r = api.wait(inst4mpi.handle(), jobid, timeout=150)
+    text = out.read_text()
+    assert r["success"], (r, text)
+    assert sorted(line for line in text.splitlines() if line.startswith("allreduce")) == \
+        [f"allreduce rank {n} of 4 sum 10 ok" for n in range(4)], text
