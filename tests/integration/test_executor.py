@@ -40,6 +40,35 @@ def test_fifty_jobs_complete_with_their_exit_codes(inst):
         assert len(ids) == 50 and all(isinstance(i, int) and i > 0 for i in ids)
 
 
+def test_two_hundred_futures_at_once(inst):
+    with Executor(inst.uri) as ex:
+        futs = [ex.submit(cmd("true")) for _ in range(200)]
+        done, not_done = concurrent.futures.wait(futs, timeout=WAIT * 2)
+        assert not not_done
+        assert [f.result() for f in futs] == [0] * 200
+        assert len({f.jobid() for f in futs}) == 200
+
+
+def test_cancel_a_pending_job(inst):
+    """A job that waits for cores (the instance's 4 are taken) is canceled before it
+    starts: its future raises the cancel exception, and it never ran."""
+    with Executor(inst.uri) as ex:
+        hog = ex.submit(cmd("sleep", "60", num_tasks=4))
+        started = threading.Event()
+        hog.add_event_callback("start", lambda f, e: started.set())
+        assert started.wait(WAIT)
+        pending = ex.submit(cmd("true"))
+        ran = threading.Event()
+        pending.add_event_callback("start", lambda f, e: ran.set())
+        pending.jobid(timeout=WAIT)
+        assert pending.cancel()
+        exc = pending.exception(timeout=WAIT)
+        assert isinstance(exc, JobException) and exc.etype == "cancel"
+        assert not ran.is_set()
+        assert hog.cancel()
+        assert isinstance(hog.exception(timeout=WAIT), JobException)
+
+
 def test_failing_command_and_signal(inst):
     with Executor(inst.uri) as ex:
         fail = ex.submit(cmd("sh", "-c", "exit 3"))

@@ -47,12 +47,12 @@ def test_one_handle_per_thread(inst1):
     assert run_in_threads(4, work) == [[True] * 5] * 4
 
 
-def test_four_threads_share_one_executor(instance_factory):
+def test_eight_threads_share_one_executor_fifty_jobs_each(instance_factory):
     inst = instance_factory(1, cores_per_rank=4)
     with Executor(inst.uri) as ex:
         def work(i):
             futs = [ex.submit(Jobspec.from_command(["sh", "-c", f"exit {i}"]))
-                    for _ in range(10)]
-            return [f.result(timeout=WAIT) for f in futs]
-        assert run_in_threads(4, work) == [[i] * 10 for i in range(4)]
+                    for _ in range(50)]
+            return [f.result(timeout=WAIT * 3) for f in futs]
+        assert run_in_threads(8, work) == [[i] * 50 for i in range(8)]
     assert not [t for t in threading.enumerate() if t.name == "fluxlite-executor"]
