@@ -165,7 +165,8 @@ IO = [
                       "otherwise, when it is a pipe or a file; run --input=RANKS, e.g. 0, "
                       "forwards it to those task ranks only)."),
     *output_options(),
-    click.Option(["-l", "--label-io"], is_flag=True, help="Prefix output lines with the task rank."),
+    click.Option(["-l", "--label-io"], is_flag=True,
+                 help="Prefix output lines with the task rank."),
 ]
 
 

@@ -18,7 +18,8 @@ def overlay():
 
 @overlay.command(context_settings=HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the raw status as JSON.")
-@click.option("-v", "--verbose", is_flag=True, help="Show how long each rank has been in its state.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show how long each rank has been in its state.")
 @click.option("--no-pretty", is_flag=True, help="One line per rank, no tree drawing.")
 def status(as_json, verbose, no_pretty):
     """Show every rank's state: full, partial, degraded, lost or offline."""

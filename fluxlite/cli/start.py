@@ -157,8 +157,8 @@ def check_broker_opts(opts: list[str]) -> None:
     try:
         ctx = broker.make_context("broker", list(opts) + ["--", "true"])
     except click.UsageError as exc:
-        raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: -S NAME=VALUE, "
-                         "--setattr NAME=VALUE, --conf FILE)") from None
+        raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: "
+                         "-S NAME=VALUE, --setattr NAME=VALUE, --conf FILE)") from None
     for name in ("config_path", "hostname", "rundir", "insecure_plain_tcp"):
         if ctx.params[name]:
             raise UsageError(f"--broker-opts: --{name.replace('_', '-')} is not for a "

@@ -26,7 +26,8 @@ class AsyncHandle(HandleCore):
         self.ctx = ctx or zmq.Context()
         self._own_ctx = ctx is None
         self.lost = asyncio.Event()
-        self.monitor = monitor  # notice the broker going away (job shells need not: they die with it)
+        # notice the broker going away (job shells need not: they die with it)
+        self.monitor = monitor
 
     async def connect(self) -> "AsyncHandle":
         sock = self.ctx.socket(zmq.DEALER)

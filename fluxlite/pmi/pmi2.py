@@ -27,7 +27,8 @@ PMI_FD (its end of a socket to slurmstepd), PMI_RANK, PMI_SIZE and PMI_JOBID
 `PMI2Client` satisfies fluxlite.pmi.client.PMIClient, the interface the
 PMI-1 client has too (rank, size, kvsname; init, put, barrier, get, finalize,
 abort, close), so the broker's bootstrap does not care which one it holds;
-the handshake runs at construction, so init() has nothing left to do.  Keys are at most 64 bytes, values 1024
+the handshake runs at construction, so init() has nothing left to do.  Keys
+are at most 64 bytes, values 1024
 (PMI2_MAX_KEYLEN / PMI2_MAX_VALLEN).  A malformed or unexpected answer is a
 ProtocolError, a server that goes away HostUnreachable, a bound exceeded
 RPCTimeout; get() of a key nobody put returns None.  Slurm's pmi2 plugin also

@@ -10,7 +10,8 @@ wants, with '.' and '-' turned into '_':
     task.exec              just before the task's command runs            (task)
     task.exit              a local task exited                            (task)
     shell.critical-ranks   leader: the job's critical shell ranks changed (ranks: set, seq)
-    shell.lost             leader: another shell was lost                 (shell_rank, severity, message)
+    shell.lost             leader: another shell was lost                 (shell_rank, severity,
+                                                                           message)
     shell.tasks-complete   leader: every task of the job has exited       ()
     shell.exit             before the shell exits                         ()
 

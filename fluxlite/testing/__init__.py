@@ -195,7 +195,7 @@ class Instance:
                 self.proc.kill()
                 self.returncode = self.proc.wait()
                 raise AssertionError(f"instance did not shut down within {timeout}s: "
-                                     f"{self.stderr_tail()}")
+                                     f"{self.stderr_tail()}") from None
         else:
             self.returncode = self.proc.returncode
         self.proc.stdout.close()
@@ -204,7 +204,7 @@ class Instance:
     def __enter__(self) -> "Instance":
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, *exc) -> None:
         try:
             self.stop()
         finally:

@@ -120,7 +120,7 @@ class NetnsHosts:
     def __enter__(self) -> "NetnsHosts":
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, *exc) -> None:
         self.teardown()
 
     def start(self) -> "NetnsHosts":

@@ -86,7 +86,7 @@ class SlurmCluster:
     def __enter__(self) -> "SlurmCluster":
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, *exc) -> None:
         self.stop()
 
     def start(self) -> "SlurmCluster":

@@ -37,7 +37,7 @@ class LogSink:
         self.seq = 0
         self.listeners: list = []  # called with each new entry (dmesg -f)
 
-    def __call__(self, logger, method_name, event_dict):
+    def __call__(self, _logger, method_name, event_dict):
         level = method_name if method_name != "warn" else "warning"
         if level == "exception":
             level = "error"

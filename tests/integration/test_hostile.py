@@ -216,7 +216,8 @@ def test_credentials_come_from_the_connection_not_the_message(inst1):
     role at all gets the credentials of its connection: its jobs are its own."""
     me = os.getuid()
     with RawPeer(local_endpoint(inst1)) as peer:
-        resp = peer.call("job-manager.submit", {"jobspec": js.Jobspec.from_command(["true"]).jobspec},
+        spec = js.Jobspec.from_command(["true"]).jobspec
+        resp = peer.call("job-manager.submit", {"jobspec": spec},
                          userid=me + 1001, role=m.ROLE_USER)
         assert resp.errnum == 0, resp.errstr
         jobid = resp.payload["id"]
@@ -334,7 +335,7 @@ def test_a_client_that_never_reads_is_dropped_and_rank0_stays_bounded(instance_f
         assert slow.recv(10) is not None  # the watch is open (its first value)
         before = rss_kib(pid)
         dropped = False
-        for batch in range(40):  # up to 4000 changes of 32 KiB: 128 MB streamed
+        for _batch in range(40):  # up to 4000 changes of 32 KiB: 128 MB streamed
             pending = [h.rpc("kvs.commit", {"ops": [{"key": "flood",
                                                      "value": f"{i:08d}" + value}]})
                        for i in range(100)]
@@ -386,7 +387,8 @@ def test_oversized_frames_are_refused_unread(instance_factory):
 
 def test_a_payload_larger_than_its_method_takes_is_refused_before_decoding(inst1):
     h = inst1.handle()
-    spec = js.Jobspec.from_command(["true"], environment={f"V{i}": "x" * 1000 for i in range(2100)}).jobspec
+    env = {f"V{i}": "x" * 1000 for i in range(2100)}
+    spec = js.Jobspec.from_command(["true"], environment=env).jobspec
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EINVAL, "payload",
             "at most")
     refused(h, "broker.ping", {"pad": "x" * (2 << 20)}, errno.EINVAL, "payload")

@@ -10,6 +10,7 @@ import pytest
 import zmq
 
 from fluxlite.client.sync import Handle
+from fluxlite.errors import FluxliteError
 from fluxlite.protocol import message as m
 from fluxlite.testing import Instance, assert_no_leaks, fluxlite_command, tagged_processes
 
@@ -194,7 +195,7 @@ def test_inflight_rpc_fails_with_ehostunreach(instance_factory):
     # a streaming RPC to rank 2 stays open; killing rank 1 (on its path) must fail it at once
     pending = h.rpc("overlay.watch", nodeid=2, streaming=True)  # rank 2 answers EINVAL...
     h.wait(pending, 10)
-    with pytest.raises(Exception):
+    with pytest.raises(FluxliteError):
         pending.take()
     # ...so use a request that rank 2 never answers: a ping to a service a client registers
     owner = Handle(inst.getattr("local-uri", 2))

@@ -73,7 +73,7 @@ def test_bad_input_is_one_line(inst1, args, words):
 
 def test_status_of_an_unknown_job(inst1):
     cp = inst1.cli("job", "status", "f1", timeout=30)
-    assert one_error_line(cp) == f"fluxlite job status: unknown job id ƒ1"
+    assert one_error_line(cp) == "fluxlite job status: unknown job id ƒ1"
 
 
 def test_last(inst1):

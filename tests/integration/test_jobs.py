@@ -334,7 +334,8 @@ def test_user_plugin_callbacks(inst4, tmp_path):
             def task_exec(self, task): self._note(f"task.exec {{task.rank}}")
             def shell_start(self): self._note("shell.start")
             def task_exit(self, task): self._note(f"task.exit {{task.rank}} {{task.exitcode}}")
-            def shell_critical_ranks(self, ranks, seq): self._note(f"critical {{sorted(ranks)}} {{seq}}")
+            def shell_critical_ranks(self, ranks, seq):
+                self._note(f"critical {{sorted(ranks)}} {{seq}}")
             def shell_tasks_complete(self): self._note("shell.tasks-complete")
             def shell_exit(self): self._note("shell.exit")
     """))

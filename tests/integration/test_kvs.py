@@ -52,7 +52,8 @@ def test_watch_sees_changes_and_removal_of_a_parent(inst1):
 
 def test_bad_requests(inst1):
     h = inst1.handle()
-    for payload, words in (({"ops": "x"}, "ops: expected `array`, got `str`"), ({"ops": [{"value": 1}]}, "'key'"),
+    for payload, words in (({"ops": "x"}, "ops: expected `array`, got `str`"),
+                           ({"ops": [{"value": 1}]}, "'key'"),
                            ({"ops": [{"key": "a..b", "value": 1}]}, "empty path"),
                            ({"ops": [{"key": "a"}]}, "no value")):
         with pytest.raises(FluxliteError, match=words):

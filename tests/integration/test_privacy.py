@@ -13,7 +13,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
 import sys

@@ -242,7 +242,7 @@ def test_proxy_says_when_the_instance_goes_away(inst4):
         rc = p.wait(60)
         err = p.stderr.read()
     assert rc == 1, err
-    assert err.startswith(f"fluxlite proxy: lost connection to local://"), err
+    assert err.startswith("fluxlite proxy: lost connection to local://"), err
     assert len(err.splitlines()) == 1
     wait_inactive(inst4, f58)
 

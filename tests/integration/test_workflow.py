@@ -156,7 +156,8 @@ def test_api_refuses_bad_urgency(inst1):
             h.call("job-manager.urgency", {"id": held, "urgency": bad}, timeout=10)
         assert info.value.errnum == errnum and "urgency" in info.value.message
     with pytest.raises(FluxliteError) as info:
-        h.call("job-manager.submit", {"jobspec": js.Jobspec.from_command(["true"]).jobspec, "urgency": 32},
+        h.call("job-manager.submit",
+               {"jobspec": js.Jobspec.from_command(["true"]).jobspec, "urgency": 32},
                timeout=10)
     assert info.value.errnum == errno.EINVAL
     assert h.call("job-manager.urgency", {"id": held, "urgency": 16},

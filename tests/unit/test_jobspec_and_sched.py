@@ -43,7 +43,9 @@ def sched_with(cores: dict[int, int], removed=()) -> SchedService:
 
 
 def req(nnodes=None, ntasks=None, cores=1):
-    return js.request(js.Jobspec.from_command(["true"], num_nodes=nnodes, num_tasks=ntasks, cores_per_task=cores).jobspec)
+    spec = js.Jobspec.from_command(["true"], num_nodes=nnodes, num_tasks=ntasks,
+                                   cores_per_task=cores)
+    return js.request(spec.jobspec)
 
 
 @pytest.mark.parametrize("cores,removed,request_,words", [

@@ -59,4 +59,4 @@ def test_garbage_is_protocol_error(frames):
 def test_undecodable_payload_raises_on_access():
     msg = m.decode([msgpack.packb([1, 0, "t.x", 0, 0, 0, 0, "", 0, 0, []]), b"\xc1"])
     with pytest.raises(ProtocolError):
-        msg.payload
+        _ = msg.payload

@@ -2,7 +2,6 @@
 socketpair, with the server side played by a thread that answers the way Slurm's
 pmi2 plugin does (src/plugins/mpi/pmi2/pmi2.c)."""
 
-import errno
 import os
 import socket
 import threading

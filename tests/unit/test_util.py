@@ -122,7 +122,8 @@ def test_layout_of_exclusive_slots_runs_the_slots_asked_for():
     from fluxlite.job import jobspec as js
     from fluxlite.job import rset
     for n, want in ((1, [1]), (3, [2, 1])):
-        spec = js.Jobspec.from_command(["true"], num_tasks=n, num_nodes=None, cores_per_task=1, exclusive=True).jobspec
+        spec = js.Jobspec.from_command(["true"], num_tasks=n, num_nodes=None, cores_per_task=1,
+                                       exclusive=True).jobspec
         alloc = {r: [0, 1] for r in range(len(want))}
         assert rset.layout(js.request(spec), alloc) == want
 

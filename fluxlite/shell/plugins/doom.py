@@ -19,8 +19,9 @@ the set changes the decision is made again: a timer armed by a rank that is
 no longer critical stops, and a report from a rank that became critical arms
 it (for what is left of the timeout).
 
-The fatal exception carries the failing task's wait status, and the job finishes with that status (a task's `exit 7` ends the job with 7,
-not with the SIGTERM its siblings got), as in Flux.
+The fatal exception carries the failing task's wait status, and the job
+finishes with that status (a task's `exit 7` ends the job with 7, not with
+the SIGTERM its siblings got), as in Flux.
 """
 
 from __future__ import annotations
