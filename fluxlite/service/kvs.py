@@ -25,6 +25,7 @@ watches, so where a value lives is the KVS's business alone.
 from __future__ import annotations
 
 import errno
+import weakref
 from typing import Annotated
 
 from ..errors import FluxliteError, ProtocolError
@@ -68,14 +69,22 @@ class _Dir(dict):
     """A directory node (a plain dict is a value, e.g. a jobspec or R)."""
 
 
-class _Packed(bytes):
-    """A map value, kept encoded."""
+class _Entries(list):
+    """A list made by appends (an eventlog), each entry kept encoded: a few bytes
+    objects per job instead of a dict, its context and its values each."""
     __slots__ = ()
 
+    def decoded(self, start: int = 0) -> list:
+        return [unpack(e) for e in self[start:]]
 
-def _keep(value):
-    """How the tree holds a value that is set."""
-    return _Packed(pack(value)) if isinstance(value, dict) else value
+
+class _Packed:
+    """A map value, kept encoded; equal values share one copy (the jobspecs of
+    `submit --cc` differ in nothing)."""
+    __slots__ = ("data", "__weakref__")
+
+    def __init__(self, data: bytes):
+        self.data = data
 
 
 class _Watcher:
@@ -121,6 +130,19 @@ class KVSService(Service):
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
         self.store = Store(ctx.attrs.get("rundir"))
+        self._packed: weakref.WeakValueDictionary[bytes, _Packed] = \
+            weakref.WeakValueDictionary()
+
+    def _keep(self, value):
+        """How the tree holds a value that is set: a map encoded, shared with any
+        equal map held already."""
+        if not isinstance(value, dict):
+            return value
+        data = pack(value)
+        node = self._packed.get(data)
+        if node is None:
+            node = self._packed[data] = _Packed(data)
+        return node
 
     def stop(self) -> None:
         super().stop()
@@ -136,7 +158,9 @@ class KVSService(Service):
         if isinstance(node, Log):
             return self.store.read(node)
         if isinstance(node, _Packed):
-            return unpack(node)
+            return unpack(node.data)
+        if isinstance(node, _Entries):
+            return node.decoded()
         return node
 
     def _node(self, key: str):
@@ -188,7 +212,7 @@ class KVSService(Service):
                     if isinstance(old, _Dir):
                         raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     undo.append((parent, leaf, old))
-                    parent[leaf] = _keep(op["value"])
+                    parent[leaf] = self._keep(op["value"])
                     if isinstance(old, Log):
                         self.store.drop([old])
                 touched.append(key)
@@ -221,7 +245,7 @@ class KVSService(Service):
                 log = parent[leaf] = self.store.new_log()
                 self.store.append(log, entries)
             else:
-                parent[leaf] = list(entries)
+                parent[leaf] = _Entries(pack(e) for e in entries)
             return
         undo.append((parent, leaf, _Truncate(len(old) if isinstance(old, list) else old.n)))
         if isinstance(old, Log):
@@ -229,8 +253,10 @@ class KVSService(Service):
         elif self.store.spill(len(old) + len(entries), entries):
             undo.append((parent, leaf, old))
             log = parent[leaf] = self.store.new_log()
-            self.store.append(log, old)
+            self.store.append(log, old.decoded() if isinstance(old, _Entries) else old)
             self.store.append(log, entries)
+        elif isinstance(old, _Entries):
+            old.extend(pack(e) for e in entries)
         else:
             old.extend(entries)
 
@@ -306,7 +332,7 @@ class KVSService(Service):
                 self._drop_watch(key, w)
                 self.respond_error(w.msg, errno.EINVAL, f"{key!r} is not an eventlog")
                 return
-            new = value[w.sent:]
+            new = value.decoded(w.sent) if isinstance(value, _Entries) else value[w.sent:]
             if not new and w.sent:
                 return
             w.sent = len(value)
