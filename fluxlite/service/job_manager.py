@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import functools
 import sys
 import time
 from typing import Annotated
@@ -109,6 +110,7 @@ class ListRequest(Struct, kw_only=True):
 
 
 _BUSY = (states.RUN, states.CLEANUP)
+_NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
 
 
 class Job:
@@ -135,20 +137,23 @@ class Job:
         self.state = states.NEW
         self.t_submit = time.time()
         self.t_run = self.t_cleanup = self.t_inactive = 0.0
-        self.alloc: dict[int, list[int]] = {}
-        self.exceptions: list[dict] = []
+        # empty until used: a pending job holds no containers of its own (a list or map
+        # is made by the first append; `alloc` and `memo` are replaced, never changed)
+        self.alloc: dict[int, list[int]] = _NOTHING
+        self.exceptions: list[dict] | tuple = ()
         self.fatal: dict | None = None
         self.status: int | None = None
-        self.memo: dict = {}
-        self.waiters: list = []
+        self.memo: dict = _NOTHING
+        self.waiters: list | tuple = ()
         self.ran = False
         self.key = eventlog_key(jobid)
         self.expiration = 0.0
         self.exec_pending = None
         self.freed = False
         self.waited = False
-        self.deps: dict[str, tuple[str, int | None]] = {}  # description -> (scheme, job id)
-        self.dependents: list[Job] = []              # jobs in DEPEND waiting on this one
+        self.deps: dict[str, tuple[str, int | None]] = _NOTHING  # description ->
+        #                                                          (scheme, job id)
+        self.dependents: list[Job] | tuple = ()      # jobs in DEPEND waiting on this one
         self.flags = 0
 
     @property
@@ -179,6 +184,21 @@ class Job:
             "depth": level + 1 if self.instance else 0,
             "dependencies": list(self.deps),
         }
+
+
+def _own(job: Job, field: str):
+    """The job's own list or map in `field`, made now if it still has the shared empty."""
+    value = getattr(job, field)
+    if value is _NOTHING or value == ():
+        value = {} if value is _NOTHING else []
+        setattr(job, field, value)
+    return value
+
+
+def _unwait(job: Job, msg) -> None:
+    """A waiter's client went away."""
+    if msg in job.waiters:
+        job.waiters.remove(msg)
 
 
 WAITABLE = states.WAITABLE
@@ -251,7 +271,7 @@ class JobManagerService(Service):
         for w in job.waiters:
             self.untrack_stream(w)
             self.respond(w, self._wait_result(job))
-        job.waiters.clear()
+        job.waiters = ()
         for w in list(self.any_waiters):
             if self._waitable(w, job):  # the first waiting for any job gets it
                 self.any_waiters.remove(w)
@@ -345,8 +365,8 @@ class JobManagerService(Service):
                     continue
                 if verdict == depend.WAIT:
                     if desc not in job.deps:
-                        job.deps[desc] = (scheme, tid)
-                        target.dependents.append(job)
+                        _own(job, "deps")[desc] = (scheme, tid)
+                        _own(target, "dependents").append(job)
                         self._post(job, "dependency-add", {"description": desc})
                     continue
             self.raise_exception(job, "dependency", 0, why)
@@ -357,7 +377,7 @@ class JobManagerService(Service):
         delay = at - time.time()
         if delay <= 0 or desc in job.deps:
             return
-        job.deps[desc] = (depend.BEGIN_TIME, None)
+        _own(job, "deps")[desc] = (depend.BEGIN_TIME, None)
         self._post(job, "dependency-add", {"description": desc})
         asyncio.get_running_loop().call_later(delay, self._begin_time_reached, job, desc)
 
@@ -531,7 +551,7 @@ class JobManagerService(Service):
             ex["wait_status"] = wait_status
         if context:
             ex["context"] = context
-        job.exceptions.append(ex)
+        _own(job, "exceptions").append(ex)
         prior = job.state
         self._post(job, "exception", ex)
         if severity != 0 or job.fatal is not None:
@@ -612,7 +632,7 @@ class JobManagerService(Service):
     def memo(self, msg, r):
         job = self._job(r.id)
         self._authorize(msg, job)
-        job.memo.update(r.memo)
+        job.memo = {**job.memo, **r.memo}
         self._post(job, "memo", r.memo)
         return {}
 
@@ -628,8 +648,9 @@ class JobManagerService(Service):
             out = self._wait_result(job)
             self._purge_by_policy()  # a waitable job may go now
             return out
-        job.waiters.append(msg)
-        self.track_stream(msg, lambda: job.waiters.remove(msg) if msg in job.waiters else None)
+        msg.drop_payload()  # kept to be answered: its route and matchtag are enough
+        _own(job, "waiters").append(msg)
+        self.track_stream(msg, functools.partial(_unwait, job, msg))
         return self.no_reply
 
     def _waitable(self, msg, job: Job) -> bool:
@@ -645,6 +666,7 @@ class JobManagerService(Service):
         pending = [j for j in self.jobs.values() if self._waitable(msg, j)]
         if len(pending) <= sum(1 for w in self.any_waiters if w.userid == msg.userid):
             raise NoChild("there are no waitable jobs")
+        msg.drop_payload()
         self.any_waiters.append(msg)
         self.track_stream(msg, lambda: self.any_waiters.remove(msg)
                           if msg in self.any_waiters else None)
