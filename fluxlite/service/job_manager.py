@@ -26,7 +26,7 @@ from ..job import rset, states
 from ..job.eventlog import entry, eventlog_key, job_key
 from ..protocol.schema import (AnyMap, JobId, Meta, Name, Severity, Signal, Struct, Text, Urgency,
                                UserId, WaitStatus)
-from ..util import fluid, fsd, idset
+from ..util import fluid, fsd, idset, procs
 from .base import ANY, OWNER, Service, handler
 
 
@@ -202,6 +202,7 @@ def _unwait(job: Job, msg) -> None:
 
 
 WAITABLE = states.WAITABLE
+TRIM_EVERY = 256   # purged jobs between two trims of the heap (release_free_memory)
 AGE_LIMIT = "job-manager.inactive-age-limit"
 NUM_LIMIT = "job-manager.inactive-num-limit"
 
@@ -231,6 +232,7 @@ class JobManagerService(Service):
         self.idle_waiters: list = []
         self.inactive: dict[int, Job] = {}  # inactive jobs, oldest first (purge order)
         self._purge_timer = None
+        self._untrimmed = 0       # jobs purged since the heap was last trimmed
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -289,6 +291,8 @@ class JobManagerService(Service):
             self.drain_waiters.clear()
         self._notify_dependents(job)
         self._purge_by_policy()
+        if self.n_active == 0:
+            procs.release_free_memory()  # the peak of a burst of jobs is over
 
     def _wait_result(self, job: Job) -> dict:
         job.waited = True
@@ -819,6 +823,10 @@ class JobManagerService(Service):
             del self.inactive[job.id]
             del self.jobs[job.id]
         self.inactive_purged += len(jobs)
+        self._untrimmed += len(jobs)
+        if self._untrimmed >= TRIM_EVERY or not self.inactive:
+            self._untrimmed = 0
+            procs.release_free_memory()
 
     def _purge_by_policy(self) -> None:
         age_limit, num_limit = self._limits()

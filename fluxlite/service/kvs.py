@@ -25,6 +25,7 @@ watches, so where a value lives is the KVS's business alone.
 from __future__ import annotations
 
 import errno
+import sys
 import weakref
 from typing import Annotated
 
@@ -118,7 +119,8 @@ def _split(key: str) -> list[str]:
     parts = key.strip(".").split(".")
     if not all(parts):
         raise FluxliteError(f"invalid key {key!r}: empty path component", errno.EINVAL)
-    return parts
+    # names that recur under every job ("eventlog", "jobspec", "0000") are held once
+    return [sys.intern(p) for p in parts]
 
 
 class KVSService(Service):

@@ -162,3 +162,11 @@ def test_mustache_render_and_check():
     mustache.check("{{id}}{{jobid.hex}}{{node.name}}", "--output")
     with pytest.raises(ValueError, match=r"--error: unknown mustache template '\{\{x\}\}'"):
         mustache.check("a{{x}}", "--error")
+
+
+def test_release_free_memory_runs_on_glibc():
+    import platform
+
+    from fluxlite.util import procs
+    ran = procs.release_free_memory()
+    assert ran is (platform.libc_ver()[0] == "glibc")
