@@ -14,8 +14,9 @@ Services on rank 0 call `commit()` and `lookup()` directly; everyone else
 uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
 
 A value that is a map (a jobspec, an R) is kept encoded (msgpack bytes, the
-wire codec) and decoded for each reader: one compact copy per key, however
-many jobs are pending, instead of thousands of small objects each.
+wire codec, compressed) and decoded for each reader: one compact copy per key,
+however many jobs are pending, instead of thousands of small objects each; so
+is each entry of an eventlog held in the heap.
 
 Long lists (job output above all) do not stay in the heap: the KVS moves them
 to its on-disk store (kvs_store.py) and reads them back for `kvs.get` and
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import errno
 import sys
-import weakref
+import zlib
 from typing import Annotated
 
 from ..errors import FluxliteError, ProtocolError
@@ -80,9 +81,9 @@ class _Entries(list):
 
 
 class _Packed:
-    """A map value, kept encoded; equal values share one copy (the jobspecs of
-    `submit --cc` differ in nothing)."""
-    __slots__ = ("data", "__weakref__")
+    """A map value, kept encoded and compressed (a jobspec is mostly its environment,
+    which compresses well)."""
+    __slots__ = ("data",)
 
     def __init__(self, data: bytes):
         self.data = data
@@ -132,19 +133,11 @@ class KVSService(Service):
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
         self.store = Store(ctx.attrs.get("rundir"))
-        self._packed: weakref.WeakValueDictionary[bytes, _Packed] = \
-            weakref.WeakValueDictionary()
 
-    def _keep(self, value):
-        """How the tree holds a value that is set: a map encoded, shared with any
-        equal map held already."""
-        if not isinstance(value, dict):
-            return value
-        data = pack(value)
-        node = self._packed.get(data)
-        if node is None:
-            node = self._packed[data] = _Packed(data)
-        return node
+    @staticmethod
+    def _keep(value):
+        """How the tree holds a value that is set."""
+        return _Packed(zlib.compress(pack(value), 1)) if isinstance(value, dict) else value
 
     def stop(self) -> None:
         super().stop()
@@ -160,7 +153,7 @@ class KVSService(Service):
         if isinstance(node, Log):
             return self.store.read(node)
         if isinstance(node, _Packed):
-            return unpack(node.data)
+            return unpack(zlib.decompress(node.data))
         if isinstance(node, _Entries):
             return node.decoded()
         return node
