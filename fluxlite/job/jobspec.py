@@ -39,7 +39,7 @@ from ..util import fsd
 MAX_COUNT = 1 << 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Request:
     nnodes: int | None          # -N: whole nodes (exclusive)
     slots_per_node: int | None  # with nnodes
@@ -455,7 +455,24 @@ def _parse(spec) -> JobspecV1:
         raise (ProtocolError if wrong_type else UsageError)(f"jobspec: {what}") from None
 
 
+_REQUESTS: dict[Request, Request] = {}   # one shared copy of each request seen
+_REQUESTS_MAX = 1024
+
+
 def _request(js1: JobspecV1) -> Request:
+    """The request, shared with every earlier job that asked for the same (thousands of
+    pending jobs mostly ask alike)."""
+    req = _new_request(js1)
+    shared = _REQUESTS.get(req)
+    if shared is not None:
+        return shared
+    if len(_REQUESTS) >= _REQUESTS_MAX:
+        _REQUESTS.clear()
+    _REQUESTS[req] = req
+    return req
+
+
+def _new_request(js1: JobspecV1) -> Request:
     top = js1.resources[0]
     count = js1.tasks[0].count
     counts = dict(per_slot=count.per_slot or 1, total=count.total, per_node=count.per_node)

@@ -101,6 +101,11 @@ class Message:
                 raise ProtocolError(f"undecodable payload on {self.topic!r}: {exc}") from None
         return self._payload
 
+    def drop_payload(self) -> None:
+        """Forget the payload of a request kept only to be answered later (a pending
+        allocation, a wait): what a response needs is its route and matchtag."""
+        self._payload = self._payload_raw = None
+
     def payload_size(self) -> int:
         """Bytes of a payload not decoded yet (0 once decoded, or built here)."""
         return len(self._payload_raw) if self._payload_raw is not None else 0

@@ -25,7 +25,7 @@ class PendingRPC:
         self.topic = topic
         self.streaming = streaming
         self.done = False
-        self._queue: collections.deque = collections.deque()
+        self._queue: collections.deque | None = None  # made by the first queued response
         self._waiter = None  # an asyncio future while an async caller awaits
         self._on_response = None
 
@@ -52,6 +52,8 @@ class PendingRPC:
         if self._on_response is not None:
             self._on_response(msg)
             return
+        if self._queue is None:
+            self._queue = collections.deque()
         self._queue.append(msg)
         w = self._waiter
         if w is not None and not w.done():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import functools
 import sys
 import time
 from typing import Annotated
@@ -27,7 +28,7 @@ from ..job.eventlog import entry, eventlog_key, job_key
 from ..protocol.message import STREAMING
 from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Signal, Struct,
                                Text, Urgency, UserId, WaitStatus)
-from ..util import fluid, fsd, idset
+from ..util import fluid, fsd, idset, procs
 from .base import ANY, OWNER, Service, handler
 
 
@@ -121,6 +122,7 @@ class JournalCancelRequest(Struct, kw_only=True):
 JOURNAL_BATCH = 64   # jobs per history response of job-manager.events-journal
 
 _BUSY = (states.RUN, states.CLEANUP)
+_NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
 
 
 class Job:
@@ -147,20 +149,23 @@ class Job:
         self.state = states.NEW
         self.t_submit = time.time()
         self.t_run = self.t_cleanup = self.t_inactive = 0.0
-        self.alloc: dict[int, list[int]] = {}
-        self.exceptions: list[dict] = []
+        # empty until used: a pending job holds no containers of its own (a list or map
+        # is made by the first append; `alloc` and `memo` are replaced, never changed)
+        self.alloc: dict[int, list[int]] = _NOTHING
+        self.exceptions: list[dict] | tuple = ()
         self.fatal: dict | None = None
         self.status: int | None = None
-        self.memo: dict = {}
-        self.waiters: list = []
+        self.memo: dict = _NOTHING
+        self.waiters: list | tuple = ()
         self.ran = False
         self.key = eventlog_key(jobid)
         self.expiration = 0.0
         self.exec_pending = None
         self.freed = False
         self.waited = False
-        self.deps: dict[str, tuple[str, int | None]] = {}  # description -> (scheme, job id)
-        self.dependents: list[Job] = []              # jobs in DEPEND waiting on this one
+        self.deps: dict[str, tuple[str, int | None]] = _NOTHING  # description ->
+        #                                                          (scheme, job id)
+        self.dependents: list[Job] | tuple = ()      # jobs in DEPEND waiting on this one
         self.flags = 0
 
     @property
@@ -193,7 +198,23 @@ class Job:
         }
 
 
+def _own(job: Job, field: str):
+    """The job's own list or map in `field`, made now if it still has the shared empty."""
+    value = getattr(job, field)
+    if value is _NOTHING or value == ():
+        value = {} if value is _NOTHING else []
+        setattr(job, field, value)
+    return value
+
+
+def _unwait(job: Job, msg) -> None:
+    """A waiter's client went away."""
+    if msg in job.waiters:
+        job.waiters.remove(msg)
+
+
 WAITABLE = states.WAITABLE
+TRIM_EVERY = 256   # purged jobs between two trims of the heap (release_free_memory)
 AGE_LIMIT = "job-manager.inactive-age-limit"
 NUM_LIMIT = "job-manager.inactive-num-limit"
 
@@ -224,6 +245,7 @@ class JobManagerService(Service):
         self.inactive: dict[int, Job] = {}  # inactive jobs, oldest first (purge order)
         self._purge_timer = None
         self.journal: list = []  # job-manager.events-journal streams
+        self._untrimmed = 0       # jobs purged since the heap was last trimmed
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -266,7 +288,7 @@ class JobManagerService(Service):
         for w in job.waiters:
             self.untrack_stream(w)
             self.respond(w, self._wait_result(job))
-        job.waiters.clear()
+        job.waiters = ()
         for w in list(self.any_waiters):
             if self._waitable(w, job):  # the first waiting for any job gets it
                 self.any_waiters.remove(w)
@@ -284,6 +306,8 @@ class JobManagerService(Service):
             self.drain_waiters.clear()
         self._notify_dependents(job)
         self._purge_by_policy()
+        if self.n_active == 0:
+            procs.release_free_memory()  # the peak of a burst of jobs is over
 
     def _wait_result(self, job: Job) -> dict:
         job.waited = True
@@ -362,8 +386,8 @@ class JobManagerService(Service):
                     continue
                 if verdict == depend.WAIT:
                     if desc not in job.deps:
-                        job.deps[desc] = (scheme, tid)
-                        target.dependents.append(job)
+                        _own(job, "deps")[desc] = (scheme, tid)
+                        _own(target, "dependents").append(job)
                         self._post(job, "dependency-add", {"description": desc})
                     continue
             self.raise_exception(job, "dependency", 0, why)
@@ -374,7 +398,7 @@ class JobManagerService(Service):
         delay = at - time.time()
         if delay <= 0 or desc in job.deps:
             return
-        job.deps[desc] = (depend.BEGIN_TIME, None)
+        _own(job, "deps")[desc] = (depend.BEGIN_TIME, None)
         self._post(job, "dependency-add", {"description": desc})
         asyncio.get_running_loop().call_later(delay, self._begin_time_reached, job, desc)
 
@@ -548,7 +572,7 @@ class JobManagerService(Service):
             ex["wait_status"] = wait_status
         if context:
             ex["context"] = context
-        job.exceptions.append(ex)
+        _own(job, "exceptions").append(ex)
         prior = job.state
         self._post(job, "exception", ex)
         if severity != 0 or job.fatal is not None:
@@ -629,7 +653,7 @@ class JobManagerService(Service):
     def memo(self, msg, r):
         job = self._job(r.id)
         self._authorize(msg, job)
-        job.memo.update(r.memo)
+        job.memo = {**job.memo, **r.memo}
         self._post(job, "memo", r.memo)
         return {}
 
@@ -645,8 +669,9 @@ class JobManagerService(Service):
             out = self._wait_result(job)
             self._purge_by_policy()  # a waitable job may go now
             return out
-        job.waiters.append(msg)
-        self.track_stream(msg, lambda: job.waiters.remove(msg) if msg in job.waiters else None)
+        msg.drop_payload()  # kept to be answered: its route and matchtag are enough
+        _own(job, "waiters").append(msg)
+        self.track_stream(msg, functools.partial(_unwait, job, msg))
         return self.no_reply
 
     def _waitable(self, msg, job: Job) -> bool:
@@ -662,6 +687,7 @@ class JobManagerService(Service):
         pending = [j for j in self.jobs.values() if self._waitable(msg, j)]
         if len(pending) <= sum(1 for w in self.any_waiters if w.userid == msg.userid):
             raise NoChild("there are no waitable jobs")
+        msg.drop_payload()
         self.any_waiters.append(msg)
         self.track_stream(msg, lambda: self.any_waiters.remove(msg)
                           if msg in self.any_waiters else None)
@@ -882,6 +908,10 @@ class JobManagerService(Service):
             del self.inactive[job.id]
             del self.jobs[job.id]
         self.inactive_purged += len(jobs)
+        self._untrimmed += len(jobs)
+        if self._untrimmed >= TRIM_EVERY or not self.inactive:
+            self._untrimmed = 0
+            procs.release_free_memory()
 
     def _purge_by_policy(self) -> None:
         age_limit, num_limit = self._limits()

@@ -14,8 +14,9 @@ Services on rank 0 call `commit()` and `lookup()` directly; everyone else
 uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
 
 A value that is a map (a jobspec, an R) is kept encoded (msgpack bytes, the
-wire codec) and decoded for each reader: one compact copy per key, however
-many jobs are pending, instead of thousands of small objects each.
+wire codec, compressed) and decoded for each reader: one compact copy per key,
+however many jobs are pending, instead of thousands of small objects each; so
+is each entry of an eventlog held in the heap.
 
 Long lists (job output above all) do not stay in the heap: the KVS moves them
 to its on-disk store (kvs_store.py) and reads them back for `kvs.get` and
@@ -25,6 +26,8 @@ watches, so where a value lives is the KVS's business alone.
 from __future__ import annotations
 
 import errno
+import sys
+import zlib
 from typing import Annotated
 
 from ..errors import FluxliteError, ProtocolError
@@ -68,14 +71,22 @@ class _Dir(dict):
     """A directory node (a plain dict is a value, e.g. a jobspec or R)."""
 
 
-class _Packed(bytes):
-    """A map value, kept encoded."""
+class _Entries(list):
+    """A list made by appends (an eventlog), each entry kept encoded: a few bytes
+    objects per job instead of a dict, its context and its values each."""
     __slots__ = ()
 
+    def decoded(self, start: int = 0) -> list:
+        return [unpack(e) for e in self[start:]]
 
-def _keep(value):
-    """How the tree holds a value that is set."""
-    return _Packed(pack(value)) if isinstance(value, dict) else value
+
+class _Packed:
+    """A map value, kept encoded and compressed (a jobspec is mostly its environment,
+    which compresses well)."""
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
 
 
 class _Watcher:
@@ -109,7 +120,8 @@ def _split(key: str) -> list[str]:
     parts = key.strip(".").split(".")
     if not all(parts):
         raise FluxliteError(f"invalid key {key!r}: empty path component", errno.EINVAL)
-    return parts
+    # names that recur under every job ("eventlog", "jobspec", "0000") are held once
+    return [sys.intern(p) for p in parts]
 
 
 class KVSService(Service):
@@ -121,6 +133,11 @@ class KVSService(Service):
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
         self.store = Store(ctx.attrs.get("rundir"))
+
+    @staticmethod
+    def _keep(value):
+        """How the tree holds a value that is set."""
+        return _Packed(zlib.compress(pack(value), 1)) if isinstance(value, dict) else value
 
     def stop(self) -> None:
         super().stop()
@@ -136,7 +153,9 @@ class KVSService(Service):
         if isinstance(node, Log):
             return self.store.read(node)
         if isinstance(node, _Packed):
-            return unpack(node)
+            return unpack(zlib.decompress(node.data))
+        if isinstance(node, _Entries):
+            return node.decoded()
         return node
 
     def _node(self, key: str):
@@ -188,7 +207,7 @@ class KVSService(Service):
                     if isinstance(old, _Dir):
                         raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     undo.append((parent, leaf, old))
-                    parent[leaf] = _keep(op["value"])
+                    parent[leaf] = self._keep(op["value"])
                     if isinstance(old, Log):
                         self.store.drop([old])
                 touched.append(key)
@@ -221,7 +240,7 @@ class KVSService(Service):
                 log = parent[leaf] = self.store.new_log()
                 self.store.append(log, entries)
             else:
-                parent[leaf] = list(entries)
+                parent[leaf] = _Entries(pack(e) for e in entries)
             return
         undo.append((parent, leaf, _Truncate(len(old) if isinstance(old, list) else old.n)))
         if isinstance(old, Log):
@@ -229,8 +248,10 @@ class KVSService(Service):
         elif self.store.spill(len(old) + len(entries), entries):
             undo.append((parent, leaf, old))
             log = parent[leaf] = self.store.new_log()
-            self.store.append(log, old)
+            self.store.append(log, old.decoded() if isinstance(old, _Entries) else old)
             self.store.append(log, entries)
+        elif isinstance(old, _Entries):
+            old.extend(pack(e) for e in entries)
         else:
             old.extend(entries)
 
@@ -306,7 +327,7 @@ class KVSService(Service):
                 self._drop_watch(key, w)
                 self.respond_error(w.msg, errno.EINVAL, f"{key!r} is not an eventlog")
                 return
-            new = value[w.sent:]
+            new = value.decoded(w.sent) if isinstance(value, _Entries) else value[w.sent:]
             if not new and w.sent:
                 return
             w.sent = len(value)

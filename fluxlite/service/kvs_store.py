@@ -8,8 +8,9 @@ the difference: `kvs.get` and `kvs.watch` read the entries back from here.
 
 The file is `<rundir>/content.sqlite`, owner-only (mode 0600, never a symlink),
 with no journal file and no fsync: it lives and dies with the instance (it is
-removed when the KVS stops, even from a run directory kept with --rundir).  Each KVS commit is one SQLite transaction, so a
-commit that fails half way leaves neither the tree nor the file changed.
+removed when the KVS stops, even from a run directory kept with --rundir).
+Each KVS commit is one SQLite transaction, so a commit that fails half way
+leaves neither the tree nor the file changed.
 """
 
 from __future__ import annotations

@@ -221,6 +221,7 @@ class SchedService(Service):
             why = self.unsatisfiable(req)
             if why:
                 raise FluxliteError(why, EOVERFLOW)
+        msg.drop_payload()  # the request is kept to be answered; its jobspec is not needed
         self._enqueue(_Pending(r.id, msg, req, r.priority))
         self.schedule()
         return self.no_reply

@@ -37,6 +37,20 @@ def set_child_subreaper() -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the kernel (glibc's malloc_trim), so that a
+    peak that is over (thousands of jobs forgotten at once) stops counting in RSS.
+    Elsewhere than glibc it does nothing; returns whether it ran."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
 def process_table() -> dict[int, tuple[int, int]]:
     """pid -> (ppid, session id) for every visible process."""
     table: dict[int, tuple[int, int]] = {}

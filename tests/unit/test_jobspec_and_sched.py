@@ -84,3 +84,13 @@ def test_output_mode_option():
     shell_options.validate({"output.mode": "append"})
     with pytest.raises(UsageError, match="output.mode must be truncate or append"):
         shell_options.validate({"output.mode": "overwrite"})
+
+
+def test_equal_requests_are_one_shared_object():
+    a = js.Jobspec.from_command(["true"]).jobspec
+    b = js.Jobspec.from_command(["hostname"], num_tasks=1).jobspec
+    c = js.Jobspec.from_command(["true"], num_tasks=2).jobspec
+    assert js.validate(a) is js.validate(b)
+    assert js.request(a) is js.validate(a)
+    assert js.validate(c) is not js.validate(a)
+    assert js.validate(c) == js.Request(None, None, 2, 1, False, per_slot=1)

@@ -185,3 +185,11 @@ def test_log_sink_owns_its_ring(tmp_path):
     finally:
         sink.file.close()
         structlog.reset_defaults()
+
+
+def test_release_free_memory_runs_on_glibc():
+    import platform
+
+    from fluxlite.util import procs
+    ran = procs.release_free_memory()
+    assert ran is (platform.libc_ver()[0] == "glibc")
