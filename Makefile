@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup start demo test test-unit test-integration bench fuzz chaos demo-resilience clean
+.PHONY: setup start demo lint test test-unit test-integration bench fuzz chaos demo-resilience clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,12 @@ demo: setup
 
 # make exits 2 whatever pytest's status was; with PYTEST_STATUS_FILE=PATH the
 # status itself is written there (.ci/run tells 5, "no tests collected", apart)
-test: setup
+# style and errors (ruff, configured in pyproject.toml) and dead code (vulture)
+lint: setup
+	$(VENV)/bin/ruff check -q fluxlite tests bench
+	$(VENV)/bin/vulture fluxlite .ci/vulture-allow.py --min-confidence 80
+
+test: setup lint
 	$(PY) -m pytest -q tests; rc=$$?; \
 	if [ -n "$(PYTEST_STATUS_FILE)" ]; then echo $$rc >"$(PYTEST_STATUS_FILE)"; fi; exit $$rc
 
