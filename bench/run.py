@@ -974,8 +974,10 @@ def _hosts_hydra_starts(hosts, reps: int, ipc64: list) -> dict:
 
 
 def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
-    """15. 4 network-namespace hosts over TCP+CURVE: start by `broker --config-path` and by
-    Hydra (4 and 64 brokers), beside ipc on one host; kill -9 / link cut -> lost."""
+    """15. 4 network-namespace hosts over TCP+CURVE: start, lost.
+
+    Start by `broker --config-path` and by Hydra (4 and 64 brokers) beside ipc on one
+    host; kill -9 / link cut -> lost with the TCP defaults."""
     import tempfile
     from fluxlite.testing.netns import NetnsHosts
     if os.geteuid() != 0:
