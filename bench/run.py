@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import platform
+import select
 import signal
 import statistics
 import subprocess
@@ -888,9 +889,15 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
     h = None
     try:
         deadline = time.monotonic() + 60
-        while "->run" not in procs[0].stderr.readline():  # blocking pipe, ends with rank 0
-            if procs[0].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("rank 0 did not reach run")
+        fd, seen = procs[0].stderr.fileno(), b""
+        while b"->run" not in seen:                # every wait here is bounded
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise RuntimeError("rank 0 did not reach run within 60 s")
+            chunk = os.read(fd, 65536)             # raw reads: no buffered line unseen
+            if not chunk:
+                raise RuntimeError(f"rank 0 exited {procs[0].wait(10)} before run")
+            seen = seen[-4096:] + chunk
         import threading  # keep reading rank 0's log lines: a full pipe would block it
         threading.Thread(target=procs[0].stderr.read, daemon=True).start()
         h = Handle(f"local://{rundir}/local")
@@ -898,19 +905,24 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
         pid3 = int(h.call("broker.getattr", {"name": "broker.pid"}, nodeid=3,
                           timeout=30)["value"])
         stream = h.stream("overlay.watch", nodeid=0, timeout=180)
+        deadline = time.monotonic() + 60
         for snap in stream:
             if idset.decode(snap["ranks"].get("online", "")) == {0, 1, 2, 3}:
                 break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not all 4 ranks online within 60 s: {snap['ranks']}")
         rank = 3 if how == "kill" else 2
         t0 = time.monotonic()
         if how == "kill":
             os.kill(pid3, signal.SIGKILL)
         else:
             hosts.cut(hosts[2])
-        for snap in stream:
+        for snap in stream:        # each snapshot within 180 s, and all within 180 s
             if rank in idset.decode(snap["ranks"].get("lost", "")):
                 dt = time.monotonic() - t0
                 break
+            if time.monotonic() - t0 > 180:
+                raise RuntimeError(f"rank {rank} not reported lost within 180 s")
         else:
             raise RuntimeError(f"rank {rank} not reported lost")
         stream.close()
@@ -931,8 +943,41 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
                 p.wait()
 
 
+def _hosts_hydra_starts(hosts, reps: int, ipc64: list) -> dict:
+    """`mpiexec -n N fluxlite start true` with N/4 brokers on each of the 4 hosts (Hydra's
+    ssh launcher through tests/programs/netns-exec), N = 4 and 64, beside `start --size 64
+    true` on one host (appended to IPC64).  {N: samples, or the error text}."""
+    import shutil
+    out: dict[int, list[float] | str] = {}
+    if shutil.which("mpiexec") is None:
+        return {n: "Hydra's mpiexec is not installed (apt-get install mpich)" for n in (4, 64)}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PMI_") and k != "FLUXLITE_URI"}
+    env[TAG_VAR] = hosts.tag          # the namespace hosts' teardown finds what is left
+    netns_exec = os.path.join(ROOT, "tests", "programs", "netns-exec")
+    for n in (4, 64):
+        argv = ["mpiexec", "-launcher", "ssh", "-launcher-exec", netns_exec,
+                "-hosts", ",".join(f"{h}:{n // 4}" for h in hosts.names),
+                "-iface", hosts.bridge, "-n", str(n), *fluxlite_command(), "start", "true"]
+        try:
+            out[n] = [run_timed(argv, env, 60 + 3 * n) for _ in range(reps)]
+            progress("hosts", f"mpiexec -n {n} start true: {median(out[n]):.3f} s")
+        except Exception as exc:
+            out[n] = str(exc)
+    plain = dict(env)
+    plain.pop(TAG_VAR)
+    for _ in range(reps):
+        ipc64.append(run_timed(fluxlite_command() + ["start", "--size", "64", "true"],
+                               plain, 240))
+    progress("hosts", f"start --size 64 true on one host: {median(ipc64):.3f} s")
+    return out
+
+
 def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
-    """15. 4 network-namespace hosts, `broker --config-path` over TCP+CURVE: start, lost."""
+    """15. 4 network-namespace hosts over TCP+CURVE: start, lost.
+
+    Start by `broker --config-path` and by Hydra (4 and 64 brokers) beside ipc on one
+    host; kill -9 / link cut -> lost with the TCP defaults."""
     import tempfile
     from fluxlite.testing.netns import NetnsHosts
     if os.geteuid() != 0:
@@ -941,6 +986,8 @@ def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
         return
     reps = 2 if quick else 5
     starts, ipc, kills, cuts = [], [], [], []
+    hydra: dict[int, list[float] | str] = {}
+    ipc64: list[float] = []
     try:
         with tempfile.TemporaryDirectory(prefix="fluxlite-bench-hosts.") as d, \
                 NetnsHosts(4) as hosts:
@@ -960,6 +1007,7 @@ def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
                                      env, 120))
                 progress("hosts", f"start run {i + 1}/{reps}: tcp {starts[-1]:.3f} s, "
                                   f"ipc {ipc[-1]:.3f} s")
+            hydra = _hosts_hydra_starts(hosts, reps, ipc64)
             for i in range(reps):
                 for how, out in (("kill", kills), ("cut", cuts)):
                     rundir = os.path.join(d, f"r-{how}-{i}")
@@ -979,6 +1027,16 @@ def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
     rows.append(Row("15d", "tcp: link cut -> lost (lost-timeout 60s)", median(cuts), "s",
                     op="<=", bound=61.0, flux_core="-", samples=cuts,
                     note=f"{note}; TCP defaults"))
+    for fig, n in (("15e", 4), ("15f", 64)):
+        name = f"4 hosts tcp+curve: mpiexec -n {n} fluxlite start true ({n // 4} per host)"
+        if isinstance(hydra.get(n), list):
+            rows.append(Row(fig, name, median(hydra[n]), "s", flux_core="-",
+                            samples=hydra[n], note=f"{note}; Hydra over netns-exec"))
+        else:
+            rows.append(Row(fig, name, None, "s", flux_core="-", error=hydra.get(n, "not run")))
+    if ipc64:
+        rows.append(Row("15g", "1 host ipc: start --size 64 true", median(ipc64), "s",
+                        flux_core="-", samples=ipc64, note=note))
 
 def fig_srun(rows: list, quick: bool, ctx: dict) -> None:
     """16. `srun -N4 --mpi=pmi2 fluxlite start true` beside `srun -N4 true`, in a private

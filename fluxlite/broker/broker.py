@@ -185,6 +185,7 @@ class Broker:
         # init
         try:
             await self._start_services()
+            self.router.open()
         except Exception:
             log.critical("service start failed", exc_info=True)
             self.exit_code = 1

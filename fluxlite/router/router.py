@@ -79,12 +79,20 @@ class Router:
         self.inflight: dict[object, dict[tuple, tuple[str, bool]]] = {}
         self.subscribers: list[tuple[str, Callable[[Message], None]]] = []
         self.event_seq = 0        # last sequence number published (rank 0) or seen
+        # requests that arrive before this rank's services have started wait here:
+        # a parent counts a child online at its hello and may send at once, and an
+        # answer then (ENOSYS, or none while the hello-ok is still being handled)
+        # would be wrong or lost
+        self.held: list[tuple[Message, object]] | None = []
 
     # ---------------------------------------------------------------- entry
     def deliver(self, msg: Message, source) -> None:
         """Handle a decoded message that arrived from `source` (a hop)."""
         t = msg.type
         if t == m.REQUEST:
+            if self.held is not None:
+                self.held.append((msg, source))
+                return
             if isinstance(source, bytes) and source:
                 msg.route = [source]
                 self._client(source).peers.add((msg.service, msg.nodeid))
@@ -103,6 +111,12 @@ class Router:
                 self.distribute_event(msg)
         else:
             log.warning("unexpected control message", topic=msg.topic, source=_hop(source))
+
+    def open(self) -> None:
+        """This rank's services have started: route the requests held until now."""
+        held, self.held = self.held or [], None
+        for msg, source in held:
+            self.deliver(msg, source)
 
     # ------------------------------------------------------------- requests
     def route_request(self, msg: Message) -> None:

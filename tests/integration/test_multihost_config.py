@@ -15,7 +15,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from fluxlite.client.sync import Handle
-from fluxlite.testing import fluxlite_command
+from fluxlite.job import api
+from fluxlite.testing import fluxlite_command, jobid_of
 from fluxlite.testing import netns as testing_netns
 from fluxlite.testing.netns import NetnsHosts
 from fluxlite.util import curve, idset
@@ -214,6 +215,20 @@ def test_garbage_on_the_tcp_port_does_not_crash_rank0(service, hosts):
             s.sendall(payload)
     assert service.h.call("broker.ping", {}, nodeid=0, timeout=10) is not None
     assert service.procs[0].poll() is None
+
+
+def test_batch_N2_nests_an_instance_across_two_hosts(service, hosts, tmp_path):
+    """A batch job on 2 of the hosts starts its own instance through the job
+    shell's PMI: the nested brokers trade TCP endpoints and CURVE keys that way,
+    so its `run -N2 hostname` prints two different host names."""
+    out = tmp_path / "out"
+    jobid = jobid_of(service.cli("batch", "-N2", "--output", str(out), "--wrap",
+                                 "fluxlite", "run", "-N2", "hostname"))
+    result = api.wait(service.h, jobid, timeout=120)
+    assert result["success"], (result, out.read_text() if out.exists() else "")
+    names = out.read_text().split()
+    assert len(names) == 2 and len(set(names)) == 2, names
+    assert set(names) <= set(hosts.names), names
 
 
 def test_kill_and_cut_lose_ranks_and_survivors_run_jobs(service, hosts):

@@ -71,6 +71,7 @@ class Service:
 def router(rank=0, size=7, k=2, **links):
     lk = Links(**links)
     r = Router(rank=rank, topology=tree.Topology.kary(size, k), userid=1000, links=lk)
+    r.open()
     return r, lk
 
 
@@ -136,6 +137,25 @@ def test_routing_table(case):
     else:
         hop, msg = links.sent[-1]
         assert (hop, msg.topic, msg.type) == (expect[0], expect[1], m.REQUEST)
+
+
+def test_requests_before_open_wait_for_the_services():
+    """A parent counts a child online at its hello and may send at once: the child
+    holds what comes before its services start, then routes it in order."""
+    lk = Links(parent=False, down=[])
+    r = Router(rank=1, topology=tree.Topology.kary(7, 2), userid=1000, links=lk)
+    r.deliver(req("broker.getattr", nodeid=1, tag=1), PARENT)
+    r.deliver(req("broker.ping", nodeid=1, tag=2), PARENT)
+    assert lk.sent == []                       # not ENOSYS, and nothing lost upstream
+    svc = Service()
+    r.services["broker"] = svc
+    lk.parent = True
+    r.open()
+    assert [(g.topic, g.matchtag) for g in svc.got] == [("broker.getattr", 1),
+                                                         ("broker.ping", 2)]
+    assert svc.got[0].route == [PARENT]
+    r.deliver(req("broker.ping", nodeid=1, tag=3), PARENT)   # open: straight through
+    assert [g.matchtag for g in svc.got] == [1, 2, 3]
 
 
 def test_client_route_is_replaced_by_its_identity():
