@@ -363,7 +363,8 @@ def fig_rss(rows: list, quick: bool, ctx: dict) -> None:
             for rank in range(4):
                 pid = inst.broker_pid(rank)
                 brokers[rank] = proc_status(pid, "VmRSS")
-                kids = [k for k in procs.children(pid) if cmdline_of(k).startswith("fluxlite-spawner")]
+                kids = [k for k in procs.children(pid)
+                        if cmdline_of(k).startswith("fluxlite-spawner")]
                 if len(kids) != 1:
                     raise RuntimeError(f"rank {rank} (pid {pid}) has {len(kids)} "
                                        "fluxlite-spawner children, expected 1")
@@ -386,7 +387,7 @@ def fig_run(rows: list, quick: bool, ctx: dict) -> None:
     samples = []
     try:
         with Instance(4) as inst:
-            for i in range(reps):
+            for _i in range(reps):
                 samples.append(run_timed(fluxlite_command() + ["run", "true"], inst.env, 60))
             progress("run", "samples " + " ".join(f"{s:.3f}" for s in samples))
             rows.append(Row("6", "run true (size 4)", median(samples), "s", op="<=", bound=0.12,
@@ -477,7 +478,8 @@ def fig_jobmem(rows: list, quick: bool, ctx: dict) -> None:
 def fig_output_rss(rows: list, quick: bool, ctx: dict) -> None:
     """8c. Rank 0 VmRSS before and after 3 jobs that each write 50 MB of output (size 1)."""
     mb = 10 if quick else 50
-    script = f"yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | head -c {mb}000000"
+    line = "0123456789abcdef" * 4
+    script = f"yes {line} | head -c {mb}000000"
     try:
         with Instance(1) as inst:
             before = proc_status(inst.broker_pid(0), "VmRSS")
@@ -786,7 +788,7 @@ def _mpi_samples(hello: str, reps: int, samples: dict) -> None:
             "off16": ["run", "-N4", "-n16", "-o", "pmi=off", hello]}
     with Instance(4, cores_per_rank=16) as inst:
         run_timed(fluxlite_command() + argv["mpi16"], inst.env, 120)     # warm-up
-        for i in range(reps):
+        for _i in range(reps):
             for key in samples:
                 samples[key].append(run_timed(fluxlite_command() + argv[key], inst.env, 120))
         progress("mpi", " ".join(f"{k}={median(v):.3f}" for k, v in samples.items()))
@@ -1049,7 +1051,7 @@ def fig_srun(rows: list, quick: bool, ctx: dict) -> None:
     try:
         with SlurmCluster(nodes=4) as cluster:       # its stop() checks nothing is left
             run_timed(argv["true"], cluster.env, 120)                     # warm-up
-            for i in range(reps):
+            for _i in range(reps):
                 for key in argv:
                     samples[key].append(run_timed(argv[key], cluster.env, 120))
             progress("srun", " ".join(f"{k}={median(v):.3f}" for k, v in samples.items()))

@@ -291,6 +291,11 @@ class SlurmCluster:
         with open(os.path.join(self.dir, STATE_FILE), "w") as f:
             json.dump({"tag": self.tag, "nodes": self.node_names, "daemons": self.daemons}, f)
 
+    def wait_idle(self) -> None:
+        """Until every node is idle again (a node is "completing" for a moment after
+        a step ends); bounded by start_timeout, a poll as Slurm has no event for it."""
+        self._wait_for("every node to be idle in sinfo", self._all_idle)
+
     def _all_idle(self) -> bool:
         states = self.node_states()
         return all(states.get(n) == "idle" for n in self.node_names)

@@ -301,12 +301,13 @@ def test_a_killed_waiter_does_not_steal_the_next_waits_job(inst1, tmp_path):
 def test_a_stall_of_rank0_does_not_mark_live_children_unresponsive(instance_factory):
     """Stop rank 0 for longer than tbon.torpid-timeout: its children kept sending
     keepalives, so once it runs again it must read them before judging anyone."""
-    inst = instance_factory(3, topo="kary:2", setattrs=["tbon.torpid-timeout=1s"])
+    # torpid 3s: wide enough that a loaded machine's late keepalives are not torpid
+    inst = instance_factory(3, topo="kary:2", setattrs=["tbon.torpid-timeout=3s"])
     h = inst.handle()
     pid = inst.broker_pid(0)
     os.kill(pid, signal.SIGSTOP)
     try:
-        time.sleep(1.6)  # the stall itself: longer than torpid-timeout, far below lost
+        time.sleep(4)  # the stall itself: longer than torpid-timeout, far below lost
     finally:
         os.kill(pid, signal.SIGCONT)
     for _ in range(2):  # two round trips: the second is handled after the first tick

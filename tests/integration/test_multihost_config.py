@@ -124,7 +124,7 @@ class Service:
         cp = self.cli("shutdown")
         assert cp.returncode == 0, cp.stderr
         assert self.procs[0].wait(60) == 0
-        for i, p in self.procs.items():
+        for _i, p in self.procs.items():
             if p.poll() is None:
                 p.wait(60)
 

@@ -32,6 +32,7 @@ def test_srun_runs_on_two_nodes(slurm):
     cp = slurm.srun("-N2", "printenv", "SLURMD_NODENAME")
     assert cp.returncode == 0, cp.stderr
     assert sorted(cp.stdout.split()) == ["node1", "node2"]
+    slurm.wait_idle()  # "completing" for a moment after each step
     assert slurm.node_states() == {"node1": "idle", "node2": "idle"}
 
 
