@@ -143,6 +143,7 @@ class Overlay:
         self.hostname = _socket.gethostname()
         self._accepted: dict[int, str | None] = {}   # TCP descriptor -> peer address
         self._handshake_failures: list[int] = []      # failed, not yet closed
+        self._last_tick = time.monotonic()            # when _tick last ran
         self.set_timeouts(timeouts)
 
     def set_timeouts(self, t: Timeouts) -> None:
@@ -521,11 +522,16 @@ class Overlay:
                 ch.drain_backlog()
         now = time.monotonic()
         period = self.keepalive_period
+        # a tick far later than its period means this process was stopped (SIGSTOP,
+        # swapped out): ZeroMQ's I/O thread may not have handed over what peers sent
+        # meanwhile, so send keepalives but judge no one's silence until the next tick
+        stalled = now - self._last_tick > 2 * period + 0.5
+        self._last_tick = now
         if self.up is not None and self.parent_state == ONLINE:
             if now - self.parent_lastsent >= period:
                 self._send_parent_control("keepalive")
             silent = now - self.parent_lastseen
-            if self.lost_timeout is not None and silent > self.lost_timeout:
+            if not stalled and self.lost_timeout is not None and silent > self.lost_timeout:
                 self._parent_lost(f"parent silent for {fsd.format(silent)}")
         for c in list(self.children.values()):
             if c.state not in (ONLINE, TORPID):
@@ -533,6 +539,8 @@ class Overlay:
             if now - c.lastsent >= period:
                 if not self._send_child_control(c, "keepalive"):
                     continue
+            if stalled:
+                continue
             silent = now - c.lastseen
             if self.lost_timeout is not None and silent > self.lost_timeout:
                 self._child_lost(c, f"unresponsive for {fsd.format(silent)}")
