@@ -29,7 +29,7 @@ demo: setup
 # status itself is written there (.ci/run tells 5, "no tests collected", apart)
 # style and errors (ruff, configured in pyproject.toml) and dead code (vulture)
 lint: setup
-	$(VENV)/bin/ruff check -q fluxlite tests bench
+	$(VENV)/bin/ruff check -q $(wildcard fluxlite tests bench)
 	$(VENV)/bin/vulture fluxlite .ci/vulture-allow.py --min-confidence 80
 
 test: setup lint

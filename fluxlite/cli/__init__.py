@@ -119,7 +119,9 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _die(prog: str, message: str, code: int) -> int:
-    print(f"{prog}: {message}", file=sys.stderr)
+    # one write, newline included: stderr is unbuffered, and the lines of tasks
+    # failing at once (stderr goes out as it comes) must not splice together
+    sys.stderr.write(f"{prog}: {message}\n")
     return code
 
 

@@ -117,6 +117,7 @@ def ci_checkout(tmp_path, tests: dict[str, str]) -> str:
     root = tmp_path / "checkout"
     (root / ".ci").mkdir(parents=True)
     shutil.copy2(os.path.join(ROOT, ".ci", "run"), root / ".ci" / "run")
+    shutil.copy2(os.path.join(ROOT, ".ci", "vulture-allow.py"), root / ".ci" / "vulture-allow.py")
     shutil.copy2(os.path.join(ROOT, "Makefile"), root / "Makefile")
     shutil.copy2(os.path.join(ROOT, "pyproject.toml"), root / "pyproject.toml")
     os.utime(root / "pyproject.toml", (0, 0))  # older than the venv's stamp: no reinstall
