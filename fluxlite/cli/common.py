@@ -42,3 +42,14 @@ class RankType(click.ParamType):
 
 
 RANK = RankType()
+
+
+def fsd_timeout(ctx, param, value):
+    """click callback: a --timeout given as an FSD ("30s", "2m"), None when absent."""
+    if value is None:
+        return None
+    from ..util import fsd
+    try:
+        return fsd.parse_timeout(value)
+    except fsd.FSDError as exc:
+        raise click.BadParameter(str(exc)) from None

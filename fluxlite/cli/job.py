@@ -11,7 +11,7 @@ import sys
 import click
 
 from ..errors import FluxliteError, UsageError
-from .common import HELP, handle, parse_jobid
+from .common import HELP, fsd_timeout, handle, parse_jobid
 
 PATHS = ("eventlog", "exec", "output", "guest.exec.eventlog", "guest.output")
 
@@ -75,19 +75,9 @@ def eventlog(path, follow, fmt, human, jobid):
                        format_entry(e, human=human, t0=t0))
 
 
-def _fsd_timeout(ctx, param, value):
-    if value is None:
-        return None
-    from ..util import fsd
-    try:
-        return fsd.parse_timeout(value)
-    except fsd.FSDError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 @job.command("wait-event", context_settings=HELP)
 @click.option("-p", "--path", type=click.Choice(PATHS), default="eventlog", show_default=True)
-@click.option("-t", "--timeout", callback=_fsd_timeout, default=None, metavar="FSD",
+@click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="Give up after this long: a Flux Standard Duration such as 0.5s, 10, "
                    "2m or none.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the event.")

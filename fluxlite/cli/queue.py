@@ -20,17 +20,7 @@ import click
 
 from ..errors import FluxliteError, RPCTimeout
 from ..job import api
-from .common import HELP, handle
-
-
-def _fsd_timeout(ctx, param, value):
-    if value is None:
-        return None
-    from ..util import fsd
-    try:
-        return fsd.parse_timeout(value)
-    except fsd.FSDError as exc:
-        raise click.BadParameter(str(exc)) from None
+from .common import HELP, fsd_timeout, handle
 
 
 def _enable_line(status: dict) -> str:
@@ -123,7 +113,7 @@ def _wait(call, timeout: float | None):
 
 
 @queue.command(context_settings=HELP)
-@click.option("--timeout", callback=_fsd_timeout, default=None, metavar="FSD",
+@click.option("--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
 def drain(timeout):
     """Wait until no job is active (every job submitted so far is INACTIVE)."""
@@ -131,7 +121,7 @@ def drain(timeout):
 
 
 @queue.command(context_settings=HELP)
-@click.option("--timeout", callback=_fsd_timeout, default=None, metavar="FSD",
+@click.option("--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Do not print how many jobs are pending, unless some are.")
