@@ -100,6 +100,14 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), *extra]))
 
 
+def one_error_line(cp: subprocess.CompletedProcess) -> str:
+    """The one stderr line of a command that failed (bad input: one line, nonzero exit)."""
+    assert cp.returncode != 0, cp.stdout
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 1, cp.stderr
+    return lines[0]
+
+
 def jobid_of(cp: subprocess.CompletedProcess) -> int:
     """The job id a successful submitting command (submit, batch, alloc --bg) printed last."""
     from ..util import fluid

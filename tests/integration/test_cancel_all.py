@@ -7,18 +7,12 @@ import pwd
 import pytest
 
 from fluxlite.job import api
+from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 
 
 def ids_of(cp) -> list[str]:
     return cp.stdout.split()
-
-
-def one_error_line(cp) -> str:
-    assert cp.returncode != 0
-    lines = cp.stderr.splitlines()
-    assert len(lines) == 1, cp.stderr
-    return lines[0]
 
 
 def state(inst, jobid: str) -> str:

@@ -2,6 +2,8 @@
 
 import pytest
 
+from fluxlite.testing import one_error_line
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -21,13 +23,6 @@ def test_large_output_is_read_back_from_the_store(inst1):
     out = inst1.cli("job", "attach", jobid, check=True, timeout=60).stdout.splitlines()
     assert len(out) == 20000
     assert out[0].startswith("line-0-") and out[-1].startswith("line-19999-")
-
-
-def one_error_line(cp) -> str:
-    assert cp.returncode != 0
-    lines = cp.stderr.splitlines()
-    assert len(lines) == 1, cp.stderr
-    return lines[0]
 
 
 def test_num_limit_purges_the_oldest_inactive_jobs(instance_factory):

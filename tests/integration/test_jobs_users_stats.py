@@ -7,16 +7,11 @@ import pwd
 
 import pytest
 
+from fluxlite.testing import one_error_line
+
 
 def ids_of(cp) -> list[str]:
     return cp.stdout.split()
-
-
-def one_error_line(cp) -> str:
-    assert cp.returncode != 0
-    lines = cp.stderr.splitlines()
-    assert len(lines) == 1, cp.stderr
-    return lines[0]
 
 
 def test_user_filters(inst1):

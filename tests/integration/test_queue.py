@@ -5,18 +5,12 @@ events, end on a timeout with one line, and stop waiting when their client goes.
 import pytest
 
 from fluxlite.job import api
+from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 
 
 def jobid_of(cp) -> str:
     return cp.stdout.strip().splitlines()[0]
-
-
-def one_error_line(cp) -> str:
-    assert cp.returncode != 0
-    lines = cp.stderr.splitlines()
-    assert len(lines) == 1, cp.stderr
-    return lines[0]
 
 
 def state(inst, jobid: str) -> str:
