@@ -51,7 +51,7 @@ class BrokerConfig:
                  bind_endpoint: str | None, parent_endpoint: str | None,
                  local_path: str, initial_program: list[str] | None = None,
                  initial_pgid: int | None = None, interactive: bool = False,
-                 spawner=None, logs=None):
+                 spawner=None, logs=None, env: dict[str, str] | None = None):
         self.rank = rank
         self.size = size
         self.attrs = attrs
@@ -64,6 +64,9 @@ class BrokerConfig:
         self.interactive = interactive
         self.spawner = spawner
         self.logs = logs  # the process's util.log.LogSink: `dmesg` reads its ring
+        # the environment the instance hands its processes (the initial program, job
+        # shells, rexec'd commands); this process's own stays as it was given
+        self.env: dict[str, str] = dict(os.environ) if env is None else env
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
         self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
         self.curve = None      # overlay.Curve: the keys of this broker's TCP links
@@ -322,7 +325,7 @@ class Broker:
         self.transition("parent-fail" if self.parent_failed else "shutdown")
 
     async def _run_initial_program(self) -> None:
-        env = dict(os.environ)
+        env = dict(self.cfg.env)
         env["FLUXLITE_URI"] = self.local_uri
         from ..util.compat import flux_compat
         if flux_compat(env):

@@ -22,7 +22,8 @@ def run_broker(cfg: BrokerConfig) -> int:
     cfg.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
                                 os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"),
                                 entry=run_forked_shell, preload=preload,
-                                close_fds=() if cfg.bind_fd is None else (cfg.bind_fd,))
+                                close_fds=() if cfg.bind_fd is None else (cfg.bind_fd,),
+                                env=cfg.env)
     a = cfg.attrs
     cfg.logs = blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
                    level=a["log-level"], stderr_level=a["log-stderr-level"],

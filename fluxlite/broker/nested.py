@@ -32,6 +32,7 @@ import ipaddress
 import os
 import shutil
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from zmq.utils import z85
@@ -170,9 +171,11 @@ def _listen_tcp(host: str) -> tuple[str, int]:
     return f"tcp://{addrs[0]}:{port}", sock.detach()
 
 
-def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -> int:
+def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool,
+                   env: Mapping[str, str] | None = None) -> int:
     """One broker of a PMI-launched instance.  `nested`: a batch/alloc job's broker
-    (tells its parent where it is); else `fluxlite start` under a PMI launcher."""
+    (tells its parent where it is); else `fluxlite start` under a PMI launcher.
+    `env` is the environment to hand on (default: this process's)."""
     if not pmi.in_environment():
         raise FluxliteError("`fluxlite broker` runs as a task of a batch or alloc job: "
                             "PMI_FD, PMI_RANK and PMI_SIZE are not set (use `fluxlite "
@@ -196,20 +199,27 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool) -
                        bind_endpoint=boot.bind, parent_endpoint=boot.parent_ep,
                        local_path=f"{rundir}/local", initial_program=command or None,
                        initial_pgid=0 if nested else os.getpgrp(),
-                       interactive=os.isatty(0))  # the job's terminal (pty plugin)
+                       interactive=os.isatty(0),  # the job's terminal (pty plugin)
+                       env=instance_env(os.environ if env is None else env,
+                                        f"local://{rundir}/local"))
     cfg.resources = boot.resources
     cfg.curve = boot.curve
     cfg.bind_fd = boot.bind_fd
     cfg.nested = nested
-    # inside the child, FLUXLITE_URI means the child; the parent stays in parent-uri
-    os.environ["FLUXLITE_URI"] = f"local://{rundir}/local"
-    for var in LAUNCHER_ENV:
-        os.environ.pop(var, None)
     from .main import run_broker
     try:
         return run_broker(cfg)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
+
+
+def instance_env(env: Mapping[str, str], uri: str) -> dict[str, str]:
+    """The environment a PMI-launched instance hands its processes: the broker's own,
+    without what its launcher put there, and with FLUXLITE_URI naming this instance
+    (the parent's stays in the parent-uri attribute)."""
+    out = {k: v for k, v in env.items() if k not in LAUNCHER_ENV}
+    out["FLUXLITE_URI"] = uri
+    return out
 
 
 def _make_rundir(base: str | None, rank: int) -> str:

@@ -69,8 +69,10 @@ def _unpacker() -> msgpack.Unpacker:
 
 # ---------------------------------------------------------------- spawner side
 class _Server:
-    def __init__(self, sock: socket.socket, name: str, shell_log: str | None, entry):
+    def __init__(self, sock: socket.socket, name: str, shell_log: str | None, entry,
+                 env: dict[str, str]):
         self.sock = sock
+        self.env = env      # what a child gets when its request names no environment
         self.name = name
         self.shell_log = shell_log
         self.entry = entry  # entry(info, env) -> exit code: what a "shell" process runs
@@ -276,6 +278,8 @@ class _Server:
         if req.get("cwd"):
             os.chdir(req["cwd"])
         env = req.get("env")
+        if env is None:
+            env = self.env
         if kind == "shell":
             self.sock.close()
             self.sel.close()
@@ -294,7 +298,7 @@ class _Server:
                     pass
             os._exit(code)
         argv = req["argv"]
-        os.execvpe(argv[0], argv, env if env is not None else os.environ)
+        os.execvpe(argv[0], argv, env)
 
     def _stdio(self, req: dict) -> None:
         mode = req.get("stdio", "inherit")
@@ -320,12 +324,16 @@ def _exec_error(req: dict, exc: BaseException) -> str:
 
 
 def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
-                  preload=None, close_fds: tuple[int, ...] = ()) -> "Spawner":
+                  preload=None, close_fds: tuple[int, ...] = (),
+                  env: dict[str, str] | None = None) -> "Spawner":
     """Fork the spawner.  Call before this process creates any ZeroMQ context.
 
     `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
     needs, once, before the first fork; `close_fds` are the broker's own (its
-    overlay's listening socket), which the spawner and its shells must not hold."""
+    overlay's listening socket), which the spawner and its shells must not hold;
+    `env` is the environment of every child whose request names none (default:
+    this process's)."""
+    env = dict(os.environ) if env is None else env
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     broker_pid = os.getpid()
     pid = os.fork()
@@ -345,7 +353,7 @@ def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
                 os._exit(1)
             if preload is not None:
                 preload()
-            _Server(child_sock, name, shell_log, entry).run()
+            _Server(child_sock, name, shell_log, entry, env).run()
         except BaseException:
             traceback.print_exc()
             code = 1

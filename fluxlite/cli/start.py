@@ -64,9 +64,10 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
     from ..broker.launcher import launch
     from ..errors import UsageError
     from ..pmi.client import in_environment
+    env = dict(os.environ)   # what the instance hands its processes
     if flux_compat:
         from ..util.compat import enable
-        enable(os.environ)  # the brokers, the initial program and jobs inherit it
+        enable(env)  # the initial program and jobs get it
     attrs = _build_attrs(conf, setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
@@ -79,7 +80,7 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
             raise UsageError(f"--size={size}: the PMI launcher started "
                              f"{os.environ['PMI_SIZE']} brokers")
         command = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
-        return run_pmi_broker(attrs, command, nested=False)
+        return run_pmi_broker(attrs, command, nested=False, env=env)
     size = 1 if size is None else size
     crit = attrs.get("broker.critical-ranks", "")
     if crit not in ("", "all"):
@@ -92,7 +93,7 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
     if not command:
         command = [os.environ.get("SHELL") or "/bin/sh"]
         interactive = sys.stdin.isatty()
-    return launch(size, attrs, command, rundir=rundir, interactive=interactive)
+    return launch(size, attrs, command, rundir=rundir, interactive=interactive, env=env)
 
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",

@@ -25,4 +25,4 @@ def run_forked_shell(info: dict, env: dict | None = None) -> int:
     from ..util.proctitle import set_title
     set_title(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} rank={info['shell_rank']}")
     from .shell import JobShell
-    return asyncio.run(JobShell(info).run())
+    return asyncio.run(JobShell(info, env).run())

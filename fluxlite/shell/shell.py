@@ -68,8 +68,11 @@ class _ShellLog:
 
 
 class JobShell:
-    def __init__(self, info: dict):
+    def __init__(self, info: dict, instance_env: dict[str, str] | None = None):
         self.info = info
+        # the environment the instance hands its processes (its Flux compatibility
+        # switch); the tasks' own comes from the jobspec
+        self.instance_env = os.environ if instance_env is None else instance_env
         self.jobid: int = info["jobid"]
         self.rank: int = info["shell_rank"]          # shell rank
         self.nshells: int = info["nshells"]
@@ -323,7 +326,7 @@ class JobShell:
             # as Flux's FLUX_JOB_TMPDIR: private to the job on this node, removed with it
             env["FLUXLITE_JOB_TMPDIR"] = self.info["tmpdir"]
         # Flux compatibility, on for the instance or in the job's environment
-        compat = flux_compat() or flux_compat(env)
+        compat = flux_compat(self.instance_env) or flux_compat(env)
         if compat:
             env.update({"FLUX_" + k[len("FLUXLITE_"):]: env[k] for k in FLUX_MIRRORED if k in env})
         cwd = self.jobspec["attributes"]["system"].get("cwd") or "/"
