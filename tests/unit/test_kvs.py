@@ -1,0 +1,229 @@
+"""The kvs service as its clients see it, driven through its dispatcher without a
+broker: requests in, responses recorded.  Commits (set, append, unlink, all or
+nothing), keys and directories, lookups and listings, watches (value and append
+modes, waitcreate, ends, unwatch, a vanished client), and the errors each names.
+docs/protocol.md's kvs section is the contract these check."""
+
+import errno
+
+import pytest
+
+from fluxlite.errors import FluxliteError
+from fluxlite.protocol.message import ROLE_OWNER, ROLE_USER, STREAMING, Message
+from fluxlite.service.base import ServiceContext
+from fluxlite.service.kvs import KVSService
+
+pytestmark = pytest.mark.timeout(30)
+
+CLIENT = b"\x01client"
+OTHER = b"\x02other"
+
+
+class KVS:
+    """A KVS service and the responses it sent, per (route, matchtag)."""
+
+    def __init__(self):
+        self.sent: list[Message] = []
+        ctx = ServiceContext(rank=0, size=1, owner=1000, hostname="h", attrs={},
+                             rpc=None, send=None, respond=self.sent.append, publish=None,
+                             state=lambda: "run", at_least=lambda s: False)
+        self.svc = KVSService(ctx)
+        self._tag = 0
+
+    def request(self, topic, payload=None, *, stream=False, client=CLIENT, role=ROLE_OWNER,
+                userid=1000) -> Message:
+        self._tag += 1
+        msg = Message.request(topic, payload, flags=STREAMING if stream else 0,
+                              matchtag=self._tag, userid=userid, role=role)
+        msg.route = [client]
+        self.svc.dispatch(msg)
+        return msg
+
+    def answers(self, req: Message) -> list[Message]:
+        return [r for r in self.sent if r.matchtag == req.matchtag and r.route == req.route]
+
+    def call(self, topic, payload=None, **kw):
+        """One request, its one answer: the payload, or FluxliteError(errnum)."""
+        req = self.request(topic, payload, **kw)
+        (resp,) = self.answers(req)
+        if resp.errnum:
+            raise FluxliteError(resp.errstr, resp.errnum)
+        return resp.payload
+
+
+@pytest.fixture
+def kvs():
+    k = KVS()
+    yield k
+    k.svc.stop()
+
+
+def errnum_of(fn, *args, **kw) -> int:
+    with pytest.raises(FluxliteError) as ei:
+        fn(*args, **kw)
+    return ei.value.errnum
+
+
+# ------------------------------------------------------------------ commits
+def test_commit_sets_appends_and_unlinks_and_counts_versions(kvs):
+    v1 = kvs.call("kvs.commit", {"ops": [{"key": "a.b", "value": 1},
+                                         {"key": "a.log", "append": [{"n": 1}]}]})["version"]
+    v2 = kvs.call("kvs.commit", {"ops": [{"key": "a.log", "append": [{"n": 2}]}]})["version"]
+    assert v2 == v1 + 1
+    assert kvs.call("kvs.get", {"key": "a.b"}) == {"value": 1}
+    assert kvs.call("kvs.get", {"key": "a.log"}) == {"value": [{"n": 1}, {"n": 2}]}
+    kvs.call("kvs.commit", {"ops": [{"key": "a.b", "unlink": True}]})
+    assert errnum_of(kvs.call, "kvs.get", {"key": "a.b"}) == errno.ENOENT
+    # unlinking what is not there is no error, and unlinking a directory takes its keys
+    kvs.call("kvs.commit", {"ops": [{"key": "no.such.key", "unlink": True}]})
+    kvs.call("kvs.commit", {"ops": [{"key": "a", "unlink": True}]})
+    assert errnum_of(kvs.call, "kvs.get", {"key": "a.log"}) == errno.ENOENT
+
+
+def test_a_commit_that_fails_half_way_changes_nothing(kvs):
+    kvs.svc.commit([{"key": "x.val", "value": "v"}, {"key": "x.log", "append": ["e1"]}])
+    version = kvs.svc.version
+    bad = [{"key": "x.log", "append": ["e2"]},          # would succeed
+           {"key": "x.new.deep", "value": 1},           # would create directories
+           {"key": "x.val", "append": ["oops"]}]        # fails: not a list
+    assert errnum_of(kvs.svc.commit, bad) == errno.EINVAL
+    assert kvs.svc.lookup("x.log") == ["e1"]
+    assert not kvs.svc.exists("x.new.deep")
+    assert kvs.call("kvs.ls", {"key": "x"})["entries"] == ["log", "val"]
+    assert kvs.svc.version == version
+
+
+def test_directories_and_values_do_not_turn_into_each_other(kvs):
+    kvs.svc.commit([{"key": "d.leaf", "value": 1}])
+    assert errnum_of(kvs.svc.commit, [{"key": "d", "value": 2}]) == errno.EISDIR
+    assert errnum_of(kvs.svc.commit, [{"key": "d.leaf.below", "value": 3}]) == errno.ENOTDIR
+    assert errnum_of(kvs.svc.lookup, "d") == errno.EISDIR
+    assert kvs.svc.lookup("d.leaf") == 1
+
+
+@pytest.mark.parametrize("op, errnum", [
+    ({"key": "", "value": 1}, errno.EINVAL),           # an empty key
+    ({"value": 1}, errno.EPROTO),                      # no key
+    ({"key": "a..b", "value": 1}, errno.EINVAL),       # an empty component
+    ({"key": "a", "append": "not-a-list"}, errno.EPROTO),
+    ({"key": "a"}, errno.EPROTO),
+])
+def test_malformed_operations_are_refused_with_the_reason(kvs, op, errnum):
+    req = kvs.request("kvs.commit", {"ops": [op]})
+    (resp,) = kvs.answers(req)
+    assert resp.errnum == errnum, resp.errstr
+    assert resp.errstr   # a sentence, not only a number
+    assert kvs.svc.version == 0
+
+
+def test_commit_is_for_the_owner_reads_are_for_anyone(kvs):
+    kvs.svc.commit([{"key": "k", "value": "v"}])
+    req = kvs.request("kvs.commit", {"ops": [{"key": "k", "value": "w"}]},
+                      role=ROLE_USER, userid=2000)
+    (resp,) = kvs.answers(req)
+    assert resp.errnum == errno.EPERM
+    assert kvs.call("kvs.get", {"key": "k"}, role=ROLE_USER, userid=2000) == {"value": "v"}
+
+
+def test_leading_and_trailing_dots_name_the_same_key(kvs):
+    kvs.svc.commit([{"key": ".a.b.", "value": 5}])
+    assert kvs.svc.lookup("a.b") == 5
+
+
+# ---------------------------------------------------------------- listings
+def test_ls_marks_directories_and_refuses_values_and_missing_keys(kvs):
+    kvs.svc.commit([{"key": "job.1.eventlog", "append": [{}]},
+                    {"key": "job.1.R", "value": {"r": 1}}, {"key": "job.2.R", "value": {}},
+                    {"key": "top", "value": 0}])
+    assert kvs.call("kvs.ls", {"key": "."})["entries"] == ["job.", "top"]
+    assert kvs.call("kvs.ls", {"key": "job"})["entries"] == ["1.", "2."]
+    assert kvs.call("kvs.ls", {"key": "job.1"})["entries"] == ["R", "eventlog"]
+    assert errnum_of(kvs.call, "kvs.ls", {"key": "top"}) == errno.ENOTDIR
+    assert errnum_of(kvs.call, "kvs.ls", {"key": "job.3"}) == errno.ENOENT
+
+
+def test_a_map_read_back_is_the_readers_own_copy(kvs):
+    kvs.svc.commit([{"key": "spec", "value": {"env": {"A": "1"}}}])
+    got = kvs.svc.lookup("spec")
+    got["env"]["A"] = "changed"
+    assert kvs.svc.lookup("spec") == {"env": {"A": "1"}}
+
+
+# ----------------------------------------------------------------- watches
+def test_watch_sends_the_value_now_then_each_change_and_ends_when_removed(kvs):
+    kvs.svc.commit([{"key": "w.k", "value": 1}])
+    req = kvs.request("kvs.watch", {"key": "w.k"}, stream=True)
+    kvs.svc.commit([{"key": "w.k", "value": 2}])
+    kvs.svc.commit([{"key": "w.other", "value": 0}])       # not watched: nothing sent
+    kvs.svc.commit([{"key": "w", "unlink": True}])           # its directory goes
+    got = kvs.answers(req)
+    assert [r.payload for r in got[:2]] == [{"value": 1}, {"value": 2}]
+    assert got[2].errnum == errno.ENODATA and len(got) == 3
+    assert kvs.call("kvs.stats")["watchers"] == 0
+
+
+def test_append_watch_sends_entries_so_far_then_only_new_ones(kvs):
+    kvs.svc.commit([{"key": "log", "append": [1, 2]}])
+    req = kvs.request("kvs.watch", {"key": "log", "append": True}, stream=True)
+    kvs.svc.append("log", 3)
+    kvs.svc.append("log", 4, 5)
+    assert [r.payload for r in kvs.answers(req)] == [
+        {"entries": [1, 2]}, {"entries": [3]}, {"entries": [4, 5]}]
+
+
+def test_append_watch_follows_a_log_that_moved_to_the_disk_store(kvs):
+    kvs.svc.append("out", "first")
+    req = kvs.request("kvs.watch", {"key": "out", "append": True}, stream=True)
+    many = [f"line {i}" for i in range(300)]      # long enough to leave the heap
+    kvs.svc.commit([{"key": "out", "append": many}])
+    kvs.svc.append("out", "last")
+    entries = [e for r in kvs.answers(req) for e in r.payload["entries"]]
+    assert entries == ["first", *many, "last"]
+    assert kvs.call("kvs.get", {"key": "out"})["value"] == ["first", *many, "last"]
+
+
+def test_waitcreate_waits_for_a_missing_key_without_it_enoent(kvs):
+    assert errnum_of(kvs.call, "kvs.watch", {"key": "later"}, stream=True) == errno.ENOENT
+    req = kvs.request("kvs.watch", {"key": "later", "waitcreate": True}, stream=True)
+    assert kvs.answers(req) == []
+    kvs.svc.commit([{"key": "later", "value": "here"}])
+    assert [r.payload for r in kvs.answers(req)] == [{"value": "here"}]
+
+
+def test_append_watch_of_a_value_is_refused_once_it_exists(kvs):
+    req = kvs.request("kvs.watch", {"key": "v", "append": True, "waitcreate": True},
+                      stream=True)
+    kvs.svc.commit([{"key": "v", "value": "not a list"}])
+    (resp,) = kvs.answers(req)
+    assert resp.errnum == errno.EINVAL
+    assert kvs.call("kvs.stats")["watchers"] == 0
+
+
+def test_unwatch_ends_only_that_clients_stream(kvs):
+    kvs.svc.commit([{"key": "k", "value": 0}])
+    mine = kvs.request("kvs.watch", {"key": "k"}, stream=True)
+    theirs = kvs.request("kvs.watch", {"key": "k"}, stream=True, client=OTHER)
+    # another client naming my matchtag ends nothing of mine
+    kvs.call("kvs.unwatch", {"key": "k", "matchtag": mine.matchtag}, client=OTHER)
+    kvs.call("kvs.unwatch", {"key": "k", "matchtag": mine.matchtag})
+    kvs.svc.commit([{"key": "k", "value": 1}])
+    assert [r.errnum for r in kvs.answers(mine)] == [0, errno.ENODATA]
+    assert [r.payload for r in kvs.answers(theirs)] == [{"value": 0}, {"value": 1}]
+
+
+def test_a_vanished_client_leaves_no_watch_behind(kvs):
+    kvs.svc.commit([{"key": "k", "value": 0}])
+    for _ in range(3):
+        kvs.request("kvs.watch", {"key": "k"}, stream=True)
+    kvs.request("kvs.watch", {"key": "gone.soon", "waitcreate": True}, stream=True)
+    assert kvs.call("kvs.stats")["watchers"] == 4
+    kvs.request("kvs.disconnect")
+    assert kvs.call("kvs.stats")["watchers"] == 0
+    before = len(kvs.sent)
+    kvs.svc.commit([{"key": "k", "value": 1}, {"key": "gone.soon", "value": 1}])
+    assert len(kvs.sent) == before   # nothing sent to the vanished client
+
+
+def test_watching_a_directory_is_refused(kvs):
+    kvs.svc.commit([{"key": "dir.k", "value": 0}])
+    assert errnum_of(kvs.call, "kvs.watch", {"key": "dir"}, stream=True) == errno.EISDIR
