@@ -1,14 +1,17 @@
 """`fluxlite bulksubmit`: one job per input, as flux-bulksubmit(1).
 
-The command and the path and name options are templates filled in with Python's
-str.format() from each combination of inputs: `{}` or `{N}` is an input, `{seq}` and
-`{seq1}` its sequence number, `{.%}`, `{./}`, `{./%}`, `{.//}` (or `{N.%}`...) the
-input without extension, its basename, both, its dirname, and `{.NAME}` an attribute
-given with --define (`{.%}` is `{0.%}`).  `{cc}` is filled in a second pass, by submit's --cc.
+The command and every option are templates filled in with Python's str.format()
+from each combination of inputs: `{}` or `{N}` is an input, `{seq}` and `{seq1}` its
+sequence number, `{.%}`, `{./}`, `{./%}`, `{.//}` (or `{N.%}`...) the input without
+extension, its basename, both, its dirname, and `{.NAME}` an attribute given with
+--define (`{.%}` is `{0.%}`).  `{cc}` is filled in a second pass, by submit's --cc.
+An option that click would check or convert (`-n {.p2}`, `-t {}m`) is kept as
+written when it holds a template, and checked once per input after filling in.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import string
@@ -66,6 +69,56 @@ class _Formatter(string.Formatter):
         if name in BUILTIN:
             return BUILTIN[name](value)
         raise UsageError(f"unknown field '{field_name}'")
+
+
+class _Deferred:
+    """An option value holding a template: checked and converted per input."""
+    __slots__ = ("option", "raw")
+
+    def __init__(self, option: click.Option, raw):
+        self.option = option
+        self.raw = raw      # a string, or a tuple of them for a repeatable option
+
+    def resolve(self, ctx: click.Context, sub, shown: list[str]):
+        """The value for one input (`sub` fills a template in); the option as filled in
+        is added to `shown` (what --dry-run prints)."""
+        several = isinstance(self.raw, (tuple, list))
+        raws = list(self.raw) if several else [self.raw]
+        filled = [sub(v) for v in raws]
+        name = max(self.option.opts, key=len)
+        shown.extend(f"{name}={v}" for v in filled)
+        try:
+            return click.Option.process_value(self.option, ctx,
+                                              tuple(filled) if several else filled[0])
+        except click.BadParameter as exc:
+            given = " ".join(f"{name}={v}" for v in filled)
+            raise UsageError(f"{given} (from {' '.join(raws)}): {exc.message}") from None
+
+
+def _holds_template(value) -> bool:
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    return any(isinstance(v, str) and "{" in v for v in values)
+
+
+class _TemplatedOption(click.Option):
+    """A job option whose value may be a template: left as written until filled in."""
+
+    def process_value(self, ctx, value):
+        if _holds_template(value):
+            return _Deferred(self, value)
+        return super().process_value(ctx, value)
+
+
+def templated(options: list[click.Option]) -> list[click.Option]:
+    """Copies of `options` that defer checking a value holding a template (those
+    that convert their value or have a callback; plain text is filled in directly)."""
+    out = []
+    for opt in options:
+        if opt.type is not click.STRING or opt.callback is not None:
+            opt = copy.copy(opt)
+            opt.__class__ = _TemplatedOption
+        out.append(opt)
+    return out
 
 
 def _parse_defines(values: tuple[str, ...]) -> dict[str, str]:
@@ -131,7 +184,7 @@ def combinations(lists: list[tuple[list[str], bool]]) -> list[list[str]]:
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(TASKS + COMMON + IO + SUBMIT)
+@apply(templated(TASKS + COMMON + IO + SUBMIT))
 @click.option("--define", "defines", multiple=True, metavar="NAME=CODE",
               help="Define {.NAME}: the Python expression CODE of the input x.")
 @click.option("--dry-run", is_flag=True, help="Print the commands, submit nothing.")
@@ -139,9 +192,10 @@ def combinations(lists: list[tuple[list[str], bool]]) -> list[list[str]]:
 def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **params):
     """Submit one job per input: COMMAND [::: INPUTS...]... (lines of stdin without :::).
 
-    {} or {N} in COMMAND and in --output, --error, --input, --job-name, --cwd, --env
-    and --cc is the input; several ::: lists give their cross product.
+    {} or {N} in COMMAND and in any option (-n {}, --output={}.out) is the input;
+    several ::: lists give their cross product.
     """
+    ctx = click.get_current_context()
     fmt = _Formatter(_parse_defines(defines))
     command, lists = split_inputs(list(args))
     if not lists:
@@ -162,7 +216,9 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **param
                 raise UsageError(f"{text!r}: {exc.message}") from None
             except ValueError as exc:
                 raise UsageError(f"{text!r}: {exc}") from None
-        p = dict(params)
+        shown: list[str] = []
+        p = {k: v.resolve(ctx, sub, shown) if isinstance(v, _Deferred) else v
+             for k, v in params.items()}
         for key in CC_OPTIONS:
             p[key] = sub(p.get(key))
         p["env_rules"] = tuple(sub(r) for r in params.get("env_rules") or ())
@@ -173,11 +229,12 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **param
             p = {k: (v.replace("{cc}", "") if k in CC_OPTIONS and isinstance(v, str) else v)
                  for k, v in p.items()}
             p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
-        jobs.extend(with_cc(argv, p, this_cc))
+        jobs.extend((argv, p, shown) for argv, p in with_cc(argv, p, this_cc))
     if dry_run:
-        for argv, _ in jobs:
-            click.echo("bulksubmit: submit " + " ".join(argv))
+        for argv, _, shown in jobs:
+            click.echo("bulksubmit: submit " + " ".join(shown + argv))
         sys.exit(0)
-    specs = [jobspec_from(argv, p) for argv, p in jobs]
-    sys.exit(submit_all(specs, params, quiet=quiet, wait=wait, watch=watch,
+    specs = [jobspec_from(argv, p) for argv, p, _ in jobs]
+    sys.exit(submit_all(specs, params, urgencies=[p["urgency"] for _, p, _ in jobs],
+                        quiet=quiet, wait=wait, watch=watch,
                         progress=progress, prog="fluxlite bulksubmit"))

@@ -133,15 +133,17 @@ def with_cc(command: list[str], params: dict, cc: str | None) -> list[tuple[list
 
 
 def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watch: bool,
-               progress: bool, prog: str) -> int:
-    """Submit the jobspecs, print their ids, and wait or watch as asked; the exit code."""
+               progress: bool, prog: str, urgencies: list[int] | None = None) -> int:
+    """Submit the jobspecs, print their ids, and wait or watch as asked; the exit code.
+    Each job's urgency is params' unless `urgencies` gives one per jobspec."""
     wait = wait or progress
     rc = 0
     with handle() as h:
         from ..job import api
         # a job waited for is submitted waitable: not purged before its wait arrives
         flags = WAITABLE if wait else 0
-        pending = [api.submit_async(h, s, params["urgency"], flags) for s in specs]
+        urgencies = urgencies or [params["urgency"]] * len(specs)
+        pending = [api.submit_async(h, s, u, flags) for s, u in zip(specs, urgencies)]
         ids = []
         for p in pending:
             h.wait(p)

@@ -110,3 +110,33 @@ def test_bulksubmit_bad_template_is_one_line_and_submits_nothing(inst1, args, me
     assert cp.stderr == f"fluxlite bulksubmit: {message}\n"
     assert cp.stdout == ""
     assert job_count(inst1) == 0
+
+
+def test_bulksubmit_fills_in_numeric_options_as_flux_man_page_example(inst1, tmp_path):
+    """flux-bulksubmit(1)'s own example: `--define=p2='2**int(x)' -n {.p2}`; a checked
+    option (-n, -N, -t, --urgency, -o) holding a template is checked per input."""
+    cp = inst1.cli("bulksubmit", "--dry-run", "--define=p2=2**int(x)", "-n", "{.p2}",
+                   "-o", "verbose={}", "hostname", ":::", "0", "1", "2", check=True)
+    assert cp.stdout.splitlines() == [
+        f"bulksubmit: submit --ntasks={n} --setopt=verbose={i} hostname"
+        for i, n in ((0, 1), (1, 2), (2, 4))]
+    inst1.cli("bulksubmit", "--quiet", "--wait", "--define=p2=2**int(x)", "-n", "{.p2}",
+              "--urgency={seq1}", f"--output={tmp_path}/n{{}}.out",
+              "sh", "-c", "echo $FLUXLITE_JOB_SIZE", ":::", "0", "1", check=True)
+    assert [(tmp_path / f"n{i}.out").read_text().split() for i in (0, 1)] == \
+        [["1"], ["2", "2"]]
+    rows = inst1.cli("jobs", "-a", "-n", "-o", "{ntasks} {urgency}", check=True).stdout
+    assert sorted(rows.splitlines()) == ["1 1", "2 2"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-n", "{}", "true", ":::", "2", "x"],
+     "--ntasks=x (from {}): 'x' is not a valid integer range."),
+    (["--urgency={}", "true", ":::", "40"],
+     "--urgency=40 (from {}): '40': expected an integer from 0 to 31, or hold, "
+     "expedite or default"),
+])
+def test_bulksubmit_bad_filled_in_option_is_one_line_and_submits_nothing(inst1, args, message):
+    cp = inst1.cli("bulksubmit", *args)
+    assert (cp.returncode, cp.stdout, cp.stderr) == (1, "", f"fluxlite bulksubmit: {message}\n")
+    assert job_count(inst1) == 0
