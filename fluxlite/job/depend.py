@@ -7,15 +7,20 @@ default priority plugin.
 
 A dependency is RFC 26's `{"scheme": S, "value": V}` in the jobspec's
 `attributes.system.dependencies`; `--dependency=S:V` writes one.  The schemes
-are Flux's `after*` ones, on a job id V:
+are Flux's `after*` ones, on a job id V (its dependency-add / dependency-remove
+events name them as Flux's dependency-after plugin does, in brackets):
 
-    after       V has started (or already ran)
-    afterany    V is inactive, whatever its result
-    afterok     V is inactive and COMPLETED
-    afternotok  V is inactive and not COMPLETED
+    after, afterstart  V has started (or already ran)          [after-start=V]
+    afterany           V is inactive, whatever its result      [after-finish=V]
+    afterok            V is inactive and COMPLETED             [after-success=V]
+    afternotok         V ran and is inactive, not COMPLETED    [after-failure=V]
+    afterexcept        V ran and a fatal exception ended it    [after-except=V]
 
-`verdict()` says, from what is known of V, whether the dependency is met, may
-still be met, or never can be (and why, in words naming V).
+Only afterany is met by a job that never started (canceled while pending):
+the others need V to have run, as in Flux.  `verdict()` says, from what is
+known of V, whether the dependency is met, may still be met, or never can be
+(and why, in Flux's words: "dependency after-success=V can never be
+satisfied", "... job never started").
 
 `--begin-time` writes Flux's `{"scheme": "begin-time", "value": T}`, T a Unix
 time (a number): the job waits in DEPEND until then.
@@ -39,7 +44,11 @@ PRIORITY_MAX = 4294967295
 URGENCY_NAMES = {"hold": URGENCY_HOLD, "default": URGENCY_DEFAULT,
                  "expedite": URGENCY_EXPEDITE}
 
-AFTER = ("after", "afterany", "afterok", "afternotok")
+# each scheme and the name Flux's dependency-after plugin gives it in events and notes
+AFTER_TYPES = {"after": "after-start", "afterstart": "after-start", "afterany": "after-finish",
+               "afterok": "after-success", "afternotok": "after-failure",
+               "afterexcept": "after-except"}
+AFTER = tuple(AFTER_TYPES)
 BEGIN_TIME = "begin-time"
 SCHEMES = AFTER + (BEGIN_TIME,)
 MAX_TIME = 1e12           # a begin-time, seconds since the epoch
@@ -140,34 +149,39 @@ def target(value: str, scheme: str) -> int:
 
 
 def description(dep: dict) -> str:
-    """What dependency-add / dependency-remove carry: 'afterok=ƒ2Vw8zSL',
-    'begin-time=1796345768.150'."""
+    """What dependency-add / dependency-remove carry, as Flux's: 'after-success=ƒ2Vw8zSL'
+    (the job id as it was written), 'begin-time=1796345768.150'."""
     if dep["scheme"] == BEGIN_TIME:
         return f"{BEGIN_TIME}={float(dep['value']):.3f}"
-    return f"{dep['scheme']}={dep['value']}"
+    return f"{AFTER_TYPES[dep['scheme']]}={dep['value']}"
 
 
 def verdict(scheme: str, jobid: int, *, started: bool, inactive: bool,
-            result: str | None) -> tuple[str, str]:
+            result: str | None, excepted: bool = False) -> tuple[str, str]:
     """(MET | WAIT | NEVER, why) for a dependency of `scheme` on job `jobid` whose
-    state is: has it started, is it inactive, and its result once inactive."""
-    name = fluid.f58(jobid)
-    if scheme == "after":
-        if started:
-            return MET, ""
-        if inactive:
-            return NEVER, f"after: job {name} ended without starting ({result})"
+    state is: has it started, is it inactive, its result once inactive, and whether a
+    fatal exception ended it."""
+    if scheme not in AFTER_TYPES:
+        raise UsageError(f"unknown dependency scheme {scheme!r}")
+    if scheme in ("after", "afterstart"):
+        met = started
+    elif not inactive:
         return WAIT, ""
+    elif scheme == "afterany":
+        return MET, ""
+    elif not started:
+        met = False
+    elif scheme == "afterok":
+        met = result == "COMPLETED"
+    elif scheme == "afternotok":
+        met = result != "COMPLETED"
+    else:   # afterexcept
+        met = excepted
+    if met:
+        return MET, ""
     if not inactive:
         return WAIT, ""
-    if scheme == "afterany":
-        return MET, ""
-    if scheme == "afterok":
-        if result == "COMPLETED":
-            return MET, ""
-        return NEVER, f"afterok: job {name} did not complete successfully ({result})"
-    if scheme == "afternotok":
-        if result != "COMPLETED":
-            return MET, ""
-        return NEVER, f"afternotok: job {name} completed successfully"
-    raise UsageError(f"unknown dependency scheme {scheme!r}")
+    desc = f"dependency {AFTER_TYPES[scheme]}={fluid.f58(jobid)}"
+    if not started:
+        return NEVER, f"{desc} job never started"
+    return NEVER, f"{desc} can never be satisfied (the job's result: {result})"

@@ -363,7 +363,8 @@ class JobManagerService(Service):
     # -------------------------------------------------------- dependencies
     def _verdict(self, scheme: str, target: Job) -> tuple[str, str]:
         return depend.verdict(scheme, target.id, started=target.ran,
-                              inactive=target.state == states.INACTIVE, result=target.result)
+                              inactive=target.state == states.INACTIVE, result=target.result,
+                              excepted=target.fatal is not None)
 
     def _add_dependencies(self, job: Job, deps: list) -> None:
         """RFC 26 after* dependencies: each one met now is dropped, each one that may

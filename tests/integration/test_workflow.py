@@ -176,13 +176,13 @@ def test_dependency_stored_as_rfc26(inst1):
         {"scheme": "afterok", "value": first}, {"scheme": "after", "value": dec}]
     assert field(inst1, dep, "{state}") == "DEPEND"
     assert field(inst1, dep, "{contextual_info}") == \
-        f"depends:afterok={first},after={dec}"
+        f"depends:after-success={first},after-start={dec}"
     inst1.cli("job", "urgency", first, "default", check=True)
     wait_ok(inst1, dep)
     log = eventlog(inst1, dep)
     adds = [e["context"]["description"] for e in log if e["name"] == "dependency-add"]
     removes = [e["context"]["description"] for e in log if e["name"] == "dependency-remove"]
-    assert adds == [f"afterok={first}", f"after={dec}"]
+    assert adds == [f"after-success={first}", f"after-start={dec}"]
     assert sorted(removes) == sorted(adds)
     order = [e["name"] for e in log]
     assert order.index("depend") > max(i for i, n in enumerate(order)
@@ -199,10 +199,10 @@ def test_after_satisfied_and_failed(inst1):
     dep = submit(inst1, f"--dependency=after:{held}", "true")
     assert field(inst1, dep, "{state}") == "DEPEND"
     inst1.cli("cancel", held, check=True)
-    dependency_failed(inst1, dep, f"after: job {held}", "without starting")
-    # on a job that already ended without starting: refused at submit
+    dependency_failed(inst1, dep, f"dependency after-start={held} job never started")
+    # on a job that already ended without starting: ended at submit
     cp = inst1.cli("submit", f"--dependency=after:{held}", "true")
-    assert cp.returncode == 1 and f"job {held} ended without starting" in cp.stderr
+    assert cp.returncode == 1 and f"after-start={held} job never started" in cp.stderr
 
 
 def test_afterany_satisfied_and_failed(inst1):
@@ -230,15 +230,17 @@ def test_afterok_satisfied_and_failed(inst1):
     bad = submit(inst1, "--urgency=hold", "false")
     dep = submit(inst1, f"--dependency=afterok:{bad}", "true")
     inst1.cli("job", "urgency", bad, "16", check=True)
-    dependency_failed(inst1, dep, f"afterok: job {bad}", "FAILED")
+    dependency_failed(inst1, dep, f"dependency after-success={bad} can never be satisfied",
+                      "FAILED")
     # canceled while the dependent waits
     canceled = submit(inst1, "--urgency=hold", "true")
     dep = submit(inst1, f"--dependency=afterok:{canceled}", "true")
     inst1.cli("cancel", canceled, check=True)
-    dependency_failed(inst1, dep, f"afterok: job {canceled}", "CANCELED")
+    dependency_failed(inst1, dep, f"dependency after-success={canceled} job never started")
     # on one that already failed: ended at submit
     cp = inst1.cli("submit", f"--dependency=afterok:{bad}", "true")
-    assert cp.returncode == 1 and f"job {bad} did not complete" in cp.stderr
+    assert cp.returncode == 1
+    assert f"after-success={bad} can never be satisfied" in cp.stderr
 
 
 def test_afternotok_satisfied_and_failed(inst1):
@@ -249,7 +251,28 @@ def test_afternotok_satisfied_and_failed(inst1):
     good = submit(inst1, "--urgency=hold", "true")
     dep = submit(inst1, f"--dependency=afternotok:{good}", "true")
     inst1.cli("job", "urgency", good, "16", check=True)
-    dependency_failed(inst1, dep, f"afternotok: job {good} completed successfully")
+    dependency_failed(inst1, dep, f"dependency after-failure={good} can never be satisfied",
+                      "COMPLETED")
+    # a job canceled before it started never failed: afternotok is not met (as Flux)
+    held = submit(inst1, "--urgency=hold", "true")
+    dep = submit(inst1, f"--dependency=afternotok:{held}", "true")
+    inst1.cli("cancel", held, check=True)
+    dependency_failed(inst1, dep, f"dependency after-failure={held} job never started")
+
+
+def test_afterexcept_met_only_by_a_fatal_exception(inst1):
+    running = submit(inst1, "sleep", "300")
+    started(inst1, running)
+    dep = submit(inst1, f"--dependency=afterexcept:{running}", "echo", "after")
+    assert field(inst1, dep, "{state} {contextual_info}") == \
+        f"DEPEND depends:after-except={running}"
+    inst1.cli("cancel", running, check=True)
+    wait_ok(inst1, dep)
+    failed = submit(inst1, "false")
+    inst1.cli("job", "wait", failed)    # failed by its exit code: no exception
+    cp = inst1.cli("submit", f"--dependency=afterexcept:{failed}", "true")
+    assert cp.returncode == 1
+    assert f"after-except={failed} can never be satisfied" in cp.stderr
 
 
 def test_failure_cascades_down_a_chain(inst1):
@@ -259,10 +282,11 @@ def test_failure_cascades_down_a_chain(inst1):
         prev = submit(inst1, f"--dependency=afterok:{prev}", "true")
         chain.append(prev)
     inst1.cli("job", "urgency", root, "default", check=True)
-    up = root
-    for j in chain:
-        dependency_failed(inst1, j, f"afterok: job {up}")
-        up = j
+    # the first ran and failed; each later one's target ended before it started
+    dependency_failed(inst1, chain[0],
+                      f"dependency after-success={root} can never be satisfied")
+    for up, j in zip(chain, chain[1:]):
+        dependency_failed(inst1, j, f"dependency after-success={up} job never started")
 
 
 def test_chain_of_20_afterok_jobs_runs_in_order(inst1):
@@ -347,7 +371,7 @@ def test_begin_time_clock_and_date_forms(inst1):
     # the date is past: met at once; the job ran once the job it follows ended
     wait_ok(inst1, past)
     assert [e["context"]["description"] for e in eventlog(inst1, past)
-            if e["name"] == "dependency-add"] == [f"afterany={clock}"]
+            if e["name"] == "dependency-add"] == [f"after-finish={clock}"]
 
 
 def test_bad_begin_time_is_one_line(inst1):

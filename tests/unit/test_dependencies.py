@@ -36,7 +36,10 @@ def test_parse_uri():
     jid = fluid.f58(1234)
     assert depend.parse_uri(f"afterok:{jid}") == {"scheme": "afterok", "value": jid}
     assert depend.parse_uri("afternotok:1234") == {"scheme": "afternotok", "value": "1234"}
-    assert depend.description({"scheme": "after", "value": "1234"}) == "after=1234"
+    assert depend.description({"scheme": "after", "value": "1234"}) == "after-start=1234"
+    assert [depend.description({"scheme": s, "value": jid}) for s in depend.AFTER] == [
+        f"{name}={jid}" for name in ("after-start", "after-start", "after-finish",
+                                     "after-success", "after-failure", "after-except")]
     for bad, words in (("afterok", "SCHEME:JOBID"), ("begin:1", "unknown scheme"),
                        ("afterok:xyz!", "not a job id"), (":1", "SCHEME:JOBID")):
         with pytest.raises(UsageError, match=words):
@@ -44,6 +47,7 @@ def test_parse_uri():
 
 
 @pytest.mark.parametrize("scheme,started,inactive,result,want", [
+    ("afterstart", True, False, None, depend.MET),
     ("after", False, False, None, depend.WAIT),
     ("after", True, False, None, depend.MET),
     ("after", True, True, "FAILED", depend.MET),
@@ -57,15 +61,29 @@ def test_parse_uri():
     ("afternotok", True, False, None, depend.WAIT),
     ("afternotok", True, True, "TIMEOUT", depend.MET),
     ("afternotok", True, True, "COMPLETED", depend.NEVER),
+    ("afternotok", False, True, "CANCELED", depend.NEVER),   # never ran: never failed
+    ("afterexcept", True, False, None, depend.WAIT),
+    ("afterexcept", True, True, "FAILED", depend.NEVER),     # no exception: its exit code
 ])
 def test_verdict(scheme, started, inactive, result, want):
     verdict, why = depend.verdict(scheme, 1234, started=started, inactive=inactive,
                                   result=result)
     assert verdict == want
     if want == depend.NEVER:
-        assert why.startswith(f"{scheme}: job {fluid.f58(1234)} ")
+        desc = depend.description({"scheme": scheme, "value": fluid.f58(1234)})
+        reason = "job never started" if not started else \
+            f"can never be satisfied (the job's result: {result})"
+        assert why == f"dependency {desc} {reason}"
     else:
         assert why == ""
+
+
+def test_afterexcept_is_met_by_a_fatal_exception_only():
+    def verdict(excepted):
+        return depend.verdict("afterexcept", 1, started=True, inactive=True,
+                              result="CANCELED" if excepted else "FAILED",
+                              excepted=excepted)[0]
+    assert (verdict(True), verdict(False)) == (depend.MET, depend.NEVER)
 
 
 def test_jobspec_accepts_dependencies_within_bounds():
