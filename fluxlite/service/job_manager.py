@@ -35,6 +35,7 @@ from ..protocol.message import STREAMING
 from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Signal, Struct,
                                Text, Urgency, UserId, WaitStatus)
 from ..util import fluid, fsd, procs
+from ..util.log import enabled as log_enabled
 from .base import ANY, OWNER, Service, handler
 
 
@@ -193,14 +194,16 @@ class JobManagerService(Service):
         if self._handling:
             return
         self._handling = True
+        debug = log_enabled("debug")
         try:
             while self._events:
                 job, event = self._events.popleft()
                 old = job.state
                 effects = self.actions.handle(job, event, time.time())
-                self.log.debug("job transition", jobid=fluid.f58_plain(job.id),
-                               state=f"{old}->{job.state}", stimulus=type(event).__name__,
-                               effects=act.describe(effects))
+                if debug:
+                    self.log.debug("job transition", jobid=fluid.f58_plain(job.id),
+                                   state=f"{old}->{job.state}", stimulus=type(event).__name__,
+                                   effects=act.describe(effects))
                 self._apply(job, old, effects)
         finally:
             self._handling = False
