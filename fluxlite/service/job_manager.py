@@ -2,11 +2,17 @@
 
 Every state change is an entry appended to the job's main eventlog, in the
 order RFC 21 gives: submit, validate, depend, priority, alloc, start,
-exception, finish, release, free, clean.  The job-manager talks to the
-scheduler (`sched.alloc` / `sched.cancel` / `sched.free`) and to job-exec
-(`job-exec.start`, whose responses are start / exception / finish / release),
-and is where exceptions are raised: a fatal one (severity 0) moves the job to
-CLEANUP, cancels it if it is pending and has job-exec kill it if it runs.
+exception, finish, release, free, clean.  What each event leads to is decided
+by the per-job state machine in job/actions.py (pure: events in, effects out);
+this service owns the job table and the I/O.  It turns requests and answers
+into events, and carries out the effects in one place (`_handle`): eventlog
+commits, the scheduler (`sched.alloc` / `cancel` / `prioritize` / `free`),
+job-exec (`job-exec.start`, whose responses are start / exception / finish /
+release, and `job-exec.exception`), waiters, dependents and the purge policy.
+
+A submission is first checked by the scheduler (`sched.feasibility`), as
+flux-core's job-ingest does: a request that can never fit is a submit error
+and never becomes a job.
 """
 
 from __future__ import annotations
@@ -15,20 +21,21 @@ import asyncio
 import collections
 import errno
 import functools
-import sys
 import time
 from typing import Annotated
 
 from ..errors import (FluxliteError, NoChild, NotFound, PermissionDenied, ProtocolError, TryAgain,
                       UsageError)
-from ..job import depend
+from ..job import actions as act
+from ..job import depend, states
 from ..job import jobspec as js
-from ..job import rset, states
-from ..job.eventlog import entry, eventlog_key, job_key
+from ..job.actions import Job, own
+from ..job.eventlog import entry, job_key
 from ..protocol.message import STREAMING
 from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Signal, Struct,
                                Text, Urgency, UserId, WaitStatus)
-from ..util import fluid, fsd, idset, procs
+from ..util import fluid, fsd, procs
+from ..util.log import enabled as log_enabled
 from .base import ANY, OWNER, Service, handler
 
 
@@ -122,89 +129,6 @@ class JournalCancelRequest(Struct, kw_only=True):
 JOURNAL_BATCH = 64   # jobs per history response of job-manager.events-journal
 
 _BUSY = (states.RUN, states.CLEANUP)
-_NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
-
-
-class Job:
-    # The jobspec itself lives in the KVS only (thousands of pending jobs would
-    # otherwise each keep their whole environment here): a Job keeps what it reads
-    # (name, duration, whether it is an instance) and reads the rest from the KVS
-    # when it is needed (the scheduler's request, job-exec's start).
-    __slots__ = ("id", "userid", "urgency", "priority", "req", "name", "state", "duration",
-                 "instance", "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc",
-                 "exceptions", "fatal", "status", "memo", "waiters", "ran", "key",
-                 "expiration", "exec_pending", "freed", "waited", "deps", "dependents",
-                 "flags")
-
-    def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int):
-        self.id = jobid
-        self.userid = userid
-        self.req = req
-        self.urgency = urgency
-        self.priority = depend.priority(urgency)
-        self.name = sys.intern(js.command_name(jobspec))
-        system = jobspec["attributes"]["system"]
-        self.duration = system.get("duration", 0)
-        self.instance = bool(system.get("shell", {}).get("options", {}).get("instance"))
-        self.state = states.NEW
-        self.t_submit = time.time()
-        self.t_run = self.t_cleanup = self.t_inactive = 0.0
-        # empty until used: a pending job holds no containers of its own (a list or map
-        # is made by the first append; `alloc` and `memo` are replaced, never changed)
-        self.alloc: dict[int, list[int]] = _NOTHING
-        self.exceptions: list[dict] | tuple = ()
-        self.fatal: dict | None = None
-        self.status: int | None = None
-        self.memo: dict = _NOTHING
-        self.waiters: list | tuple = ()
-        self.ran = False
-        self.key = eventlog_key(jobid)
-        self.expiration = 0.0
-        self.exec_pending = None
-        self.freed = False
-        self.waited = False
-        self.deps: dict[str, tuple[str, int | None]] = _NOTHING  # description ->
-        #                                                          (scheme, job id)
-        self.dependents: list[Job] | tuple = ()      # jobs in DEPEND waiting on this one
-        self.flags = 0
-
-    @property
-    def result(self) -> str | None:
-        if self.state != states.INACTIVE:
-            return None
-        return states.result(self.ran, self.status, self.fatal["type"] if self.fatal else None)
-
-    def info(self, level: int = 0) -> dict:
-        """What `jobs` and `job-manager.info` report; `level` is this instance's depth."""
-        ex = self.fatal or (self.exceptions[-1] if self.exceptions else None)
-        return {
-            "id": self.id, "userid": self.userid, "name": self.name, "state": self.state,
-            "result": self.result, "urgency": self.urgency, "priority": self.priority,
-            "t_submit": self.t_submit, "t_run": self.t_run, "t_cleanup": self.t_cleanup,
-            "t_inactive": self.t_inactive, "ntasks": self.req.ntasks,
-            "nnodes": self.req.nnodes if not self.alloc else len(self.alloc),
-            "ranks": idset.encode(self.alloc) if self.alloc else "",
-            "ncores": sum(len(c) for c in self.alloc.values()),
-            "waitstatus": self.status,
-            "returncode": (None if self.state != states.INACTIVE else
-                           states.exit_code(self.status, self.fatal is not None)),
-            "exception": ({"occurred": True, "type": ex["type"], "severity": ex["severity"],
-                           "note": ex["note"]} if ex else {"occurred": False}),
-            "duration": self.duration,
-            "expiration": self.expiration, "memo": self.memo,
-            "instance": self.instance, "waited": self.waited,
-            "depth": level + 1 if self.instance else 0,
-            "dependencies": list(self.deps),
-        }
-
-
-def _own(job: Job, field: str):
-    """The job's own list or map in `field`, made now if it still has the shared empty."""
-    value = getattr(job, field)
-    if value is _NOTHING or value == ():
-        value = {} if value is _NOTHING else []
-        setattr(job, field, value)
-    return value
 
 
 def _unwait(job: Job, msg) -> None:
@@ -228,15 +152,13 @@ class JobManagerService(Service):
         self.any_waiters: list = []   # job-manager.wait without an id, in arrival order
         self.gen = fluid.FluidGenerator(0)
         self.kvs = kvs
-        self.hostname = ctx.hostname
         self.level = int(ctx.attrs.get("instance-level") or 0)
+        self.actions = act.Actions(ctx.hostname)   # the per-job machine (and the queue)
+        self._events: collections.deque = collections.deque()  # (job, event) to handle
+        self._handling = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._settle: collections.deque[Job] = collections.deque()  # jobs whose dependents
-        self._settling = False                                       # are to be looked at
-        # the one anonymous queue (flux-queue(1)): scheduling started or stopped
-        self.started = True
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None   # why the queue was stopped
         self.n_active = 0        # jobs not INACTIVE
         self.n_running = 0       # jobs in RUN or CLEANUP (what `queue idle` waits out)
         self.drain_waiters: list = []
@@ -257,34 +179,120 @@ class JobManagerService(Service):
     def _authorize(self, msg, job: Job) -> None:
         self.authorize(msg, job.userid, f"job {fluid.f58(job.id)}")
 
-    def _post(self, job: Job, name: str, context: dict | None = None, *, extra_ops=()) -> None:
-        """Append one entry to the main eventlog and move the job's state."""
-        e = entry(name, context)
-        self.kvs.commit(list(extra_ops) + [{"key": job.key, "append": [e]}])
-        if self.journal:
-            self._journal_post(job, [e])
-        self._advance(job, name, context)
+    def _jobspec(self, job: Job) -> dict:
+        """The job's jobspec, from the KVS (its one copy)."""
+        return self.kvs.lookup(job_key(job.id, "jobspec"))
 
-    def _advance(self, job: Job, name: str, context: dict | None) -> None:
-        new = states.next_state(job.state, name, context)
-        if new == job.state:
+    # ------------------------------------------------------ the one place
+    def _handle(self, job: Job, event) -> None:
+        """Feed one event to the job's state machine (job/actions.py) and carry out
+        the effects it returns.  An event that comes while effects are being carried
+        out (an answer the RPC tracker delivers inside the call that asked for it, a
+        dependent looked at again) waits its turn: effects apply in the order the
+        machine gave them, and a long chain of dependents never recurses."""
+        self._events.append((job, event))
+        if self._handling:
             return
-        old, job.state = job.state, new
-        was_running, running = old in _BUSY, new in _BUSY
-        if was_running != running:
-            self.n_running += 1 if running else -1
-            if not running and self.idle_waiters:
-                self._answer_idle()
-        now = time.time()
-        if new == states.RUN:
-            job.t_run = now
-        elif new == states.CLEANUP:
-            job.t_cleanup = now
-        elif new == states.INACTIVE:
-            job.t_inactive = now
-            self._inactive(job)
+        self._handling = True
+        debug = log_enabled("debug")
+        try:
+            while self._events:
+                job, event = self._events.popleft()
+                old = job.state
+                effects = self.actions.handle(job, event, time.time())
+                if debug:
+                    self.log.debug("job transition", jobid=fluid.f58_plain(job.id),
+                                   state=f"{old}->{job.state}", stimulus=type(event).__name__,
+                                   effects=act.describe(effects))
+                self._apply(job, old, effects)
+        finally:
+            self._handling = False
 
-    def _inactive(self, job: Job) -> None:
+    def _apply(self, job: Job, old: str, effects: list) -> None:
+        if (old in _BUSY) != (job.state in _BUSY):
+            self.n_running += 1 if job.state in _BUSY else -1
+            if not self.n_running and self.idle_waiters:
+                self._answer_idle()
+        ops: list = []
+        entries: list = []   # consecutive entries go in one commit
+        for e in effects:
+            kind = type(e)
+            if kind is act.Post:
+                if e.extra:
+                    ops += [{"key": job_key(job.id, k), "value": v} for k, v in e.extra.items()]
+                entries.append(entry(e.name, e.context))
+                continue
+            if entries:
+                self._commit(job, ops, entries)
+                ops, entries = [], []
+            if kind is act.AskAlloc:
+                part = js.resource_part(self._jobspec(job))
+                p = self.rpc("sched.alloc", {"id": job.id, "jobspec": part,
+                                             "priority": e.priority})
+                p.on_response = functools.partial(self._alloc_answer, job, e.seq)
+            elif kind is act.CancelAlloc:
+                self.send("sched.cancel", {"id": job.id})
+            elif kind is act.Prioritize:
+                self.send("sched.prioritize", {"id": job.id, "priority": e.priority})
+            elif kind is act.Free:
+                self.send("sched.free", {"id": job.id})
+            elif kind is act.StartExec:
+                p = self.rpc("job-exec.start", {"id": job.id, "userid": job.userid,
+                                                "jobspec": self._jobspec(job), "R": e.R},
+                             streaming=True)
+                p.on_response = functools.partial(self._exec_answer, job)
+            elif kind is act.ForwardException:
+                self.send("job-exec.exception", e.payload)
+            elif kind is act.Watch:
+                target = self.jobs.get(e.target)
+                if target is not None:
+                    own(target, "dependents").append(job)
+            elif kind is act.BeginTimer:
+                asyncio.get_running_loop().call_later(
+                    e.delay, self._handle, job, act.BeginTimeReached(e.desc))
+            elif kind is act.AnswerWaiters:
+                self._answer_waiters(job)
+            elif kind is act.NotifyDependents:
+                self._settle_dependents(job)
+            elif kind is act.Inactive:
+                self._inactive(job)
+        if entries:
+            self._commit(job, ops, entries)
+
+    def _commit(self, job: Job, ops: list, entries: list) -> None:
+        """Append entries to the job's main eventlog (with other keys of the job)."""
+        ops.append({"key": job.key, "append": entries})
+        self.kvs.commit(ops)
+        if self.journal:
+            self._journal_post(job, entries)
+
+    def _alloc_answer(self, job: Job, seq: int, resp) -> None:
+        if resp.errnum:
+            self._handle(job, act.AllocAnswered(seq, errnum=resp.errnum, errstr=resp.errstr))
+        else:
+            self._handle(job, act.AllocAnswered(seq, resp.payload["alloc"],
+                                                resp.payload.get("summary", "")))
+
+    def _exec_answer(self, job: Job, resp) -> None:
+        if resp.errnum:
+            if resp.errnum != errno.ENODATA:   # ENODATA: the stream's clean end
+                self._handle(job, act.ExecFailed(resp.errstr))
+            return
+        kind, data = resp.payload.get("type"), resp.payload.get("data") or {}
+        if kind == "start":
+            ev = act.ExecStarted()
+        elif kind == "exception":
+            ev = act.ExecException(data["type"], data["severity"], data.get("note", ""),
+                                   data.get("context"))
+        elif kind == "finish":
+            ev = act.ExecFinished(data["status"])
+        elif kind == "release":
+            ev = act.ExecReleased(data.get("ranks", "all"), bool(data.get("final")))
+        else:
+            return
+        self._handle(job, ev)
+
+    def _answer_waiters(self, job: Job) -> None:
         for w in job.waiters:
             self.untrack_stream(w)
             self.respond(w, self._wait_result(job))
@@ -295,8 +303,9 @@ class JobManagerService(Service):
                 self.untrack_stream(w)
                 self.respond(w, self._wait_result(job))
                 break
+
+    def _inactive(self, job: Job) -> None:
         self.n_active -= 1
-        job.exec_pending = None   # the scheduler's answer: nothing more is to come
         self.inactive[job.id] = job
         if self.n_active == 0:
             self._idle.set()
@@ -304,7 +313,6 @@ class JobManagerService(Service):
                 self.untrack_stream(w)
                 self.respond(w, {})
             self.drain_waiters.clear()
-        self._notify_dependents(job)
         self._purge_by_policy()
         if self.n_active == 0:
             procs.release_free_memory()  # the peak of a burst of jobs is over
@@ -325,35 +333,52 @@ class JobManagerService(Service):
     # ------------------------------------------------------------- submit
     @handler("job-manager.submit", schema=SubmitRequest, roles=ANY)
     def submit(self, msg, r):
-        spec, urgency = r.jobspec, r.urgency
-        req = js.validate(spec)
+        """As flux-core's job-ingest, a job gets an id only once the scheduler says its
+        request could ever fit (sched.feasibility): one that never can is a submit
+        error, EOVERFLOW "unsatisfiable request: ...", and no job."""
+        req = js.validate(r.jobspec)
+        self._open(msg, r)
+        deps = r.jobspec["attributes"]["system"].get("dependencies", [])
+        for dep in deps:   # a malformed one is an error before anything is asked
+            if dep["scheme"] != depend.BEGIN_TIME:
+                depend.target(dep["value"], dep["scheme"])
+        p = self.rpc("sched.feasibility", {"jobspec": js.resource_part(r.jobspec)})
+        p.on_response = functools.partial(self._feasible, msg, r, req)
+        return self.no_reply
+
+    def _open(self, msg, r) -> None:
+        """Whether a submission may be taken now, from this sender."""
         if self.ctx.at_least("cleanup"):
             raise TryAgain("the instance is shutting down: submissions are closed")
-        if urgency > depend.URGENCY_DEFAULT and not self._is_owner(msg):
-            raise PermissionDenied(f"urgency {urgency}: only the instance owner may submit "
+        if r.urgency > depend.URGENCY_DEFAULT and not self._is_owner(msg):
+            raise PermissionDenied(f"urgency {r.urgency}: only the instance owner may submit "
                                    f"with an urgency above {depend.URGENCY_DEFAULT}")
-        jobid = self.gen.generate()
         if r.flags & ~WAITABLE:
             raise UsageError(f"submit: unknown flags 0x{r.flags & ~WAITABLE:x}")
-        job = Job(jobid, msg.userid, spec, req, urgency)
-        job.flags = r.flags
+
+    def _feasible(self, msg, r, req: js.Request, resp) -> None:
+        """sched's feasibility answer: refuse the submission, or make the job."""
+        if resp.errnum:
+            self.respond_error(msg, resp.errnum, resp.errstr)
+            return
+        try:
+            self._open(msg, r)   # the instance may have begun shutting down meanwhile
+            self.respond(msg, self._new_job(msg.userid, r, req))
+        except Exception as exc:
+            self.dispatcher.respond_exception(msg, exc)
+
+    def _new_job(self, userid: int, r, req: js.Request) -> dict:
+        spec = r.jobspec
+        deps = tuple(self._dep(userid, d) for d in
+                     spec["attributes"]["system"].get("dependencies", []))
+        jobid = self.gen.generate()
+        job = Job(jobid, userid, spec, req, r.urgency, time.time(), r.flags)
         self.jobs[jobid] = job
         self.n_active += 1
         self._idle.clear()
-        events = [entry("submit", {"userid": job.userid, "urgency": urgency, "flags": 0,
-                                   "version": 1}),
-                  entry("validate")]
-        self.kvs.commit([{"key": job_key(jobid, "jobspec"), "value": spec},
-                         {"key": job.key, "append": events}])
-        if self.journal:
-            self._journal_post(job, events)
-        for e in events:
-            self._advance(job, e["name"], e.get("context"))
-        self._add_dependencies(job, spec["attributes"]["system"].get("dependencies", []))
-        if job.fatal is None and not job.deps:
-            self._depended(job)
+        self._handle(job, act.Submitted(spec, deps))
         out = {"id": jobid}
-        if job.fatal is not None:  # denied during submit (e.g. unsatisfiable)
+        if job.fatal is not None:  # ended at submit: a dependency that can never be met
             out["exception"] = {"type": job.fatal["type"], "note": job.fatal["note"]}
         return out
 
@@ -366,108 +391,35 @@ class JobManagerService(Service):
                               inactive=target.state == states.INACTIVE, result=target.result,
                               excepted=target.fatal is not None)
 
-    def _add_dependencies(self, job: Job, deps: list) -> None:
-        """RFC 26 after* dependencies: each one met now is dropped, each one that may
-        still be met is a dependency-add, and one that never can be ends the job."""
-        for dep in deps:
-            scheme, desc = dep["scheme"], depend.description(dep)
-            if scheme == depend.BEGIN_TIME:
-                self._begin_time(job, desc, float(dep["value"]))
-                continue
-            tid = depend.target(dep["value"], scheme)
-            target = self.jobs.get(tid)
-            if target is None:
-                why = f"{scheme}: job {fluid.f58(tid)} not found"
-            elif target.userid != job.userid:
-                why = (f"{scheme}: job {fluid.f58(tid)} belongs to another user "
-                       "(permission denied)")
-            else:
-                verdict, why = self._verdict(scheme, target)
-                if verdict == depend.MET:
-                    continue
-                if verdict == depend.WAIT:
-                    if desc not in job.deps:
-                        _own(job, "deps")[desc] = (scheme, tid)
-                        _own(target, "dependents").append(job)
-                        self._post(job, "dependency-add", {"description": desc})
-                    continue
-            self.raise_exception(job, "dependency", 0, why)
-            return
-
-    def _begin_time(self, job: Job, desc: str, at: float) -> None:
-        """A begin-time dependency: met now, or a dependency-add and a timer."""
-        delay = at - time.time()
-        if delay <= 0 or desc in job.deps:
-            return
-        _own(job, "deps")[desc] = (depend.BEGIN_TIME, None)
-        self._post(job, "dependency-add", {"description": desc})
-        asyncio.get_running_loop().call_later(delay, self._begin_time_reached, job, desc)
-
-    def _begin_time_reached(self, job: Job, desc: str) -> None:
-        if job.fatal is not None or job.state != states.DEPEND or desc not in job.deps:
-            return
-        del job.deps[desc]
-        self._post(job, "dependency-remove", {"description": desc})
-        if not job.deps:
-            self._depended(job)
-
-    def _notify_dependents(self, target: Job) -> None:
-        """`target` started or ended: look again at the jobs that depend on it (one job at
-        a time, so that a long chain ending at once does not recurse)."""
-        if not target.dependents:
-            return
-        self._settle.append(target)
-        if self._settling:
-            return
-        self._settling = True
-        try:
-            while self._settle:
-                self._settle_dependents(self._settle.popleft())
-        finally:
-            self._settling = False
+    def _dep(self, userid: int, dep: dict) -> act.Dep:
+        """An RFC 26 dependency of a new job, judged from what is known of its target
+        (a begin-time one is judged by the machine)."""
+        scheme, desc = dep["scheme"], depend.description(dep)
+        if scheme == depend.BEGIN_TIME:
+            return act.Dep(desc, scheme, at=float(dep["value"]))
+        tid = depend.target(dep["value"], scheme)
+        target = self.jobs.get(tid)
+        if target is None:
+            return act.Dep(desc, scheme, tid, depend.NEVER,
+                           f"{scheme}: job {fluid.f58(tid)} not found")
+        if target.userid != userid:
+            return act.Dep(desc, scheme, tid, depend.NEVER,
+                           f"{scheme}: job {fluid.f58(tid)} belongs to another user "
+                           "(permission denied)")
+        return act.Dep(desc, scheme, tid, *self._verdict(scheme, target))
 
     def _settle_dependents(self, target: Job) -> None:
+        """`target` started or ended: judge again the dependencies naming it."""
         for job in list(target.dependents):
+            items = []
             if job.fatal is None and job.state == states.DEPEND:
-                for desc, (scheme, tid) in list(job.deps.items()):
-                    if tid != target.id:
-                        continue
-                    verdict, why = self._verdict(scheme, target)
-                    if verdict == depend.MET:
-                        del job.deps[desc]
-                        self._post(job, "dependency-remove", {"description": desc})
-                    elif verdict == depend.NEVER:
-                        self.raise_exception(job, "dependency", 0, why)
-                        break
-            if job.fatal is not None or job.state != states.DEPEND or \
-                    all(tid != target.id for _, tid in job.deps.values()):
-                target.dependents.remove(job)
-            if job.fatal is None and job.state == states.DEPEND and not job.deps:
-                self._depended(job)
-
-    def _depended(self, job: Job) -> None:
-        """No dependency left: on to PRIORITY and SCHED; a held job (priority 0) waits
-        there until its urgency is raised."""
-        self._post(job, "depend")
-        self._post(job, "priority", {"priority": job.priority})
-        if job.priority > depend.PRIORITY_MIN:
-            self._alloc(job)
-
-    def _jobspec(self, job: Job) -> dict:
-        """The job's jobspec, from the KVS (its one copy)."""
-        return self.kvs.lookup(job_key(job.id, "jobspec"))
-
-    def _alloc(self, job: Job) -> None:
-        """Ask the scheduler for the job's resources; while the queue is stopped the
-        job waits in SCHED without asking (`queue start` asks for it)."""
-        if not self.started:
-            job.exec_pending = None
-            return
-        part = js.resource_part(self._jobspec(job))
-        p = self.rpc("sched.alloc", {"id": job.id, "jobspec": part,
-                                     "priority": job.priority})
-        job.exec_pending = p
-        p.on_response = lambda resp, job=job, p=p: self._alloc_response(job, resp, p)
+                items = [(desc, *self._verdict(scheme, target))
+                         for desc, (scheme, tid) in job.deps.items() if tid == target.id]
+            verdicts = {v for _, v, _ in items}
+            if depend.NEVER in verdicts or depend.WAIT not in verdicts:
+                target.dependents.remove(job)   # it no longer waits on target
+            if items:
+                self._handle(job, act.Verdicts(tuple(items)))
 
     # ------------------------------------------------------------ urgency
     @handler("job-manager.urgency", schema=UrgencyRequest, roles=ANY)
@@ -483,110 +435,17 @@ class JobManagerService(Service):
             raise PermissionDenied(f"urgency {r.urgency}: only the instance owner may set "
                                    f"an urgency above {depend.URGENCY_DEFAULT}")
         old = job.urgency
-        job.urgency = r.urgency
-        self._post(job, "urgency", {"userid": msg.userid, "urgency": r.urgency})
-        new, was = depend.priority(r.urgency), job.priority
-        job.priority = new
-        if job.state == states.SCHED and new != was:
-            self._post(job, "priority", {"priority": new})
-            if was == depend.PRIORITY_MIN:
-                self._alloc(job)
-            elif new == depend.PRIORITY_MIN:
-                job.exec_pending = None
-                self.send("sched.cancel", {"id": job.id})
-            else:
-                self.send("sched.prioritize", {"id": job.id, "priority": new})
+        self._handle(job, act.Urgency(r.urgency, msg.userid))
         return {"old_urgency": old}
-
-    def _alloc_response(self, job: Job, resp, p=None) -> None:
-        if p is not None and p is not job.exec_pending:
-            # an allocation asked for before the job was held: give it back
-            if not resp.errnum:
-                self.send("sched.free", {"id": job.id})
-            return
-        if resp.errnum:
-            if resp.errnum == errno.ECANCELED or job.fatal is not None:
-                return
-            self.raise_exception(job, "alloc", 0, resp.errstr)
-            return
-        if job.state != states.SCHED:
-            # canceled while the response was on its way: give the resources back
-            self.send("sched.free", {"id": job.id})
-            return
-        alloc = {int(r): c for r, c in resp.payload["alloc"].items()}
-        job.alloc = alloc
-        now = time.time()
-        dur = job.duration or 0
-        job.expiration = now + dur if dur else 0.0
-        R = rset.build(alloc, starttime=now, expiration=job.expiration,
-                       hostname=self.hostname, nslots=job.req.nslots)
-        self._post(job, "alloc", {"annotations": {"sched": {
-            "resource_summary": resp.payload.get("summary", "")}}},
-            extra_ops=[{"key": job_key(job.id, "R"), "value": R}])
-        p = self.rpc("job-exec.start", {"id": job.id, "userid": job.userid,
-                                        "jobspec": self._jobspec(job), "R": R}, streaming=True)
-        p.on_response = lambda r, job=job: self._exec_response(job, r)
-
-    def _exec_response(self, job: Job, resp) -> None:
-        if resp.errnum:
-            if resp.errnum != errno.ENODATA:
-                self.raise_exception(job, "exec", 0, resp.errstr or "job-exec failed")
-                self._release(job, final=True)
-            return
-        kind, data = resp.payload.get("type"), resp.payload.get("data") or {}
-        if kind == "start":
-            job.ran = True
-            self._post(job, "start")
-            self._notify_dependents(job)
-        elif kind == "exception":
-            self.raise_exception(job, data["type"], data["severity"], data.get("note", ""),
-                                 data.get("context"), notify_exec=False)
-        elif kind == "finish":
-            job.status = data["status"]
-            self._post(job, "finish", {"status": job.status})
-        elif kind == "release":
-            self._release(job, final=bool(data.get("final")), ranks=data.get("ranks", "all"))
-
-    def _release(self, job: Job, final: bool, ranks: str = "all") -> None:
-        if job.freed:
-            return
-        if job.state == states.RUN:
-            # job-exec ended without a finish (it failed): the job still has to end
-            self._advance(job, "finish", {"status": job.status or 256})
-        self._post(job, "release", {"ranks": ranks, "final": final})
-        if final:
-            job.freed = True
-            self.send("sched.free", {"id": job.id})
-            self._post(job, "free")
-            self._post(job, "clean")
 
     # --------------------------------------------------------- exceptions
     def raise_exception(self, job: Job, etype: str, severity: int, note: str,
                         context: dict | None = None, userid: int | None = None,
-                        notify_exec: bool = True, wait_status: int | None = None) -> None:
+                        wait_status: int | None = None) -> None:
         if job.state == states.INACTIVE:
             raise FluxliteError(f"job {fluid.f58(job.id)} is inactive", errno.EINVAL)
-        ex = {"type": etype, "severity": severity, "note": note}
-        if userid is not None:
-            ex["userid"] = userid
-        if wait_status is not None:
-            ex["wait_status"] = wait_status
-        if context:
-            ex["context"] = context
-        _own(job, "exceptions").append(ex)
-        prior = job.state
-        self._post(job, "exception", ex)
-        if severity != 0 or job.fatal is not None:
-            return
-        job.fatal = ex
-        if prior in states.PENDING:
-            self.send("sched.cancel", {"id": job.id})
-            self._post(job, "clean")
-        elif prior == states.RUN and notify_exec:
-            fwd = {"id": job.id, "type": etype, "severity": severity, "note": note}
-            if wait_status is not None:
-                fwd["wait_status"] = wait_status
-            self.send("job-exec.exception", fwd)
+        self._handle(job, act.Raise(etype, severity, note, context, userid, wait_status))
+
 
     @handler("job-manager.raise", schema=RaiseRequest, roles=ANY)
     def raise_rpc(self, msg, r):
@@ -655,7 +514,7 @@ class JobManagerService(Service):
         job = self._job(r.id)
         self._authorize(msg, job)
         job.memo = {**job.memo, **r.memo}
-        self._post(job, "memo", r.memo)
+        self._handle(job, act.Memo(r.memo))
         return {}
 
     # ------------------------------------------------------------ queries
@@ -671,7 +530,7 @@ class JobManagerService(Service):
             self._purge_by_policy()  # a waitable job may go now
             return out
         msg.drop_payload()  # kept to be answered: its route and matchtag are enough
-        _own(job, "waiters").append(msg)
+        own(job, "waiters").append(msg)
         self.track_stream(msg, functools.partial(_unwait, job, msg))
         return self.no_reply
 
@@ -813,29 +672,27 @@ class JobManagerService(Service):
         scheduler still holds (their jobs stay in SCHED); starting asks again for
         every pending job, in priority then submit order."""
         if not r.start:
-            self.started = False
+            self.actions.started = False
             self.stop_reason = r.reason or None
-            for job in self.jobs.values():
-                if job.state == states.SCHED and job.exec_pending is not None:
-                    job.exec_pending = None
-                    self.send("sched.cancel", {"id": job.id})
+            for job in [j for j in self.jobs.values() if j.state == states.SCHED and j.sched_req]:
+                self._handle(job, act.QueueChanged())
             return {}
-        if self.started:
+        if self.actions.started:
             return {}
-        self.started, self.stop_reason = True, None
+        self.actions.started, self.stop_reason = True, None
         waiting = [j for j in self.jobs.values() if self._unrequested(j)]
         for job in sorted(waiting, key=lambda j: (-j.priority, j.id)):
-            self._alloc(job)
+            self._handle(job, act.QueueChanged())
         return {}
 
     def _unrequested(self, job: Job) -> bool:
-        return (job.state == states.SCHED and job.fatal is None and job.exec_pending is None
+        return (job.state == states.SCHED and job.fatal is None and not job.sched_req
                 and job.priority > depend.PRIORITY_MIN)
 
     @handler("job-manager.queue-status", schema=None, roles=ANY)
     def queue_status(self, msg, r):
-        out = {"enable": True, "start": self.started}
-        if not self.started and self.stop_reason:
+        out = {"enable": True, "start": self.actions.started}
+        if not self.actions.started and self.stop_reason:
             out["stop_reason"] = self.stop_reason
         return out
 
@@ -844,7 +701,7 @@ class JobManagerService(Service):
         sched = [j for j in self.jobs.values()
                  if j.state == states.SCHED and j.fatal is None]
         return {"queue_length": sum(1 for j in sched if self._unrequested(j)),
-                "alloc_pending": sum(1 for j in sched if j.exec_pending is not None),
+                "alloc_pending": sum(1 for j in sched if j.sched_req),
                 "running": sum(1 for j in self.jobs.values() if j.state == states.RUN)}
 
     @handler("job-manager.drain", schema=None)

@@ -151,6 +151,12 @@ def open_private_log(path: str):
         raise
 
 
+def enabled(level: str) -> bool:
+    """Whether entries of `level` are kept now (`log-level`): a caller may skip
+    building an entry that costs something to build (a debug line per job event)."""
+    return structlog.get_config()["wrapper_class"].is_enabled_for(None, LEVELS[level])
+
+
 def get_logger(component: str):
     """A logger for one component; lazy, so configure() may run after import."""
     return structlog.get_logger(component=component)

@@ -15,9 +15,10 @@ def test_status_exit_codes(inst1):
     zero = ids_of(inst.cli("submit", "true", check=True))[0]
     one = ids_of(inst.cli("submit", "false", check=True))[0]
     sigint = ids_of(inst.cli("submit", "sh", "-c", "kill -INT $$", check=True))[0]
-    cp = inst.cli("submit", "-n", "1024", "true")  # refused: the job ends at submit
-    assert cp.returncode == 1 and "unsatisfiable request" in cp.stderr
-    unsat = cp.stderr.split("job ", 1)[1].split(":", 1)[0]
+    cp = inst.cli("submit", "-n", "1024", "true")  # refused at submit: no job
+    assert cp.returncode == 1 and "unsatisfiable request" in cp.stderr and cp.stdout == ""
+    # a job ended by an exception before it ran: its dependency can never be met
+    never = ids_of(inst.cli("submit", f"--dependency=afterok:{one}", "true"))[0]
     inst.cli("queue", "stop", "-q", check=True)
     canceled = ids_of(inst.cli("submit", "true", check=True))[0]
     inst.cli("cancel", canceled, check=True)
@@ -27,9 +28,9 @@ def test_status_exit_codes(inst1):
     cp = inst.cli("job", "status", "-v", sigint, timeout=30)
     assert cp.returncode == 130
     assert cp.stderr == f"fluxlite job status: {sigint}: exited with exit code 130\n"
-    cp = inst.cli("job", "status", "-v", unsat, timeout=30)
+    cp = inst.cli("job", "status", "-v", never, timeout=30)
     assert cp.returncode == 1
-    assert cp.stderr == f"fluxlite job status: {unsat}: exception type=alloc\n"
+    assert cp.stderr == f"fluxlite job status: {never}: exception type=dependency\n"
     assert inst.cli("job", "status", canceled, timeout=30).returncode == 1
     assert inst.cli("job", "status", "-e", "42", canceled, timeout=30).returncode == 42
     cp = inst.cli("job", "status", "-vv", zero, one, sigint, timeout=30)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from fluxlite.job import api
+from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 
 
@@ -229,14 +230,17 @@ def test_bad_time_limit(inst1):
 
 
 def test_unsatisfiable_at_submit(inst4):
+    # as flux-core's job-ingest (feasibility check): a submit error, and no job
+    known = len(api.list_jobs(inst4.handle(), "all"))
     cp = inst4.cli("run", "-N", "99", "true")
     assert cp.returncode == 1
-    assert "type=alloc severity=0 unsatisfiable request: need 99 exclusive node(s) with " \
-           "1 core(s) each, only 4 eligible" in cp.stderr
+    assert one_error_line(cp) == "fluxlite run: unsatisfiable request: need 99 exclusive " \
+                                 "node(s) with 1 core(s) each, only 4 eligible"
     cp = inst4.cli("submit", "-n", "9999", "true")
-    assert cp.returncode == 1
-    assert fluid.parse(cp.stdout.strip())  # the job exists, with its exception
-    assert "unsatisfiable request: need 9999 slot(s) of 1 core(s)" in cp.stderr
+    assert cp.returncode == 1 and cp.stdout == ""
+    assert one_error_line(cp) == "fluxlite submit: unsatisfiable request: need 9999 slot(s) " \
+                                 "of 1 core(s), only 8 such slot(s) available (total cores: 8)"
+    assert len(api.list_jobs(inst4.handle(), "all")) == known
     cp = inst4.cli("run", "-N2", "-n1", "true")
     assert cp.returncode != 0 and "must not be greater than task count" in cp.stderr
 

@@ -6,6 +6,7 @@ import pwd
 import re
 
 from fluxlite.job import api
+from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 
 HEADER = "       JOBID USER     NAME       ST NTASKS NNODES     TIME INFO"
@@ -37,7 +38,12 @@ def test_default_table_has_flux_columns(inst4):
     host = inst4.getattr("hostname")
     ok = submit_wait(inst4, "-N2", "hostname")
     bad = submit_wait(inst4, "nosuchcommand")
-    never = inst4.cli("submit", "-N", "99", "true").stdout.split()[0]
+    # a request that can never fit is refused at submit: no job (as Flux's ingest)
+    assert "unsatisfiable request" in one_error_line(inst4.cli("submit", "-N", "99", "true"))
+    # a job that ends before it runs keeps the node count it asked for
+    cp = inst4.cli("submit", "-N3", f"--dependency=afterok:{bad}", "true")
+    assert cp.returncode == 1 and "did not complete successfully" in cp.stderr
+    never = cp.stdout.split()[0]
     api.wait(inst4.handle(), fluid.parse(never))
     assert inst4.cli("jobs", check=True).stdout.splitlines() == [HEADER]  # none active
 
@@ -53,7 +59,7 @@ def test_default_table_has_flux_columns(inst4):
     r = rows[bad]
     assert (r["name"], r["st"], r["info"]) == ("nosuchcom+", "F", host)
     r = rows[never]
-    assert (r["st"], r["ntasks"], r["nnodes"], r["time"], r["info"]) == ("F", "99", "99", "-", "")
+    assert (r["st"], r["ntasks"], r["nnodes"], r["time"], r["info"]) == ("F", "3", "3", "-", "")
 
 
 def test_format_fields_and_no_header(inst1):

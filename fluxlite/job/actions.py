@@ -1,0 +1,514 @@
+"""The job-manager's per-job state machine: events in, effects out, as data.
+
+    jm = Actions(hostname)
+    effects = jm.handle(job, AllocAnswered(1, alloc={0: [0]}), now)
+
+The job-manager service (fluxlite/service/job_manager.py) owns the I/O and the
+job table: it feeds events in (a job submitted, a client's exception, urgency
+or memo, the scheduler's and job-exec's answers, dependency verdicts, timers,
+the queue started or stopped) and carries the effects out (eventlog entries,
+requests to sched and job-exec, waiters answered, dependents looked at again,
+the job's end), in order and in one place.  Nothing here touches a socket, a
+clock or a process (`now` comes with each event), so every ordering can be
+driven in a unit test (tests/unit/test_job_actions.py).
+
+As Flux's job-manager (event_job_post_pack, then event_job_action), each event
+first posts what happened, which moves the job's state (states.next_state),
+and then `_action` looks at the state the job is in and does what that state
+asks for; it is idempotent, so any event may be followed by it:
+
+    DEPEND    no dependency left (and no fatal exception): post `depend`
+    PRIORITY  post `priority`
+    SCHED     the queue started and the job not held (priority > 0): ask sched
+              for resources once; otherwise withdraw a request sched still holds
+    CLEANUP   withdraw a request sched still holds; with no resources, post
+              `clean` (with resources, job-exec's final release frees them)
+    INACTIVE  answer the waiters, look at the dependents, end the job (purge)
+
+A request to sched is numbered (`Job.sched_req` is the number of the one
+outstanding, 0 for none): an answer to a request withdrawn meanwhile (the job
+was held, canceled or the queue stopped) is stale, and resources it brings
+are given back at once.  Events for an INACTIVE job change nothing, except
+such a stale allocation, which is still freed.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from dataclasses import dataclass
+
+from ..util import idset
+from . import depend, rset, states
+from . import jobspec as js
+from .eventlog import eventlog_key
+
+_NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
+
+
+class Job:
+    # The jobspec itself lives in the KVS only (thousands of pending jobs would
+    # otherwise each keep their whole environment here): a Job keeps what it reads
+    # (name, duration, whether it is an instance) and reads the rest from the KVS
+    # when it is needed (the scheduler's request, job-exec's start).
+    __slots__ = ("id", "userid", "urgency", "priority", "req", "name", "state", "duration",
+                 "instance", "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc",
+                 "exceptions", "fatal", "status", "memo", "waiters", "ran", "key",
+                 "expiration", "sched_req", "nreq", "waited", "deps", "dependents",
+                 "flags")
+
+    def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int,
+                 t_submit: float = 0.0, flags: int = 0):
+        self.id = jobid
+        self.userid = userid
+        self.req = req
+        self.urgency = urgency
+        self.priority = depend.priority(urgency)
+        self.name = sys.intern(js.command_name(jobspec))
+        system = jobspec["attributes"]["system"]
+        self.duration = system.get("duration", 0)
+        self.instance = bool(system.get("shell", {}).get("options", {}).get("instance"))
+        self.state = states.NEW
+        self.t_submit = t_submit
+        self.t_run = self.t_cleanup = self.t_inactive = 0.0
+        # empty until used: a pending job holds no containers of its own (a list or map
+        # is made by the first append; `alloc` and `memo` are replaced, never changed)
+        self.alloc: dict[int, list[int]] = _NOTHING
+        self.exceptions: list[dict] | tuple = ()
+        self.fatal: dict | None = None
+        self.status: int | None = None
+        self.memo: dict = _NOTHING
+        self.waiters: list | tuple = ()
+        self.ran = False
+        self.key = eventlog_key(jobid)
+        self.expiration = 0.0
+        self.sched_req = 0      # number of the sched.alloc request outstanding (0: none)
+        self.nreq = 0           # sched.alloc requests made so far
+        self.waited = False
+        self.deps: dict[str, tuple[str, int | None]] = _NOTHING  # description ->
+        #                                                          (scheme, job id)
+        self.dependents: list[Job] | tuple = ()      # jobs in DEPEND waiting on this one
+        self.flags = flags
+
+    @property
+    def result(self) -> str | None:
+        if self.state != states.INACTIVE:
+            return None
+        return states.result(self.ran, self.status, self.fatal["type"] if self.fatal else None)
+
+    def info(self, level: int = 0) -> dict:
+        """What `jobs` and `job-manager.info` report; `level` is this instance's depth."""
+        ex = self.fatal or (self.exceptions[-1] if self.exceptions else None)
+        return {
+            "id": self.id, "userid": self.userid, "name": self.name, "state": self.state,
+            "result": self.result, "urgency": self.urgency, "priority": self.priority,
+            "t_submit": self.t_submit, "t_run": self.t_run, "t_cleanup": self.t_cleanup,
+            "t_inactive": self.t_inactive, "ntasks": self.req.ntasks,
+            "nnodes": self.req.nnodes if not self.alloc else len(self.alloc),
+            "ranks": idset.encode(self.alloc) if self.alloc else "",
+            "ncores": sum(len(c) for c in self.alloc.values()),
+            "waitstatus": self.status,
+            "returncode": (None if self.state != states.INACTIVE else
+                           states.exit_code(self.status, self.fatal is not None)),
+            "exception": ({"occurred": True, "type": ex["type"], "severity": ex["severity"],
+                           "note": ex["note"]} if ex else {"occurred": False}),
+            "duration": self.duration,
+            "expiration": self.expiration, "memo": self.memo,
+            "instance": self.instance, "waited": self.waited,
+            "depth": level + 1 if self.instance else 0,
+            "dependencies": list(self.deps),
+        }
+
+
+def own(job: Job, field: str):
+    """The job's own list or map in `field`, made now if it still has the shared empty."""
+    value = getattr(job, field)
+    if value is _NOTHING or value == ():
+        value = {} if value is _NOTHING else []
+        setattr(job, field, value)
+    return value
+
+
+# ---------------------------------------------------------------- events in
+@dataclass(frozen=True)
+class Dep:
+    """One of a submitted job's dependencies, with its verdict when it names a job
+    (the service knows the other jobs); a begin-time one is judged here, by `at`."""
+    desc: str                      # afterok=ƒ..., begin-time=...
+    scheme: str
+    target: int | None = None      # the job it names
+    verdict: str = depend.WAIT     # MET, WAIT or NEVER
+    why: str = ""
+    at: float = 0.0                # begin-time: seconds since the epoch
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A new job (state NEW): log submit and validate (with the jobspec), then its
+    dependencies."""
+    jobspec: dict
+    deps: tuple[Dep, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A job named by some of this job's dependencies started or ended: each
+    (description, MET|WAIT|NEVER, why) for the dependencies naming it."""
+    items: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True)
+class BeginTimeReached:
+    desc: str
+
+
+@dataclass(frozen=True)
+class Raise:
+    """An exception on the job.  `forward`: tell job-exec of a fatal one on a running
+    job (not when job-exec itself reported it)."""
+    type: str
+    severity: int
+    note: str = ""
+    context: dict | None = None
+    userid: int | None = None
+    wait_status: int | None = None
+    forward: bool = True
+
+
+@dataclass(frozen=True)
+class Urgency:
+    urgency: int
+    userid: int
+
+
+@dataclass(frozen=True)
+class Memo:
+    memo: dict
+
+
+@dataclass(frozen=True)
+class QueueChanged:
+    """The queue was started or stopped (Actions.started says which)."""
+
+
+@dataclass(frozen=True)
+class AllocAnswered:
+    """sched's answer to request number `seq`: an allocation, or an error."""
+    seq: int
+    alloc: dict | None = None      # rank -> cores
+    summary: str = ""
+    errnum: int = 0
+    errstr: str = ""
+
+
+@dataclass(frozen=True)
+class ExecStarted:
+    """job-exec: every shell is through the start barrier."""
+
+
+@dataclass(frozen=True)
+class ExecException:
+    type: str
+    severity: int
+    note: str = ""
+    context: dict | None = None
+
+
+@dataclass(frozen=True)
+class ExecFinished:
+    status: int
+
+
+@dataclass(frozen=True)
+class ExecReleased:
+    ranks: str = "all"
+    final: bool = True
+
+
+@dataclass(frozen=True)
+class ExecFailed:
+    """job-exec's stream ended in an error (not its clean end)."""
+    errstr: str = ""
+
+
+# -------------------------------------------------------------- effects out
+@dataclass(frozen=True)
+class Post:
+    """Append an entry to the main eventlog (the state has already moved); `extra`
+    are keys of the job's KVS directory written in the same commit (jobspec, R)."""
+    name: str
+    context: dict | None = None
+    extra: dict | None = None
+
+
+@dataclass(frozen=True)
+class AskAlloc:
+    """sched.alloc for the job's resources; its answer is AllocAnswered(seq)."""
+    seq: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class CancelAlloc:
+    """sched.cancel: withdraw the request sched holds."""
+
+
+@dataclass(frozen=True)
+class Prioritize:
+    priority: int
+
+
+@dataclass(frozen=True)
+class Free:
+    """sched.free: give the job's resources back."""
+
+
+@dataclass(frozen=True)
+class StartExec:
+    """job-exec.start with R; its responses are the Exec* events."""
+    R: dict
+
+
+@dataclass(frozen=True)
+class ForwardException:
+    """job-exec.exception: a fatal exception on a running job (job-exec kills it)."""
+    payload: dict
+
+
+@dataclass(frozen=True)
+class Watch:
+    """Look at this job again when job `target` starts or ends (a dependency)."""
+    target: int
+
+
+@dataclass(frozen=True)
+class BeginTimer:
+    """Feed BeginTimeReached(desc) after `delay` seconds."""
+    desc: str
+    delay: float
+
+
+@dataclass(frozen=True)
+class AnswerWaiters:
+    """The job is inactive: answer job-manager.wait requests."""
+
+
+@dataclass(frozen=True)
+class NotifyDependents:
+    """The job started or ended: look again at the jobs that depend on it."""
+
+
+@dataclass(frozen=True)
+class Inactive:
+    """The job is inactive: count it out, and apply the purge policy."""
+
+
+class Actions:
+    """The machine.  It holds no job: each call is given one (a Job's fields are its
+    state), so a pending job costs nothing here.  `started` is the queue's state."""
+
+    def __init__(self, hostname: str = ""):
+        self.hostname = hostname
+        self.started = True
+
+    def handle(self, job: Job, event, now: float) -> list:
+        """Apply one event to `job` at time `now`; returns the effects, in order."""
+        fx: list = []
+        if job.state == states.INACTIVE and not isinstance(event, AllocAnswered):
+            return fx
+        getattr(self, "_on_" + type(event).__name__)(job, event, fx, now)
+        if job.state != states.INACTIVE:
+            self._action(job, fx, now)
+        return fx
+
+    # events ------------------------------------------------------------------
+    def _on_Submitted(self, job: Job, ev: Submitted, fx: list, now: float) -> None:
+        self._post(job, fx, now, "submit", {"userid": job.userid, "urgency": job.urgency,
+                                             "flags": 0, "version": 1},
+                   extra={"jobspec": ev.jobspec})
+        self._post(job, fx, now, "validate")
+        for d in ev.deps:
+            if d.scheme == depend.BEGIN_TIME:
+                delay = d.at - now
+                if delay <= 0 or d.desc in job.deps:
+                    continue
+                own(job, "deps")[d.desc] = (depend.BEGIN_TIME, None)
+                self._post(job, fx, now, "dependency-add", {"description": d.desc})
+                fx.append(BeginTimer(d.desc, delay))
+                continue
+            if d.verdict == depend.MET:
+                continue
+            if d.verdict == depend.WAIT:
+                if d.desc not in job.deps:
+                    own(job, "deps")[d.desc] = (d.scheme, d.target)
+                    fx.append(Watch(d.target))
+                    self._post(job, fx, now, "dependency-add", {"description": d.desc})
+                continue
+            self._raise(job, fx, now, Raise("dependency", 0, d.why))
+            return
+
+    def _on_Verdicts(self, job: Job, ev: Verdicts, fx: list, now: float) -> None:
+        if job.fatal is not None or job.state != states.DEPEND:
+            return
+        for desc, verdict, why in ev.items:
+            if desc not in job.deps:
+                continue
+            if verdict == depend.MET:
+                del job.deps[desc]
+                self._post(job, fx, now, "dependency-remove", {"description": desc})
+            elif verdict == depend.NEVER:
+                self._raise(job, fx, now, Raise("dependency", 0, why))
+                return
+
+    def _on_BeginTimeReached(self, job: Job, ev: BeginTimeReached, fx: list,
+                             now: float) -> None:
+        if job.fatal is not None or job.state != states.DEPEND or ev.desc not in job.deps:
+            return
+        del job.deps[ev.desc]
+        self._post(job, fx, now, "dependency-remove", {"description": ev.desc})
+
+    def _on_Raise(self, job: Job, ev: Raise, fx: list, now: float) -> None:
+        self._raise(job, fx, now, ev)
+
+    def _on_Urgency(self, job: Job, ev: Urgency, fx: list, now: float) -> None:
+        job.urgency = ev.urgency
+        self._post(job, fx, now, "urgency", {"userid": ev.userid, "urgency": ev.urgency})
+        new, was = depend.priority(ev.urgency), job.priority
+        job.priority = new
+        if job.state == states.SCHED and new != was:
+            self._post(job, fx, now, "priority", {"priority": new})
+            if job.sched_req and new > depend.PRIORITY_MIN:
+                fx.append(Prioritize(new))
+            # held (priority 0) or released: _action withdraws or asks
+
+    def _on_Memo(self, job: Job, ev: Memo, fx: list, now: float) -> None:
+        job.memo = {**job.memo, **ev.memo}
+        self._post(job, fx, now, "memo", ev.memo)
+
+    def _on_QueueChanged(self, job: Job, ev: QueueChanged, fx: list, now: float) -> None:
+        pass  # _action asks or withdraws
+
+    def _on_AllocAnswered(self, job: Job, ev: AllocAnswered, fx: list, now: float) -> None:
+        if ev.seq != job.sched_req:
+            # a request withdrawn meanwhile (held, canceled, queue stopped): an
+            # allocation it brings is given back
+            if ev.alloc is not None:
+                fx.append(Free())
+            return
+        job.sched_req = 0
+        if ev.alloc is None:
+            if ev.errnum == errno.ECANCELED or job.fatal is not None:
+                return
+            self._raise(job, fx, now, Raise("alloc", 0, ev.errstr))
+            return
+        alloc = {int(r): c for r, c in ev.alloc.items()}
+        job.alloc = alloc
+        job.expiration = now + job.duration if job.duration else 0.0
+        R = rset.build(alloc, starttime=now, expiration=job.expiration,
+                       hostname=self.hostname, nslots=job.req.nslots)
+        self._post(job, fx, now, "alloc",
+                   {"annotations": {"sched": {"resource_summary": ev.summary}}},
+                   extra={"R": R})
+        fx.append(StartExec(R))
+
+    def _on_ExecStarted(self, job: Job, ev: ExecStarted, fx: list, now: float) -> None:
+        job.ran = True
+        self._post(job, fx, now, "start")
+        if job.dependents:
+            fx.append(NotifyDependents())
+
+    def _on_ExecException(self, job: Job, ev: ExecException, fx: list, now: float) -> None:
+        self._raise(job, fx, now, Raise(ev.type, ev.severity, ev.note, ev.context,
+                                        forward=False))
+
+    def _on_ExecFinished(self, job: Job, ev: ExecFinished, fx: list, now: float) -> None:
+        job.status = ev.status
+        self._post(job, fx, now, "finish", {"status": ev.status})
+
+    def _on_ExecReleased(self, job: Job, ev: ExecReleased, fx: list, now: float) -> None:
+        self._release(job, fx, now, ev.ranks, ev.final)
+
+    def _on_ExecFailed(self, job: Job, ev: ExecFailed, fx: list, now: float) -> None:
+        self._raise(job, fx, now, Raise("exec", 0, ev.errstr or "job-exec failed"))
+        self._release(job, fx, now, "all", True)
+
+    # the action of each state ---------------------------------------------------
+    def _action(self, job: Job, fx: list, now: float) -> None:
+        if job.state == states.DEPEND and not job.deps and job.fatal is None:
+            self._post(job, fx, now, "depend")
+        if job.state == states.PRIORITY:
+            self._post(job, fx, now, "priority", {"priority": job.priority})
+        if job.state == states.SCHED:
+            if self.started and job.priority > depend.PRIORITY_MIN and job.fatal is None:
+                if not job.sched_req:
+                    job.nreq += 1
+                    job.sched_req = job.nreq
+                    fx.append(AskAlloc(job.sched_req, job.priority))
+            elif job.sched_req:
+                job.sched_req = 0
+                fx.append(CancelAlloc())
+        elif job.state == states.CLEANUP:
+            if job.sched_req:
+                job.sched_req = 0
+                fx.append(CancelAlloc())
+            if not job.alloc:
+                self._post(job, fx, now, "clean")
+
+    # helpers -----------------------------------------------------------------
+    def _post(self, job: Job, fx: list, now: float, name: str, context: dict | None = None,
+              extra: dict | None = None) -> None:
+        """Log an entry and move the job's state by it."""
+        fx.append(Post(name, context, extra))
+        new = states.next_state(job.state, name, context)
+        if new != job.state:
+            self._enter(job, fx, now, new)
+
+    def _enter(self, job: Job, fx: list, now: float, new: str) -> None:
+        job.state = new
+        if new == states.RUN:
+            job.t_run = now
+        elif new == states.CLEANUP:
+            job.t_cleanup = now
+        elif new == states.INACTIVE:
+            job.t_inactive = now
+            job.sched_req = 0   # nothing more is to come from sched
+            fx.append(AnswerWaiters())
+            if job.dependents:
+                fx.append(NotifyDependents())
+            fx.append(Inactive())
+
+    def _raise(self, job: Job, fx: list, now: float, ev: Raise) -> None:
+        ex = {"type": ev.type, "severity": ev.severity, "note": ev.note}
+        if ev.userid is not None:
+            ex["userid"] = ev.userid
+        if ev.wait_status is not None:
+            ex["wait_status"] = ev.wait_status
+        if ev.context:
+            ex["context"] = ev.context
+        own(job, "exceptions").append(ex)
+        prior = job.state
+        self._post(job, fx, now, "exception", ex)
+        if ev.severity != 0 or job.fatal is not None:
+            return   # a second fatal exception is logged, and changes nothing more
+        job.fatal = ex
+        if prior == states.RUN and ev.forward:
+            fwd = {"id": job.id, "type": ev.type, "severity": ev.severity, "note": ev.note}
+            if ev.wait_status is not None:
+                fwd["wait_status"] = ev.wait_status
+            fx.append(ForwardException(fwd))
+
+    def _release(self, job: Job, fx: list, now: float, ranks: str, final: bool) -> None:
+        if job.state == states.RUN:
+            # job-exec ended without a finish (it failed): the job still has to end
+            self._enter(job, fx, now, states.CLEANUP)
+        self._post(job, fx, now, "release", {"ranks": ranks, "final": final})
+        if final:
+            fx.append(Free())
+            self._post(job, fx, now, "free")
+            self._post(job, fx, now, "clean")
+
+
+def describe(effects: list) -> str:
+    """Effects in a few words, for the debug log: 'Post(depend) Post(priority) AskAlloc'."""
+    return " ".join(f"Post({e.name})" if type(e) is Post else type(e).__name__
+                    for e in effects)
