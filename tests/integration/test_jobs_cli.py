@@ -42,7 +42,7 @@ def test_default_table_has_flux_columns(inst4):
     assert "unsatisfiable request" in one_error_line(inst4.cli("submit", "-N", "99", "true"))
     # a job that ends before it runs keeps the node count it asked for
     cp = inst4.cli("submit", "-N3", f"--dependency=afterok:{bad}", "true")
-    assert cp.returncode == 1 and "did not complete successfully" in cp.stderr
+    assert cp.returncode == 1 and "can never be satisfied" in cp.stderr
     never = cp.stdout.split()[0]
     api.wait(inst4.handle(), fluid.parse(never))
     assert inst4.cli("jobs", check=True).stdout.splitlines() == [HEADER]  # none active
