@@ -124,8 +124,9 @@ COMMON = [
     click.Option(["--dependency", "dependencies"], multiple=True, callback=_dependencies,
                  metavar="SCHEME:JOBID",
                  help="Start only after job JOBID: after (it started), afterany (it "
-                      "ended), afterok (it completed), afternotok (it failed) "
-                      "(repeatable)."),
+                      "ended), afterok (it completed), afternotok (it failed), "
+                      "afterexcept (an exception ended it); or `singleton`: when no other "
+                      "job of this --job-name is active (repeatable)."),
     click.Option(["--begin-time"], callback=_begin_time, default=None,
                  metavar="+FSD|HH:MM[:SS]|DATE",
                  help="Start no earlier than this: +FSD from now (+30s, +2h), the next "

@@ -328,21 +328,22 @@ class Actions:
                    extra={"jobspec": ev.jobspec})
         self._post(job, fx, now, "validate")
         for d in ev.deps:
+            if d.desc in job.deps:
+                continue   # given twice: once is enough
+            verdict = d.verdict
             if d.scheme == depend.BEGIN_TIME:
-                delay = d.at - now
-                if delay <= 0 or d.desc in job.deps:
-                    continue
-                own(job, "deps")[d.desc] = (depend.BEGIN_TIME, None)
+                verdict = depend.MET if d.at <= now else depend.WAIT
+            if verdict == depend.MET:   # met already: added and removed, as Flux posts
                 self._post(job, fx, now, "dependency-add", {"description": d.desc})
-                fx.append(BeginTimer(d.desc, delay))
+                self._post(job, fx, now, "dependency-remove", {"description": d.desc})
                 continue
-            if d.verdict == depend.MET:
-                continue
-            if d.verdict == depend.WAIT:
-                if d.desc not in job.deps:
-                    own(job, "deps")[d.desc] = (d.scheme, d.target)
+            if verdict == depend.WAIT:
+                own(job, "deps")[d.desc] = (d.scheme, d.target)
+                self._post(job, fx, now, "dependency-add", {"description": d.desc})
+                if d.scheme == depend.BEGIN_TIME:
+                    fx.append(BeginTimer(d.desc, d.at - now))
+                elif d.target is not None:
                     fx.append(Watch(d.target))
-                    self._post(job, fx, now, "dependency-add", {"description": d.desc})
                 continue
             self._raise(job, fx, now, Raise("dependency", 0, d.why))
             return

@@ -16,6 +16,11 @@ events name them as Flux's dependency-after plugin does, in brackets):
     afternotok         V ran and is inactive, not COMPLETED    [after-failure=V]
     afterexcept        V ran and a fatal exception ended it    [after-except=V]
 
+`singleton` (no job id) is met once no other active job of the same user has
+the same explicit job name (`--job-name`), except other singletons waiting:
+they are let go one at a time, in submit order, as Flux's dependency-singleton
+plugin does.  A job without an explicit name cannot use it.
+
 Only afterany is met by a job that never started (canceled while pending):
 the others need V to have run, as in Flux.  `verdict()` says, from what is
 known of V, whether the dependency is met, may still be met, or never can be
@@ -50,7 +55,8 @@ AFTER_TYPES = {"after": "after-start", "afterstart": "after-start", "afterany": 
                "afterexcept": "after-except"}
 AFTER = tuple(AFTER_TYPES)
 BEGIN_TIME = "begin-time"
-SCHEMES = AFTER + (BEGIN_TIME,)
+SINGLETON = "singleton"
+SCHEMES = AFTER + (BEGIN_TIME, SINGLETON)
 MAX_TIME = 1e12           # a begin-time, seconds since the epoch
 MAX_DEPENDENCIES = 1024   # per job
 
@@ -83,6 +89,8 @@ def parse_uri(text: str) -> dict:
     """`SCHEME:VALUE` (Flux's --dependency) as RFC 26's {"scheme", "value"}; the value
     must be a job id in a form the CLI takes (F58, decimal, hex, dotted hex, kvs)."""
     scheme, sep, value = str(text).partition(":")
+    if scheme == SINGLETON and not value:
+        return {"scheme": SINGLETON, "value": ""}
     if not sep or not scheme or not value:
         raise UsageError(f"invalid dependency {text!r}: expected SCHEME:JOBID, e.g. "
                          "afterok:ƒ2Vw8zSL")
@@ -153,6 +161,8 @@ def description(dep: dict) -> str:
     (the job id as it was written), 'begin-time=1796345768.150'."""
     if dep["scheme"] == BEGIN_TIME:
         return f"{BEGIN_TIME}={float(dep['value']):.3f}"
+    if dep["scheme"] == SINGLETON:
+        return SINGLETON
     return f"{AFTER_TYPES[dep['scheme']]}={dep['value']}"
 
 

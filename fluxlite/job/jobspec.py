@@ -33,7 +33,7 @@ from msgspec import Meta, Struct
 from ..errors import InvalidType, InvalidValue, ProtocolError, UsageError
 from ..protocol.schema import describe
 from . import shell_options
-from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, target
+from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, SINGLETON, target
 from ..util import fsd
 
 MAX_COUNT = 1 << 20
@@ -171,7 +171,8 @@ class Jobspec:
         spec.duration = 0.0 if duration is None else duration
         spec.cwd = os.getcwd() if cwd is None else cwd
         spec.environment = dict(os.environ) if environment is None else environment
-        spec.setattr("system.job.name", name or os.path.basename(command[0]))
+        if name is not None:   # as Flux: no name, and `jobs` shows the command's
+            spec.setattr("system.job.name", name)
         if input is not None:
             spec.stdin = input
         if output is not None:
@@ -416,7 +417,7 @@ class BatchV1(Struct, kw_only=True):
 class DependencyV1(Struct, kw_only=True):
     """RFC 26: one entry of attributes.system.dependencies (other keys pass)."""
     scheme: Annotated[str, Meta(min_length=1, max_length=64)]
-    value: Annotated[str, Meta(min_length=1, max_length=256)] | \
+    value: Annotated[str, Meta(max_length=256)] | \
         Annotated[float, Meta(ge=0.0, le=MAX_TIME)]
 
 
@@ -538,7 +539,7 @@ def validate(spec) -> Request:
                 raise ProtocolError(f"{where}: begin-time takes a number (a Unix time)")
         elif not isinstance(dep.value, str):
             raise ProtocolError(f"{where}: {dep.scheme} takes a job id string")
-        else:
+        elif dep.scheme != SINGLETON:
             target(dep.value, dep.scheme)
     shell_options.validate(js1.attributes.system.shell.options)
     return req

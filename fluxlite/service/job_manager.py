@@ -149,6 +149,11 @@ class JobManagerService(Service):
     def __init__(self, ctx, *, kvs):
         super().__init__(ctx)
         self.jobs: dict[int, Job] = {}
+        # active jobs with an explicit name, for singleton dependencies: job id ->
+        # (userid, name), the count of each, and the singletons waiting, in submit order
+        self._named: dict[int, tuple[int, str]] = {}
+        self._named_active: dict[tuple[int, str], int] = {}
+        self._singletons: dict[tuple[int, str], collections.deque] = {}
         self.any_waiters: list = []   # job-manager.wait without an id, in arrival order
         self.gen = fluid.FluidGenerator(0)
         self.kvs = kvs
@@ -306,6 +311,8 @@ class JobManagerService(Service):
 
     def _inactive(self, job: Job) -> None:
         self.n_active -= 1
+        if self._named:
+            self._singleton_gone(job)
         self.inactive[job.id] = job
         if self.n_active == 0:
             self._idle.set()
@@ -340,7 +347,7 @@ class JobManagerService(Service):
         self._open(msg, r)
         deps = r.jobspec["attributes"]["system"].get("dependencies", [])
         for dep in deps:   # a malformed one is an error before anything is asked
-            if dep["scheme"] != depend.BEGIN_TIME:
+            if dep["scheme"] not in (depend.BEGIN_TIME, depend.SINGLETON):
                 depend.target(dep["value"], dep["scheme"])
         p = self.rpc("sched.feasibility", {"jobspec": js.resource_part(r.jobspec)})
         p.on_response = functools.partial(self._feasible, msg, r, req)
@@ -369,11 +376,18 @@ class JobManagerService(Service):
 
     def _new_job(self, userid: int, r, req: js.Request) -> dict:
         spec = r.jobspec
-        deps = tuple(self._dep(userid, d) for d in
+        name = spec["attributes"]["system"].get("job", {}).get("name")
+        key = (userid, name) if name else None   # singleton counts explicitly named jobs
+        deps = tuple(self._dep(userid, d, key) for d in
                      spec["attributes"]["system"].get("dependencies", []))
         jobid = self.gen.generate()
         job = Job(jobid, userid, spec, req, r.urgency, time.time(), r.flags)
         self.jobs[jobid] = job
+        if key is not None:
+            self._named[jobid] = key
+            self._named_active[key] = self._named_active.get(key, 0) + 1
+            if any(d.scheme == depend.SINGLETON and d.verdict == depend.WAIT for d in deps):
+                self._singletons.setdefault(key, collections.deque()).append(job)
         self.n_active += 1
         self._idle.clear()
         self._handle(job, act.Submitted(spec, deps))
@@ -391,22 +405,49 @@ class JobManagerService(Service):
                               inactive=target.state == states.INACTIVE, result=target.result,
                               excepted=target.fatal is not None)
 
-    def _dep(self, userid: int, dep: dict) -> act.Dep:
+    def _dep(self, userid: int, dep: dict, key: tuple | None) -> act.Dep:
         """An RFC 26 dependency of a new job, judged from what is known of its target
-        (a begin-time one is judged by the machine)."""
+        (a begin-time one is judged by the machine); `key` is (userid, explicit job
+        name), or None for a job without one."""
         scheme, desc = dep["scheme"], depend.description(dep)
         if scheme == depend.BEGIN_TIME:
             return act.Dep(desc, scheme, at=float(dep["value"]))
+        if scheme == depend.SINGLETON:
+            if key is None:
+                return act.Dep(desc, scheme, None, depend.NEVER,
+                               "dependency: singleton jobs require a job name (--job-name)")
+            busy = self._named_active.get(key, 0) > 0
+            return act.Dep(desc, scheme, None, depend.WAIT if busy else depend.MET)
         tid = depend.target(dep["value"], scheme)
         target = self.jobs.get(tid)
-        if target is None:
+        if target is None:   # Flux's words (dependency-after)
             return act.Dep(desc, scheme, tid, depend.NEVER,
-                           f"{scheme}: job {fluid.f58(tid)} not found")
+                           f"dependency: {scheme}: id {dep['value']}: job not found")
         if target.userid != userid:
             return act.Dep(desc, scheme, tid, depend.NEVER,
-                           f"{scheme}: job {fluid.f58(tid)} belongs to another user "
-                           "(permission denied)")
+                           f"dependency: {scheme}: Permission denied for job {dep['value']}")
         return act.Dep(desc, scheme, tid, *self._verdict(scheme, target))
+
+    def _singleton_gone(self, job: Job) -> None:
+        """An explicitly named job ended: when every other active job of its user and
+        name is a waiting singleton, the first of those may go (dependency-singleton)."""
+        key = self._named.pop(job.id, None)
+        if key is None:
+            return
+        left = self._named_active[key] - 1
+        if left:
+            self._named_active[key] = left
+        else:
+            del self._named_active[key]
+        waiting = self._singletons.get(key)
+        if waiting is None:
+            return
+        if job in waiting:      # a waiting singleton itself ended (canceled)
+            waiting.remove(job)
+        if waiting and left == len(waiting):
+            self._handle(waiting.popleft(), act.Verdicts(((depend.SINGLETON, depend.MET, ""),)))
+        if not waiting:
+            del self._singletons[key]
 
     def _settle_dependents(self, target: Job) -> None:
         """`target` started or ended: judge again the dependencies naming it."""

@@ -119,7 +119,7 @@ def _set(path, value):
     def mutate(spec):
         node = spec
         for k in path[:-1]:
-            node = node[k]
+            node = node.setdefault(k, {}) if isinstance(node, dict) else node[k]
         node[path[-1]] = value
     return mutate
 
@@ -199,7 +199,7 @@ def test_a_job_name_that_is_not_a_string_cannot_break_the_listing(inst1):
     """One job with a non-string name once broke `jobs -a` for everyone; it is now
     refused at submit; on the command line, a malformed attribute is one line on stderr."""
     h = inst1.handle()
-    spec = js.Jobspec.from_command(["true"]).jobspec
+    spec = js.Jobspec.from_command(["true"], name="true").jobspec
     spec["attributes"]["system"]["job"]["name"] = {"not": "a string"}
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EPROTO, "job.name")
     cp = inst1.cli("submit", "--setattr=system.batch=5", "true")

@@ -59,6 +59,12 @@ def dependency_failed(inst, jobid: str, *words) -> None:
     assert field(inst, jobid, "{result}") == "FAILED"
 
 
+def spec_value(inst, jobid: str) -> float:
+    """The value of the job's last dependency, as its jobspec holds it."""
+    spec = json.loads(inst.cli("job", "info", jobid, "jobspec", check=True).stdout)
+    return spec["attributes"]["system"]["dependencies"][-1]["value"]
+
+
 def started(inst, jobid: str) -> None:
     inst.cli("job", "wait-event", "-q", "-t", "60", jobid, "start", check=True)
 
@@ -194,6 +200,11 @@ def test_after_satisfied_and_failed(inst1):
     started(inst1, running)
     ok = submit(inst1, f"--dependency=after:{running}", "true")
     wait_ok(inst1, ok)  # it started: met while it still runs
+    # met at submit: added and removed at once, as Flux's eventlog shows
+    assert [(e["name"], e["context"]["description"]) for e in eventlog(inst1, ok)
+            if e["name"].startswith("dependency-")] == [
+        ("dependency-add", f"after-start={running}"),
+        ("dependency-remove", f"after-start={running}")]
     inst1.cli("cancel", running, check=True)
     held = submit(inst1, "--urgency=hold", "true")
     dep = submit(inst1, f"--dependency=after:{held}", "true")
@@ -215,9 +226,9 @@ def test_afterany_satisfied_and_failed(inst1):
     unknown = fluid.f58(123456789)
     cp = inst1.cli("submit", f"--dependency=afterany:{unknown}", "true")
     assert cp.returncode == 1 and len(cp.stderr.splitlines()) == 1
-    assert f"afterany: job {unknown} not found" in cp.stderr
+    assert f"dependency: afterany: id {unknown}: job not found" in cp.stderr
     jobid = cp.stdout.split()[0]
-    dependency_failed(inst1, jobid, f"job {unknown} not found")
+    dependency_failed(inst1, jobid, f"dependency: afterany: id {unknown}: job not found")
 
 
 def test_afterok_satisfied_and_failed(inst1):
@@ -368,10 +379,14 @@ def test_begin_time_clock_and_date_forms(inst1):
         at == (ahead.replace(second=0, microsecond=0) + datetime.timedelta(days=1)).timestamp()
     assert field(inst1, clock, "{state}") == "DEPEND"
     inst1.cli("cancel", clock, check=True)
-    # the date is past: met at once; the job ran once the job it follows ended
+    # the date is past: met at once (added and removed, as Flux's begin-time plugin
+    # posts them); the job ran once the job it follows ended
     wait_ok(inst1, past)
-    assert [e["context"]["description"] for e in eventlog(inst1, past)
-            if e["name"] == "dependency-add"] == [f"after-finish={clock}"]
+    begin = f"begin-time={spec_value(inst1, past):.3f}"
+    assert [(e["name"], e["context"]["description"]) for e in eventlog(inst1, past)
+            if e["name"].startswith("dependency-")] == [
+        ("dependency-add", f"after-finish={clock}"), ("dependency-add", begin),
+        ("dependency-remove", begin), ("dependency-remove", f"after-finish={clock}")]
 
 
 def test_bad_begin_time_is_one_line(inst1):
@@ -381,3 +396,26 @@ def test_bad_begin_time_is_one_line(inst1):
         assert len(cp.stderr.splitlines()) == 1 and "--begin-time" in cp.stderr, cp.stderr
         assert "+FSD" in cp.stderr
     assert inst1.cli("jobs", "-a", "-n", "-o", "{id}", check=True).stdout == ""
+
+
+def test_singleton_runs_one_job_of_a_name_at_a_time(inst1):
+    """--dependency=singleton (Flux's dependency-singleton): a job waits while another
+    active job of the user has the same --job-name; waiting singletons go one at a
+    time, in submit order."""
+    first = submit(inst1, "--job-name=sim", "sleep", "300")
+    started(inst1, first)
+    a = submit(inst1, "--job-name=sim", "--dependency=singleton", "true")
+    b = submit(inst1, "--job-name=sim", "--dependency=singleton", "true")
+    alone = submit(inst1, "--job-name=other", "--dependency=singleton", "true")
+    wait_ok(inst1, alone)          # no other job of that name: met at once
+    for j in (a, b):
+        assert field(inst1, j, "{state} {contextual_info}") == "DEPEND depends:singleton"
+    inst1.cli("cancel", first, check=True)
+    wait_ok(inst1, a)
+    wait_ok(inst1, b)
+    released = {j: next(e["timestamp"] for e in eventlog(inst1, j)
+                        if e["name"] == "dependency-remove") for j in (a, b)}
+    assert released[b] >= stamp(inst1, a, "clean")   # b went only once a had ended
+    cp = inst1.cli("submit", "--dependency=singleton", "true")
+    assert cp.returncode == 1
+    assert "singleton jobs require a job name (--job-name)" in cp.stderr

@@ -100,7 +100,7 @@ def test_jobspec_accepts_dependencies_within_bounds():
             ([{"scheme": "afterok", "value": "x" * 257}], UsageError, "value"),
             ([{"scheme": "", "value": "1"}], UsageError, "scheme"),
             ([{"scheme": "afterok", "value": 1}], ProtocolError, "value"),
-            ([{"scheme": "singleton", "value": "1"}], UsageError, "not supported"),
+            ([{"scheme": "sometime", "value": "1"}], UsageError, "not supported"),
             ([{"scheme": "afterok", "value": "nope"}], UsageError, "not a job id")):
         spec["attributes"]["system"]["dependencies"] = deps
         with pytest.raises(exc, match=words):
@@ -163,3 +163,10 @@ def _with_system(system: dict) -> dict:
     for key, val in system.items():
         spec.setattr(f"system.{key}", val)
     return spec.jobspec
+
+
+def test_singleton_is_a_scheme_without_a_job_id():
+    assert depend.parse_uri("singleton") == {"scheme": "singleton", "value": ""}
+    assert depend.description({"scheme": "singleton", "value": ""}) == "singleton"
+    spec = _with_system({"dependencies": [{"scheme": "singleton", "value": ""}]})
+    js.validate(spec)

@@ -281,8 +281,12 @@ def test_dependency_never_met_ends_the_job():
 
 
 def test_dependency_judged_at_submit():
+    # met already: added and removed at once, as Flux's dependency-after posts them
     _, job, fx = submitted(deps=[act.Dep("afterany=f3", "afterany", 3, depend.MET)])
-    assert posts(fx) == ["submit", "validate", "depend", "priority"]
+    assert posts(fx) == ["submit", "validate", "dependency-add", "dependency-remove",
+                         "depend", "priority"]
+    assert [e.context for e in fx if isinstance(e, act.Post)][2:4] == \
+        [{"description": "afterany=f3"}] * 2
     _, job, fx = submitted(deps=[act.Dep("after=f3", "after", 3, depend.WAIT),
                                  act.Dep("afterok=f4", "afterok", 4, depend.NEVER, "no"),
                                  act.Dep("after=f5", "after", 5, depend.WAIT)])
@@ -307,7 +311,8 @@ def test_begin_time():
     assert posts(fx) == ["dependency-remove", "depend", "priority"]
     assert feed(m, job, act.BeginTimeReached("begin-time=1030.000")) == []
     _, job, fx = submitted(deps=[act.Dep("begin-time=1.000", depend.BEGIN_TIME, at=1.0)])
-    assert "dependency-add" not in posts(fx) and job.state == states.SCHED  # already past
+    assert posts(fx)[2:4] == ["dependency-add", "dependency-remove"]  # already past
+    assert job.state == states.SCHED
 
 
 def test_begin_time_of_a_canceled_job_does_nothing():
@@ -426,3 +431,11 @@ def test_every_pending_state_ends_on_a_fatal_exception(state):
             job.state = states.PRIORITY   # as between the depend and priority entries
     fx = m.handle(job, act.Raise("cancel", 0), NOW)
     assert job.state == states.INACTIVE and posts(fx)[-1] == "clean"
+
+
+def test_singleton_waits_without_a_target_and_goes_when_released():
+    m, job, fx = submitted(deps=[act.Dep("singleton", depend.SINGLETON, None, depend.WAIT)])
+    assert posts(fx)[-1] == "dependency-add" and job.state == states.DEPEND
+    assert not [e for e in fx if isinstance(e, act.Watch)]   # no job to watch
+    fx = feed(m, job, act.Verdicts((("singleton", depend.MET, ""),)))
+    assert posts(fx) == ["dependency-remove", "depend", "priority"]
