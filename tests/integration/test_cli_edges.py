@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from fluxlite.testing import fluxlite_command, jobid_of, one_error_line
+from fluxlite.testing import _readline, fluxlite_command, jobid_of, one_error_line
 from fluxlite.util import fluid
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,7 +44,7 @@ def test_wait_on_a_dependency_that_fails_while_waiting(inst1):
     held = f58_of(inst1.cli("submit", "--urgency=hold", "false", check=True))
     with inst1.cli_background("submit", "--wait", f"--dependency=afterok:{held}",
                               "echo", "never") as p:
-        waiter = p.stdout.readline().strip()  # submitted: its id
+        waiter = _readline(p.stdout, 60).strip()  # submitted: its id
         inst1.cli("job", "urgency", held, "default", check=True)
         assert p.wait(60) == 1
         err = p.stderr.read()
