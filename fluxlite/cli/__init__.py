@@ -20,9 +20,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "submit": ("submit", "submit", "Submit a job and print its id"),
     "bulksubmit": ("bulksubmit", "bulksubmit", "Submit one job per input of a command template"),
     "jobs": ("jobs", "jobs", "List jobs"),
-    "resource": ("resource", "resource", "Show and change resources: list, status, drain"),
+    "resource": ("resource", "resource", "Show and change resources: list, status, drain, undrain"),
     "cancel": ("job", "cancel", "Cancel jobs"),
-    "job": ("job", "job", "Job utilities: eventlog, attach, wait, info, raise, kill"),
+    "job": ("job", "job", "Job utilities: eventlog, wait-event, attach, wait, status, "
+            "last, info, raise, urgency, kill, purge, id"),
     "queue": ("queue", "queue", "Control the job queue: stop, start, status, drain, idle"),
     "kvs": ("kvs", "kvs", "Read and write the key-value store"),
     "batch": ("batch", "batch", "Submit a batch script that runs in its own instance"),
@@ -100,11 +101,12 @@ def run(argv: list[str] | None = None) -> int:
         # a bare group: its help, as click prints it (not folded into one line)
         print(exc.ctx.get_help() if exc.ctx else exc.format_message(), file=sys.stderr)
         return 2
-    except click.exceptions.NoSuchOption as exc:
-        return _die(prog, f"{exc.format_message()} (see '{prog} --help')", 2)
     except click.UsageError as exc:
+        # the command that refused the words: a group for an unknown subcommand
+        # (`fluxlite job bogus` points to 'fluxlite job --help')
+        where = exc.ctx.command_path if exc.ctx is not None else prog
         msg = exc.format_message().replace("\n", " ")
-        return _die(prog, f"{msg} (see '{prog} --help')", 2)
+        return _die(where, f"{msg} (see '{where} --help')", 2)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.Abort:

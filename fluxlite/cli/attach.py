@@ -74,9 +74,7 @@ class Attach:
             if ctx.get("severity", 0) == 0:
                 self.fatal = True
             if not self.quiet_exceptions:
-                sys.stderr.write(f"{self._stamp(e)}job.exception {fluid.f58(self.jobid)} "
-                                 f"type={ctx.get('type')} severity={ctx.get('severity')} "
-                                 f"{ctx.get('note', '')}\n")
+                sys.stderr.write(self._stamp(e) + exception_line(self.jobid, ctx) + "\n")
                 sys.stderr.flush()
         elif name == "finish":
             self.status = ctx.get("status")
@@ -155,3 +153,9 @@ class Attach:
             if msg:
                 sys.stderr.write(f"{self.prog}: {msg}\n")
         return code
+
+
+def exception_line(jobid: int, ctx: dict) -> str:
+    """How run, --watch and --wait show a job's exception (as Flux's job.exception)."""
+    return (f"job.exception {fluid.f58(jobid)} type={ctx.get('type')} "
+            f"severity={ctx.get('severity')} {ctx.get('note', '')}").rstrip()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+import random
 import string
 import sys
 
@@ -22,7 +23,7 @@ import click
 from ..errors import UsageError
 from .common import NO_INTERSPERSED
 from .options import COMMON, IO, TASKS, apply, jobspec_from
-from .submit import CC_OPTIONS, SUBMIT, submit_all, with_cc
+from .submit import CC_OPTIONS, SUBMIT, refuse_per_task_input, submit_all, with_cc
 
 SEPARATORS = (":::", ":::+", "::::", "::::+")
 
@@ -135,31 +136,55 @@ def _parse_defines(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def split_inputs(args: list[str]) -> tuple[list[str], list[tuple[list[str], bool]]]:
+def split_inputs(args: list[str], sep: str | None = "\n"
+                 ) -> tuple[list[str], list[tuple[list[str], bool]]]:
     """The command template and the input lists, each with whether it is linked
-    (::: WORDS..., :::: FILES... whose lines are the inputs, - for stdin)."""
+    (::: WORDS..., :::: FILE whose items, split on `sep`, are the inputs, - for stdin)."""
     command: list[str] = []
     lists: list[tuple[list[str], bool]] = []
-    files = False
+    files: list[str] | None = None
     for a in args:
         if a in SEPARATORS:
-            files = a.startswith("::::")
+            if files:
+                lists[-1][0].extend(read_inputs(files[0], sep))
+            files = [] if a.startswith("::::") else None
             lists.append(([], a.endswith("+")))
         elif not lists:
             command.append(a)
+        elif files is not None:
+            if files:
+                raise UsageError(f"Multiple args not allowed after ::::: give one file (or "
+                                 f"- for stdin) per ::::, not {files[0]!r} and {a!r}")
+            files.append(a)
         else:
-            lists[-1][0].extend(_read_lines(a) if files else [a])
+            lists[-1][0].append(a)
+    if files:
+        lists[-1][0].extend(read_inputs(files[0], sep))
     return command, lists
 
 
-def _read_lines(path: str) -> list[str]:
+def read_inputs(path: str, sep: str | None = "\n") -> list[str]:
+    """The non-empty items of a file (- is stdin) split on `sep` (None: whitespace)."""
     if path == "-":
-        return [line for line in sys.stdin.read().splitlines() if line]
+        return [x for x in sys.stdin.read().split(sep) if x]
     try:
         with open(path) as f:
-            return [line for line in f.read().splitlines() if line]
+            return [x for x in f.read().split(sep) if x]
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
+
+
+def _separator(value: str) -> str | None:
+    """--sep as Flux's: escape sequences expand (\\t), `none` splits on whitespace."""
+    if value.lower() == "none":
+        return None
+    try:
+        sep = value.encode().decode("unicode_escape")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--sep {value!r}: {exc.reason}") from None
+    if not sep:
+        raise UsageError("--sep: empty: give a separator, or none to split on whitespace")
+    return sep
 
 
 def combinations(lists: list[tuple[list[str], bool]]) -> list[list[str]]:
@@ -188,8 +213,15 @@ def combinations(lists: list[tuple[list[str], bool]]) -> list[list[str]]:
 @click.option("--define", "defines", multiple=True, metavar="NAME=CODE",
               help="Define {.NAME}: the Python expression CODE of the input x.")
 @click.option("--dry-run", is_flag=True, help="Print the commands, submit nothing.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print each command (as --dry-run) as it is submitted.")
+@click.option("--shuffle", is_flag=True, help="Submit the commands in random order.")
+@click.option("--sep", default="\n", metavar="STRING",
+              help="Separator of the inputs read from stdin or a :::: file (default: "
+                   "newline; none: whitespace).")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **params):
+def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose, shuffle,
+               sep, **params):
     """Submit one job per input: COMMAND [::: INPUTS...]... (lines of stdin without :::).
 
     {} or {N} in COMMAND and in any option (-n {}, --output={}.out) is the input;
@@ -197,16 +229,22 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **param
     """
     ctx = click.get_current_context()
     fmt = _Formatter(_parse_defines(defines))
-    command, lists = split_inputs(list(args))
+    sep = _separator(sep)
+    command, lists = split_inputs(list(args), sep)
     if not lists:
-        lists = [(_read_lines("-"), False)]
+        lists = [(read_inputs("-", sep), False)]
     if not command:
         command = ["{}"]
     rows = combinations(lists)
     if not rows:
         raise UsageError("no inputs: give them after ::: or as lines on stdin")
+    plain = {p.name: max(p.opts, key=len) for p in ctx.command.params
+             if isinstance(p, click.Option) and p.name in params}
+    order = list(enumerate(rows))
+    if shuffle:  # each keeps its {seq}, as Flux
+        random.shuffle(order)
     jobs = []
-    for seq, row in enumerate(rows):
+    for seq, row in order:
         def sub(text, row=row, seq=seq):
             if not isinstance(text, str):
                 return text
@@ -217,11 +255,16 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **param
             except ValueError as exc:
                 raise UsageError(f"{text!r}: {exc}") from None
         shown: list[str] = []
-        p = {k: v.resolve(ctx, sub, shown) if isinstance(v, _Deferred) else v
-             for k, v in params.items()}
-        for key in CC_OPTIONS:
-            p[key] = sub(p.get(key))
-        p["env_rules"] = tuple(sub(r) for r in params.get("env_rules") or ())
+        p = {}
+        for k, v in params.items():
+            if isinstance(v, _Deferred):
+                p[k] = v.resolve(ctx, sub, shown)
+            elif _holds_template(v):  # plain text (--job-name, --env...): filled in
+                p[k] = tuple(sub(x) for x in v) if isinstance(v, tuple) else sub(v)
+                shown.extend(f"{plain[k]}={x}" for x in
+                             (p[k] if isinstance(p[k], tuple) else (p[k],)))
+            else:
+                p[k] = v
         argv = [sub(a) for a in command]
         this_cc = sub(cc)
         if this_cc is None:  # no --cc: {cc} is empty, as Flux
@@ -230,10 +273,13 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, **param
                  for k, v in p.items()}
             p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
         jobs.extend((argv, p, shown) for argv, p in with_cc(argv, p, this_cc))
-    if dry_run:
+    if dry_run or verbose:
         for argv, _, shown in jobs:
             click.echo("bulksubmit: submit " + " ".join(shown + argv))
+    if dry_run:
         sys.exit(0)
+    for _, p, _ in jobs:
+        refuse_per_task_input(p)
     specs = [jobspec_from(argv, p) for argv, p, _ in jobs]
     sys.exit(submit_all(specs, params, urgencies=[p["urgency"] for _, p, _ in jobs],
                         quiet=quiet, wait=wait, watch=watch,

@@ -49,8 +49,8 @@ def _signum(text: str) -> int:
 
 @click.group(context_settings=HELP)
 def job():
-    """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise, kill,
-    urgency, id."""
+    """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise,
+    urgency, kill, purge, id."""
 
 
 @job.command(context_settings=HELP)

@@ -1,18 +1,21 @@
 """`fluxlite jobs`: list jobs the way Flux's `flux jobs` does.
 
-Reads `job-manager.list` (active jobs first, newest first) and prints a
-table, one line per job, through a Flux-style format (outputs.md: the
-default table, `-o long`, or any `-o '{field}...'` string).  Fields computed
-here rather than by the service: F58 ids, user names, STATUS, runtime,
-nodelist (every rank of this machine has the same hostname).
+Reads `job-manager.list` and prints a table, one line per job, through a
+Flux-style format (outputs.md: the default table, `-o long`, or any
+`-o '{field}...'` string), in Flux's job-list order unless --sort says
+otherwise (`flux_order`).  Fields computed here rather than by the service:
+F58 ids, user names, STATUS, runtime, nodelist (every rank of this machine has
+the same hostname), inactive_reason, success, dependencies as Flux shows them.
 """
 
 from __future__ import annotations
 
+import datetime
 import errno
 import json
 import os
 import pwd
+import signal
 import time
 
 import click
@@ -48,7 +51,8 @@ HEADINGS = {  # the first ones are suggested when a field is unknown
     "t_cleanup": "T_CLEANUP", "t_inactive": "T_INACTIVE", "duration": "DURATION",
     "expiration": "EXPIRATION", "t_remaining": "T_REMAINING", "uri": "URI",
     "instance": "INSTANCE", "depth": "DEPTH", "contextual_time": "TIME",
-    "contextual_info": "INFO",
+    "contextual_info": "INFO", "dependencies": "DEPENDENCIES", "success": "SUCCESS",
+    "inactive_reason": "INACTIVE-REASON",
 }
 
 # -f words: groups of states, single states, or results
@@ -105,6 +109,76 @@ def _sort(pairs: list, keys: list) -> list:
     return pairs
 
 
+def flux_order(jobs: list[dict]) -> list[dict]:
+    """Flux's job-list order: pending jobs by priority (highest first; a job with no
+    priority yet counts as 0), then submit order; then running jobs, latest started
+    first; then inactive jobs, latest ended first."""
+    def key(job):
+        state = job["state"]
+        if state == st.INACTIVE:
+            return (2, -(job.get("t_inactive") or 0.0), -job["id"])
+        if state in st.RUNNING:
+            return (1, -(job.get("t_run") or 0.0), job["id"])
+        return (0, -(_priority(job) or 0), job["id"])
+    return sorted(jobs, key=key)
+
+
+def _priority(job: dict) -> int | str:
+    """The job's priority, or "" before it has one (it is given on leaving PRIORITY)."""
+    if job["state"] in (st.NEW, st.DEPEND, st.PRIORITY):
+        return ""
+    return job.get("priority", "")
+
+
+def _dependencies(deps: list[str]) -> str:
+    """Flux's DEPENDENCIES: a begin-time shown as begin@HH:MM (today) or
+    begin@MonDD-HH:MM, seconds added when not 0."""
+    out = []
+    for dep in deps:
+        name, _, value = dep.partition("=")
+        if name == "begin-time":
+            try:
+                at = datetime.datetime.fromtimestamp(float(value))
+            except ValueError:
+                out.append(dep)
+                continue
+            dep = f"begin@{at:%H:%M}" if at.date() == datetime.date.today() \
+                else f"begin@{at:%b%d-%H:%M}"
+            if at.second:
+                dep += f":{at:%S}"
+        out.append(dep)
+    return ",".join(out)
+
+
+def inactive_reason(job: dict) -> str:
+    """Why an inactive job ended, as Flux's INACTIVE-REASON (flux.job.info): Exit N,
+    Canceled[: note], Exception: type=T note=..., a signal's description, Timeout."""
+    if job["state"] != st.INACTIVE:
+        return ""
+    result, ex = job.get("result"), job.get("exception") or {}
+    rc = job.get("returncode") or 0
+    if result == "CANCELED":
+        if ex.get("occurred") and ex.get("type") == "cancel" and ex.get("note"):
+            return f"Canceled: {ex['note']}"
+        return "Canceled"
+    if result == "TIMEOUT":
+        return "Timeout"
+    if result == "FAILED":
+        if ex.get("occurred") and ex.get("type") != "exec" and ex.get("severity") == 0:
+            note = f" note={ex['note']}" if ex.get("note") else ""
+            return f"Exception: type={ex['type']}{note}"
+        if rc > 128:
+            try:
+                return signal.strsignal(rc - 128) or f"Signaled {rc - 128}"
+            except ValueError:
+                return f"Signaled {rc - 128}"
+        special = {126: "Command invoked cannot execute", 127: "command not found",
+                   128: "Invalid argument to exit"}
+        if rc in special:
+            return special[rc]
+    return f"Exit {rc}"
+
+
 def stats_line(h) -> tuple[str, bool]:
     """Flux's summary of every job in the instance, and whether any is active."""
     s = api.stats(h)
@@ -150,7 +224,7 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
     uri = (job.get("memo") or {}).get("uri", "")
     if state in st.PENDING:
         info = {st.PRIORITY: "priority-wait",
-                st.DEPEND: "depends:" + ",".join(job.get("dependencies") or []),
+                st.DEPEND: "depends:" + _dependencies(job.get("dependencies") or []),
                 st.SCHED: "held" if job.get("priority") == 0 else ""}.get(state, "")
         ctime = job.get("duration") or 0.0
     else:
@@ -162,7 +236,7 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
         "id.f58plain": fluid.f58_plain(job["id"]), "id.dec": job["id"],
         "id.hex": f"{job['id']:#018x}", "id.dothex": fluid.dothex(job["id"]),
         "userid": job["userid"], "username": name, "user": name,
-        "urgency": job.get("urgency", ""), "priority": job.get("priority", ""),
+        "urgency": job.get("urgency", ""), "priority": _priority(job),
         "name": job.get("name") or "", "state": state, "state_single": st.ABBREV[state],
         "status": state if active else result,
         "status_abbrev": st.ABBREV[state] if active else st.RESULT_ABBREV.get(result, result),
@@ -181,6 +255,9 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
         "t_remaining": remaining, "uri": uri, "instance": "yes" if job.get("instance") else "",
         "depth": job.get("depth") or "",
         "contextual_time": ctime, "contextual_info": info,
+        "dependencies": _dependencies(job.get("dependencies") or []),
+        "success": "" if active else result == "COMPLETED",
+        "inactive_reason": inactive_reason(job),
     }
 
 
@@ -213,7 +290,8 @@ def job_values(job: dict, hostname: str, now: float) -> dict:
 @click.argument("jobids", nargs=-1)
 def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count, no_header,
          fmt, as_json, instances, jobids):
-    """List jobs: by default your pending and running ones, newest first.
+    """List jobs: by default your pending and running ones, in Flux's order (pending by
+    priority, then running, then inactive, latest first).
 
     With JOBIDS, list only those jobs (in any state, of any user); an unknown id
     is an error (exit 1), after the known ones are listed.
@@ -242,7 +320,7 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
     if instances:
         found = [j for j in found if j.get("instance")]
     now = time.time()
-    pairs = [(j, job_values(j, hostname, now)) for j in found]
+    pairs = [(j, job_values(j, hostname, now)) for j in flux_order(found)]
     if sort_keys:
         pairs = _sort(pairs, sort_keys)
     if count:

@@ -83,11 +83,27 @@ def _dependencies(ctx, param, values):
 def _begin_time(ctx, param, value):
     if value is None:
         return None
-    from ..job.depend import parse_begin_time
+    import time
+    from ..job.depend import MAX_TIME, parse_begin_time
+    if value.strip().lower() == "now":  # as Flux's (parsedatetime) word
+        return time.time()
     try:
-        return parse_begin_time(value)
+        when = parse_begin_time(value)
     except UsageError as exc:
         raise click.BadParameter(exc.message.removeprefix("invalid begin-time ")) from None
+    if when > MAX_TIME:
+        last = time.strftime("%Y-%m-%d", time.localtime(MAX_TIME))
+        raise click.BadParameter(f"{value!r} is too far in the future: the latest begin "
+                                 f"time is {last}")
+    return when
+
+
+def _nonempty(ctx, param, value):
+    """A path option given as `--output=` names nothing: refused, not ignored."""
+    if value is not None and not str(value).strip():
+        what = {"DIR": "a directory", "FILE|RANKS": "a file name (or, for run, task ranks)"}
+        raise click.BadParameter(f"empty: expected {what.get(param.metavar, 'a file name')}")
+    return value
 
 
 COMMON = [
@@ -115,7 +131,7 @@ COMMON = [
                  help="Remove variables matching PATTERN from the job's environment."),
     click.Option(["--env-file", "env_files"], multiple=True, metavar="FILE",
                  help="Read environment rules from FILE, one a line (as --env=^FILE)."),
-    click.Option(["--cwd"], default=None, metavar="DIR",
+    click.Option(["--cwd"], default=None, metavar="DIR", callback=_nonempty,
                  help="Working directory of the tasks (default: the current one)."),
     click.Option(["--job-name"], default=None, metavar="NAME", help="Name shown by `jobs`."),
     click.Option(["--urgency"], type=URGENCY, default="default", metavar="N|hold|expedite|default",
@@ -128,9 +144,9 @@ COMMON = [
                       "afterexcept (an exception ended it); or `singleton`: when no other "
                       "job of this --job-name is active (repeatable)."),
     click.Option(["--begin-time"], callback=_begin_time, default=None,
-                 metavar="+FSD|HH:MM[:SS]|DATE",
-                 help="Start no earlier than this: +FSD from now (+30s, +2h), the next "
-                      "clock time HH:MM[:SS], or YYYY-MM-DD[ HH:MM[:SS]]."),
+                 metavar="now|+FSD|H:MM[:SS]|DATE",
+                 help="Start no earlier than this: now, +FSD from now (+30s, +2h), the "
+                      "next clock time H:MM[:SS], or YYYY-MM-DD[ HH:MM[:SS]]."),
     click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
 ]
 
@@ -152,16 +168,16 @@ def output_options(default: str = "the job's output log") -> list[click.Option]:
     """--output and --error; `default` says where stdout goes without --output (batch's
     instance writes to a file)."""
     return [
-        click.Option(["--output"], default=None, metavar="FILE",
+        click.Option(["--output"], default=None, metavar="FILE", callback=_nonempty,
                      help=f"Write stdout to FILE instead of {default} (mustache "
                           "templates such as {{id}} and {{taskid}} expand)."),
-        click.Option(["--error"], default=None, metavar="FILE",
+        click.Option(["--error"], default=None, metavar="FILE", callback=_nonempty,
                      help="Write stderr to FILE (default: with stdout)."),
     ]
 
 
 IO = [
-    click.Option(["--input"], default=None, metavar="FILE|RANKS",
+    click.Option(["--input"], default=None, metavar="FILE|RANKS", callback=_nonempty,
                  help="Tasks read standard input from FILE (run forwards its own stdin "
                       "otherwise, when it is a pipe or a file; run --input=RANKS, e.g. 0, "
                       "forwards it to those task ranks only)."),

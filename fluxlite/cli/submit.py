@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
 
+from ..errors import UsageError
 from ..job.states import WAITABLE
 from ..util import fluid, idset
 from .common import NO_INTERSPERSED, handle
@@ -34,6 +36,8 @@ def run(command, **params):
         forward = not params.get("input") and _stdin_has_data()
         extra = {"input": 1} if forward else None
     spec = jobspec_from(list(command), params, extra_options=extra)
+    if ranks is not None:
+        _check_input_ranks(ranks, spec)
     with handle() as h:
         resp = api.submit_full(h, spec, params["urgency"])
         attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run")
@@ -52,6 +56,27 @@ def _input_ranks(value: str | None) -> str | None:
         return idset.encode(idset.decode(value))
     except ValueError:
         return None
+
+
+def _check_input_ranks(ranks: str, spec: dict) -> None:
+    """`run --input=RANKS` names tasks the job has (0 to ntasks-1)."""
+    from ..job.jobspec import request
+    ntasks = request(spec).ntasks
+    if ntasks is None:  # one task per node of a whole-node request: known at alloc
+        return
+    beyond = [r for r in sorted(idset.decode(ranks)) if r >= ntasks]
+    if beyond:
+        raise UsageError(f"--input={ranks}: no task {beyond[0]}: the job's task ranks "
+                         f"are 0-{ntasks - 1}" if ntasks > 1 else
+                         f"--input={ranks}: no task {beyond[0]}: the job has task 0 only")
+
+
+def refuse_per_task_input(params: dict) -> None:
+    """submit and bulksubmit read --input from a file: task ranks are run's only (as Flux)."""
+    value = params.get("input")
+    if _input_ranks(value) is not None:
+        raise UsageError(f"--input={value}: per-task input not supported for submit "
+                         f"(run takes task ranks; a file named {value} is ./{value})")
 
 
 def _stdin_has_data() -> bool:
@@ -98,13 +123,20 @@ def _flags(value: str | None) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit(command, cc, quiet, wait, watch, progress, **params):
     """Submit COMMAND as a job and print its id."""
-    specs = [jobspec_from(argv, p) for argv, p in with_cc(list(command), params, cc)]
+    copies = with_cc(list(command), params, cc)
+    for _, p in copies:
+        refuse_per_task_input(p)
+    specs = [jobspec_from(argv, p) for argv, p in copies]
     sys.exit(submit_all(specs, params, quiet=quiet, wait=wait, watch=watch,
                         progress=progress, prog="fluxlite submit"))
 
 
 # options that take a path or a name: {cc} is expanded in them as in the command
 CC_OPTIONS = ("output", "error", "input", "job_name", "cwd")
+
+
+# {cc}, but not inside the mustache tag {{cc}} (a doubled brace is not this field)
+_CC = re.compile(r"(?<!\{)\{cc\}(?!\})")
 
 
 def with_cc(command: list[str], params: dict, cc: str | None) -> list[tuple[list[str], dict]]:
@@ -122,7 +154,7 @@ def with_cc(command: list[str], params: dict, cc: str | None) -> list[tuple[list
     out = []
     for i in ccs:
         def sub(text, i=str(i)):
-            return text.replace("{cc}", i) if isinstance(text, str) else text
+            return _CC.sub(i, text) if isinstance(text, str) else text
         p = dict(params)
         for key in CC_OPTIONS:
             p[key] = sub(p.get(key))
@@ -136,6 +168,9 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
                progress: bool, prog: str, urgencies: list[int] | None = None) -> int:
     """Submit the jobspecs, print their ids, and wait or watch as asked; the exit code.
     Each job's urgency is params' unless `urgencies` gives one per jobspec."""
+    if progress and not sys.stdout.isatty():  # as Flux: a bar is for a terminal
+        print(f"{prog}: stdout is not a tty. Ignoring --progress option", file=sys.stderr)
+        progress = False
     wait = wait or progress
     rc = 0
     with handle() as h:
@@ -144,7 +179,7 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
         flags = WAITABLE if wait else 0
         urgencies = urgencies or [params["urgency"]] * len(specs)
         pending = [api.submit_async(h, s, u, flags) for s, u in zip(specs, urgencies)]
-        ids = []
+        ids, refused = [], set()
         for p in pending:
             h.wait(p)
             resp = p.take()
@@ -154,17 +189,20 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
             if "exception" in resp:
                 ex = resp["exception"]
                 print(f"{prog}: job {fluid.f58(resp['id'])}: {ex['note']}", file=sys.stderr)
+                refused.add(resp["id"])
                 rc = 1
         if watch:
             from .attach import Attach
             for jobid in ids:
                 rc = max(rc, Attach(h, jobid, label_io=params["label_io"], prog=prog).run())
         elif wait:
-            rc = max(rc, _wait_all(h, ids, progress))
+            rc = max(rc, _wait_all(h, ids, progress, said=refused))
     return rc
 
 
-def _wait_all(h, ids: list[int], progress: bool) -> int:
+def _wait_all(h, ids: list[int], progress: bool, said: set[int]) -> int:
+    """Wait for the jobs; the largest exit code.  Each job that failed before it
+    started gets one line saying why, unless its refusal at submit was `said`."""
     from ..job import api
     waits = [api.wait_async(h, i) for i in ids]
     results = []
@@ -180,4 +218,28 @@ def _wait_all(h, ids: list[int], progress: bool) -> int:
         for p in waits:
             h.wait(p)
             results.append(p.take())
+    for r in results:
+        if not r["success"] and r["id"] not in said:
+            _why_not_started(h, r)
     return max((r["returncode"] or 0 for r in results), default=0)
+
+
+def _why_not_started(h, result: dict) -> None:
+    """The fatal exception of a waited-for job that ended before it started (a
+    dependency never met, an input file not found...), on stderr as Flux's --wait
+    shows it: tasks that ran have said why themselves."""
+    from ..errors import FluxliteError
+    from ..job import api
+    from .attach import exception_line
+    try:
+        events = list(api.event_watch(h, result["id"], follow=False))
+    except FluxliteError:  # purged since: its wait answer says why
+        print(f"job.exception {fluid.f58(result['id'])} {result['errstr']}", file=sys.stderr)
+        return
+    for e in events:
+        if e["name"] == "start":
+            return
+        ctx = e.get("context") or {}
+        if e["name"] == "exception" and ctx.get("severity", 0) == 0:
+            print(exception_line(result["id"], ctx), file=sys.stderr)
+            return

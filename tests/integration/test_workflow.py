@@ -354,7 +354,10 @@ def test_begin_time_waits_in_depend(inst1):
     (dep,) = spec["attributes"]["system"]["dependencies"]
     assert dep["scheme"] == "begin-time" and before + 2 <= dep["value"] <= time.time() + 2
     desc = f"begin-time={dep['value']:.3f}"
-    assert field(inst1, jobid, "{state} {contextual_info}") == f"DEPEND depends:{desc}"
+    at = datetime.datetime.fromtimestamp(dep["value"])  # shown as Flux's jobs does
+    shown = (f"begin@{at:%H:%M}" if at.date() == datetime.date.today()
+             else f"begin@{at:%b%d-%H:%M}") + (f":{at:%S}" if at.second else "")
+    assert field(inst1, jobid, "{state} {contextual_info}") == f"DEPEND depends:{shown}"
     wait_ok(inst1, jobid)
     log = eventlog(inst1, jobid)
     add = next(e for e in log if e["name"] == "dependency-add")
