@@ -100,8 +100,9 @@ class Jobspec:
     The factories and setters follow Flux's `flux.job.JobspecV1` (same
     arguments, ValueError/TypeError for nonsense: here InvalidValue/InvalidType,
     which are also UsageError).  Unlike Flux's, a new jobspec already has this
-    process's working directory, environment and the command's name (what
-    `fluxlite submit` gives a job), and shell options are fluxlite's flat names
+    process's working directory and environment (what `fluxlite submit` gives a
+    job); as Flux's, it
+    has a name only when given one.  Shell options are fluxlite's flat names
     (`output.stdout.path`, not Flux's nested `output.stdout.{type,path}`).
     """
 
