@@ -19,6 +19,7 @@ leaves neither the tree nor the file changed.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import zlib
@@ -26,6 +27,7 @@ import zlib
 from ..protocol.message import pack, unpack
 
 READ_BATCH = 1024           # entries per read (and per watch response)
+CACHE_KIB = 512             # SQLite page cache (its default is 2 MB, all of it in the heap)
 
 FILENAME = "content.sqlite"
 
@@ -46,6 +48,14 @@ class Blob:
 
     def __init__(self, id: int):
         self.id = id
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return False
 
 
 def _create_private(path: str) -> None:
@@ -69,23 +79,48 @@ class Store:
         self.db.execute("PRAGMA journal_mode=MEMORY")
         self.db.execute("PRAGMA synchronous=OFF")
         self.db.execute("PRAGMA temp_store=MEMORY")
+        # recent pages are in the kernel's page cache anyway: keep SQLite's own small
+        self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (log INTEGER, seq INTEGER, "
                         "data BLOB, PRIMARY KEY (log, seq)) WITHOUT ROWID")
         self.next_id = 1
-        self.in_tx = False
+        self.open = False    # an SQLite transaction is open (see _begin)
+        self.in_tx = False   # a KVS commit is under way in it
         self.nbytes = 0
 
     # ------------------------------------------------------ transactions
+    # A KVS commit is a savepoint inside one SQLite transaction that stays open until
+    # the event loop's next turn (`flush`): a job's dozen eventlog appends then cost a
+    # savepoint each (~7 us) rather than a transaction each (~30 us, written out).
     def _begin(self) -> None:
-        if not self.in_tx:
+        if self.in_tx:
+            return
+        if not self.open:
             self.db.execute("BEGIN")
-            self.in_tx = True
+            self.open = True
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:   # no event loop (a KVS driven directly): at finish
+                pass
+        self.db.execute("SAVEPOINT kvs")
+        self.in_tx = True
 
     def finish(self, ok: bool) -> None:
-        """End the commit's transaction (if it wrote anything): keep it or undo it."""
-        if self.in_tx:
-            self.in_tx = False
-            self.db.execute("COMMIT" if ok else "ROLLBACK")
+        """End the commit's savepoint (if it wrote anything): keep it or undo it."""
+        if not self.in_tx:
+            return
+        self.in_tx = False
+        if not ok:
+            self.db.execute("ROLLBACK TO kvs")
+        self.db.execute("RELEASE kvs")
+        if not _loop_running():
+            self.flush()
+
+    def flush(self) -> None:
+        """Write out what the commits since the last flush changed."""
+        if self.open and not self.in_tx:
+            self.open = False
+            self.db.execute("COMMIT")
 
     # ------------------------------------------------------------ values
     def _new_id(self) -> int:
