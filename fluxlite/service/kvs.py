@@ -7,7 +7,8 @@ implied by them.  A commit is a list of operations applied all at once:
     {key, append: [...]}   extend a list (an eventlog) with entries
     {key, unlink: true}    remove a key or directory
     {..., prune: true}     with unlink: also remove the directories above it that
-                           are left empty (a purged job's path)
+                           are left empty, but for the top-level one (a purged
+                           job's path)
 
 `kvs.watch` streams a key: the value now (or, with `append`, the entries so
 far) and then every change (with `append`, only the new entries); with
@@ -207,12 +208,13 @@ class KVSService(Service):
         return self.version
 
     def _prune(self, parts: list[str], undo: list) -> None:
-        """Remove the directories above `parts` that its unlink left empty (a purged
-        job's path, job.0000.0004.b200, would otherwise stay behind for good)."""
+        """Remove the directories above `parts` that its unlink left empty, up to the
+        top-level one, which stays ("job"): a purged job's path, job.0000.0004.b200,
+        would otherwise stay behind for good."""
         chain = [self.root]
         for part in parts[:-2]:
             chain.append(chain[-1][part])
-        for i in range(len(parts) - 2, -1, -1):
+        for i in range(len(parts) - 2, 0, -1):
             parent, node = chain[i], chain[i][parts[i]]
             if node:
                 return
