@@ -802,7 +802,7 @@ class JobManagerService(Service):
     def _purge(self, jobs: list[Job]) -> None:
         if not jobs:
             return
-        self.kvs.commit([{"key": job_key(j.id), "unlink": True} for j in jobs])
+        self.kvs.commit([{"key": job_key(j.id), "unlink": True, "prune": True} for j in jobs])
         for job in jobs:
             del self.inactive[job.id]
             del self.jobs[job.id]

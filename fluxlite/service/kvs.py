@@ -6,6 +6,9 @@ implied by them.  A commit is a list of operations applied all at once:
     {key, value}           set a value
     {key, append: [...]}   extend a list (an eventlog) with entries
     {key, unlink: true}    remove a key or directory
+    {..., prune: true}     with unlink: also remove the directories above it that
+                           are left empty, but for the top-level one (a purged
+                           job's path)
 
 `kvs.watch` streams a key: the value now (or, with `append`, the entries so
 far) and then every change (with `append`, only the new entries); with
@@ -13,28 +16,24 @@ far) and then every change (with `append`, only the new entries); with
 Services on rank 0 call `commit()` and `lookup()` directly; everyone else
 uses the RPCs.  Jobs keep their jobspec, R, eventlogs and output here.
 
-A value that is a map (a jobspec, an R) is kept encoded (msgpack bytes, the
-wire codec, compressed) and decoded for each reader: one compact copy per key,
-however many jobs are pending, instead of thousands of small objects each; so
-is each entry of an eventlog held in the heap.
-
-Long lists (job output above all) do not stay in the heap: the KVS moves them
-to its on-disk store (kvs_store.py) and reads them back for `kvs.get` and
-watches, so where a value lives is the KVS's business alone.
+Maps (a jobspec, an R) and lists made by appends (eventlogs, output) live in
+the on-disk store (kvs_store.py), not in rank 0's heap: the tree holds a small
+node for each (`Blob`, `Log`) and reads the value back, decoded afresh for each
+reader, for `kvs.get` and watches.  Where a value lives is the KVS's business
+alone.  What stays in the heap per job is its directory and those nodes, so a
+burst of thousands of pending jobs leaves little behind once they are purged.
 """
 
 from __future__ import annotations
 
 import errno
 import sys
-import zlib
 from typing import Annotated
 
 from ..errors import FluxliteError, ProtocolError
-from ..protocol.message import pack, unpack
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
-from .kvs_store import READ_BATCH, Log, Store
+from .kvs_store import READ_BATCH, Blob, Log, Store
 
 
 class KeyRequest(Struct, kw_only=True):
@@ -68,25 +67,8 @@ class _Truncate:
 
 
 class _Dir(dict):
-    """A directory node (a plain dict is a value, e.g. a jobspec or R)."""
-
-
-class _Entries(list):
-    """A list made by appends (an eventlog), each entry kept encoded: a few bytes
-    objects per job instead of a dict, its context and its values each."""
+    """A directory node (a value is never a dict: maps are Blobs in the store)."""
     __slots__ = ()
-
-    def decoded(self, start: int = 0) -> list:
-        return [unpack(e) for e in self[start:]]
-
-
-class _Packed:
-    """A map value, kept encoded and compressed (a jobspec is mostly its environment,
-    which compresses well)."""
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes):
-        self.data = data
 
 
 class _Watcher:
@@ -99,15 +81,15 @@ class _Watcher:
 
 
 def _logs(node) -> list:
-    """The on-disk lists in a value or below a directory."""
-    if isinstance(node, Log):
+    """The values in the store that a value is, or that are below a directory."""
+    if isinstance(node, (Log, Blob)):
         return [node]
     if not isinstance(node, _Dir):
         return []
     out, stack = [], [node]
     while stack:
         for v in stack.pop().values():
-            if isinstance(v, Log):
+            if isinstance(v, (Log, Blob)):
                 out.append(v)
             elif isinstance(v, _Dir):
                 stack.append(v)
@@ -134,10 +116,9 @@ class KVSService(Service):
         self.watchers: dict[str, list[_Watcher]] = {}
         self.store = Store(ctx.attrs.get("rundir"))
 
-    @staticmethod
-    def _keep(value):
-        """How the tree holds a value that is set."""
-        return _Packed(zlib.compress(pack(value), 1)) if isinstance(value, dict) else value
+    def _keep(self, value):
+        """How the tree holds a value that is set: a map goes to the store."""
+        return self.store.put(value) if isinstance(value, dict) else value
 
     def stop(self) -> None:
         super().stop()
@@ -152,10 +133,8 @@ class KVSService(Service):
         """The value a tree node stands for (read from the store, or decoded)."""
         if isinstance(node, Log):
             return self.store.read(node)
-        if isinstance(node, _Packed):
-            return unpack(zlib.decompress(node.data))
-        if isinstance(node, _Entries):
-            return node.decoded()
+        if isinstance(node, Blob):
+            return self.store.get(node)
         return node
 
     def _node(self, key: str):
@@ -198,6 +177,8 @@ class KVSService(Service):
                     undo.append((parent, leaf, old))
                     del parent[leaf]
                     self.store.drop(_logs(old))
+                    if op.get("prune"):
+                        self._prune(parts, undo)
                 elif "append" in op:
                     if old is not _MISSING and not isinstance(old, (list, Log)):
                         raise FluxliteError(f"cannot append to {key!r}: it is not a list",
@@ -208,20 +189,15 @@ class KVSService(Service):
                         raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     undo.append((parent, leaf, old))
                     parent[leaf] = self._keep(op["value"])
-                    if isinstance(old, Log):
-                        self.store.drop([old])
+                    self.store.drop(_logs(old))
                 touched.append(key)
         except Exception:
             self.store.finish(False)
             for parent, leaf, old in reversed(undo):
                 if old is _MISSING:
                     parent.pop(leaf, None)
-                elif isinstance(old, _Truncate):
-                    node = parent[leaf]
-                    if isinstance(node, Log):  # its rows went with the rollback
-                        node.n = old.length
-                    else:
-                        del node[old.length:]
+                elif isinstance(old, _Truncate):  # its rows went with the rollback
+                    parent[leaf].n = old.length
                 else:
                     parent[leaf] = old
             raise
@@ -231,29 +207,32 @@ class KVSService(Service):
             self._notify(key)
         return self.version
 
+    def _prune(self, parts: list[str], undo: list) -> None:
+        """Remove the directories above `parts` that its unlink left empty, up to the
+        top-level one, which stays ("job"): a purged job's path, job.0000.0004.b200,
+        would otherwise stay behind for good."""
+        chain = [self.root]
+        for part in parts[:-2]:
+            chain.append(chain[-1][part])
+        for i in range(len(parts) - 2, 0, -1):
+            parent, node = chain[i], chain[i][parts[i]]
+            if node:
+                return
+            undo.append((parent, parts[i], node))
+            del parent[parts[i]]
+
     def _append(self, parent: _Dir, leaf: str, old, entries: list, undo: list) -> None:
-        """Extend a list in place (eventlogs grow long; undone by truncating), or the
-        log on disk it became once long or fed a lot of data."""
-        if old is _MISSING:
-            undo.append((parent, leaf, _MISSING))
-            if self.store.spill(len(entries), entries):
-                log = parent[leaf] = self.store.new_log()
-                self.store.append(log, entries)
-            else:
-                parent[leaf] = _Entries(pack(e) for e in entries)
-            return
-        undo.append((parent, leaf, _Truncate(len(old) if isinstance(old, list) else old.n)))
+        """Extend the log in the store (undone by truncating), or start one: from
+        nothing, or from a list that was set as a value."""
         if isinstance(old, Log):
+            undo.append((parent, leaf, _Truncate(old.n)))
             self.store.append(old, entries)
-        elif self.store.spill(len(old) + len(entries), entries):
-            undo.append((parent, leaf, old))
-            log = parent[leaf] = self.store.new_log()
-            self.store.append(log, old.decoded() if isinstance(old, _Entries) else old)
-            self.store.append(log, entries)
-        elif isinstance(old, _Entries):
-            old.extend(pack(e) for e in entries)
-        else:
-            old.extend(entries)
+            return
+        undo.append((parent, leaf, old))
+        log = parent[leaf] = self.store.new_log()
+        if old is not _MISSING:
+            self.store.append(log, old)
+        self.store.append(log, entries)
 
     def append(self, key: str, *entries) -> None:
         self.commit([{"key": key, "append": list(entries)}])
@@ -327,7 +306,7 @@ class KVSService(Service):
                 self._drop_watch(key, w)
                 self.respond_error(w.msg, errno.EINVAL, f"{key!r} is not an eventlog")
                 return
-            new = value.decoded(w.sent) if isinstance(value, _Entries) else value[w.sent:]
+            new = value[w.sent:]
             if not new and w.sent:
                 return
             w.sent = len(value)

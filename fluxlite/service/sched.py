@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import errno
-import time
 from typing import Annotated
 
 from msgspec import Meta
@@ -57,11 +56,10 @@ EOVERFLOW = errno.EOVERFLOW
 
 
 class _Pending:
-    __slots__ = ("id", "msg", "req", "t", "priority")
+    __slots__ = ("id", "msg", "req", "priority")   # one per pending job: kept small
 
     def __init__(self, jobid, msg, req, priority):
-        self.id, self.msg, self.req, self.t = jobid, msg, req, time.time()
-        self.priority = priority
+        self.id, self.msg, self.req, self.priority = jobid, msg, req, priority
 
     def order(self) -> tuple[int, int]:
         """Highest priority first, then submit order (job ids grow with time)."""

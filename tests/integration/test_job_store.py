@@ -109,3 +109,18 @@ def test_the_store_file_goes_when_the_instance_stops(instance_factory, tmp_path)
     assert inst.stop() == 0
     assert not os.path.exists(path)
     assert os.path.isdir(str(rundir))
+
+
+def test_a_purged_job_leaves_nothing_in_the_kvs(inst1):
+    """Purging takes the job's data from the store and its path from the tree: the
+    directories of its id (job.0000.0004.b200...) do not pile up, one per millisecond
+    of submissions, in rank 0's heap."""
+    h = inst1.handle()
+    store0 = h.call("kvs.stats")["store_entries"]
+    ids = inst1.cli("submit", "--cc=1-3", "--wait", "echo", "hi", check=True).stdout.split()
+    assert h.call("kvs.stats")["store_entries"] > store0   # jobspecs, R, eventlogs
+    assert inst1.cli("job", "attach", ids[0], check=True).stdout == "hi\n"
+    assert h.call("kvs.ls", {"key": "job"})["entries"]
+    inst1.cli("job", "purge", "--num-limit=0", "--force", check=True)
+    assert h.call("kvs.ls", {"key": "job"})["entries"] == []
+    assert h.call("kvs.stats")["store_entries"] == store0
