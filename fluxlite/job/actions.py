@@ -53,7 +53,7 @@ class Job:
     # when it is needed (the scheduler's request, job-exec's start).
     __slots__ = ("id", "userid", "urgency", "priority", "req", "name", "state", "duration",
                  "instance", "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc",
-                 "exceptions", "fatal", "status", "memo", "waiters", "ran", "key",
+                 "exceptions", "fatal", "status", "memo", "waiters", "ran",
                  "expiration", "sched_req", "nreq", "waited", "deps", "dependents",
                  "flags")
 
@@ -80,7 +80,6 @@ class Job:
         self.memo: dict = _NOTHING
         self.waiters: list | tuple = ()
         self.ran = False
-        self.key = eventlog_key(jobid)
         self.expiration = 0.0
         self.sched_req = 0      # number of the sched.alloc request outstanding (0: none)
         self.nreq = 0           # sched.alloc requests made so far
@@ -89,6 +88,12 @@ class Job:
         #                                                          (scheme, job id)
         self.dependents: list[Job] | tuple = ()      # jobs in DEPEND waiting on this one
         self.flags = flags
+
+    @property
+    def key(self) -> str:
+        """The KVS key of its main eventlog (made when asked: ten thousand pending jobs
+        need not each hold one)."""
+        return eventlog_key(self.id)
 
     @property
     def result(self) -> str | None:
