@@ -52,10 +52,6 @@ Idset = Annotated[str, Meta(max_length=64 * 1024)]             # "0-3,7"
 AnyMap = dict[str, Any]
 
 
-class Empty(Struct, kw_only=True):
-    """A method that takes no payload (any map is accepted and ignored)."""
-
-
 def describe(exc: ValidationError) -> tuple[str, bool]:
     """msgspec's message as 'field: what is wrong', and whether the value had the
     wrong type (EPROTO) rather than the right type out of bounds (EINVAL)."""
