@@ -37,12 +37,11 @@ accepts a PMI-1 client on the same PMI_FD.
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 from typing import Mapping
 
-from ..errors import FluxliteError, HostUnreachable, ProtocolError, RPCTimeout, UsageError
+from ..errors import HostUnreachable, ProtocolError, RPCTimeout, UsageError
 
 KEY_MAX = 64
 VALUE_MAX = 1024
@@ -231,9 +230,8 @@ class PMI2Client:
             raise ProtocolError(f"PMI-2 {cmd}: the server answered {got!r}")
         rc = reply.get("rc", "0")
         if rc != "0":
-            raise FluxliteError(f"PMI-2 {cmd} failed (rc={rc}): "
-                                f"{reply.get('errmsg') or reply.get('msg') or 'no reason given'}",
-                                errno.EPROTO)
+            raise ProtocolError(f"PMI-2 {cmd} failed (rc={rc}): "
+                                f"{reply.get('errmsg') or reply.get('msg') or 'no reason given'}")
         return reply
 
     def _send(self, data: bytes) -> None:

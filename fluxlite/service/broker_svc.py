@@ -4,11 +4,10 @@ service registration, event subscription and publishing, shutdown."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import time
 from typing import Any
 
-from ..errors import FluxliteError
+from ..errors import NotFound, PermissionDenied, UsageError
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
 
@@ -66,19 +65,17 @@ class BrokerService(Service):
 
     def _client_ident(self, msg) -> bytes:
         if len(msg.route) != 1 or not isinstance(msg.route[0], bytes) or not msg.route[0]:
-            raise FluxliteError(f"{msg.topic} is only for clients of this rank", errno.EPERM)
+            raise PermissionDenied(f"{msg.topic} is only for clients of this rank")
         return msg.route[0]
 
     @handler("broker.getattr", schema=NameRequest, roles=ANY)
     def getattr(self, msg, req):
         name = req.name
         if name not in self.attributes:
-            raise FluxliteError(f"unknown attribute {name!r} (see `fluxlite lsattr`)",
-                                errno.ENOENT)
+            raise NotFound(f"unknown attribute {name!r} (see `fluxlite lsattr`)")
         value = self.ctx.attrs.get(name)
         if value is None:
-            raise FluxliteError(f"attribute {name!r} is not set on rank {self.ctx.rank}",
-                                errno.ENOENT)
+            raise NotFound(f"attribute {name!r} is not set on rank {self.ctx.rank}")
         return {"name": name, "value": value}
 
     @handler("broker.setattr", schema=SetattrRequest)
@@ -176,6 +173,6 @@ class BrokerService(Service):
     @handler("broker.shutdown", schema=ShutdownRequest)
     def shutdown(self, msg, req):
         if self.ctx.rank != 0:
-            raise FluxliteError("shutdown must be sent to rank 0", errno.EINVAL)
+            raise UsageError("shutdown must be sent to rank 0")
         self.request_shutdown(req.reason or "fluxlite shutdown", deliberate=True)
         return {}

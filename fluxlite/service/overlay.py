@@ -8,10 +8,9 @@ streams the membership as it changes.
 
 from __future__ import annotations
 
-import errno
 import time
 
-from ..errors import FluxliteError
+from ..errors import UsageError
 from ..util import idset
 from .base import ANY, Service, handler
 
@@ -33,7 +32,7 @@ class OverlayService(Service):
     def watch(self, msg, req):
         """Rank 0: the membership now, then every change: {ranks: {state: idset}}."""
         if self.ctx.rank != 0:
-            raise FluxliteError("overlay.watch is answered by rank 0", errno.EINVAL)
+            raise UsageError("overlay.watch is answered by rank 0")
         if self._watchers is None:
             self._watchers = []
             self._on_membership(self._changed)
@@ -57,7 +56,7 @@ class OverlayService(Service):
     @handler("overlay.status", schema=None, roles=ANY)
     def status(self, msg, req):
         if self.ctx.rank != 0:
-            raise FluxliteError("overlay.status is answered by rank 0", errno.EINVAL)
+            raise UsageError("overlay.status is answered by rank 0")
         ov = self.overlay
         size, topo = self.ctx.size, ov.topology
         ranks = []

@@ -22,10 +22,10 @@ import os
 import sys
 
 from ..client.aio import AsyncHandle
-from ..errors import FluxliteError, PluginError
+from ..errors import FluxliteError, PluginError, UsageError
 from ..job import eventlog as jel
 from ..job.jobspec import command_name
-from ..protocol.dispatch import Dispatcher, Method, declared_methods, handler
+from ..protocol.dispatch import OWNER, Dispatcher, Method, declared_methods, handler
 from ..protocol.schema import AnyMap, Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset, mustache
 from ..util.compat import FLUX_MIRRORED, flux_compat
@@ -227,7 +227,7 @@ class JobShell:
     def add_method(self, name: str, fn, schema: type | None = AnyMap) -> None:
         """Serve `<service>.<name>` with fn(payload, msg) (a plugin's `methods()`)."""
         self.dispatcher.add(Method(f"{self.service}.{name}",
-                                   lambda msg, req, fn=fn: fn(req, msg), schema, False, 1))
+                                   lambda msg, req, fn=fn: fn(req, msg), schema, False, OWNER))
 
     async def _run(self) -> None:
         registered = None
@@ -413,7 +413,7 @@ class JobShell:
         try:
             ranks = idset.decode(req.ranks, below=max(self.nshells, 1 << 16))
         except ValueError as exc:
-            raise FluxliteError(f"critical-ranks: {exc}", 22) from None
+            raise UsageError(f"critical-ranks: {exc}") from None
         announce = self._adopt_critical(ranks, req.seq)
         if announce is not None:
             self.spawn(announce)
