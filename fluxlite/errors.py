@@ -70,12 +70,17 @@ class FluxliteError(Exception):
     def from_errnum(errnum: int, message: str = "") -> "FluxliteError":
         return FluxliteError(message, errnum)
 
-    @staticmethod
-    def from_oserror(exc: OSError, what: str = "") -> "FluxliteError":
-        """The error for a failed system call, keeping its errno: 'WHAT: strerror'."""
-        num = exc.errno if exc.errno is not None else _errno.EIO
+    @classmethod
+    def from_oserror(cls, exc: OSError, what: str = "") -> FluxliteError:
+        """The error for a failed system call, 'WHAT: strerror'.  On FluxliteError: the
+        class of its errno, keeping the errno; on a subclass: that class and its errno,
+        where the kind of failure matters more than the system call's
+        (`UsageError.from_oserror(exc, "--rundir")`: the user named a bad path)."""
         reason = exc.strerror or str(exc)
-        return FluxliteError.from_errnum(num, f"{what}: {reason}" if what else reason)
+        message = f"{what}: {reason}" if what else reason
+        if cls is not FluxliteError:
+            return cls(message)
+        return FluxliteError(message, exc.errno if exc.errno is not None else _errno.EIO)
 
 
 class ProtocolError(FluxliteError):

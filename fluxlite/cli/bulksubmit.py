@@ -159,7 +159,7 @@ def _read_lines(path: str) -> list[str]:
         with open(path) as f:
             return [line for line in f.read().splitlines() if line]
     except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror}") from None
+        raise UsageError.from_oserror(exc, path) from None
 
 
 def combinations(lists: list[tuple[list[str], bool]]) -> list[list[str]]:

@@ -122,7 +122,7 @@ class PMI2Client:
         try:
             sock = socket.socket(fileno=int(fd))
         except OSError as exc:
-            raise UsageError(f"PMI_FD={fd} is not an open socket: {exc.strerror}") from None
+            raise UsageError.from_oserror(exc, f"PMI_FD={fd} is not an open socket") from None
         client = cls(sock, jobid=jobid, rank=int(rank), timeout=timeout)
         if client.size != int(size):
             client.close()
@@ -240,7 +240,7 @@ class PMI2Client:
         except socket.timeout:
             raise RPCTimeout("PMI-2 server did not take a message in time") from None
         except OSError as exc:
-            raise HostUnreachable(f"PMI-2 server is gone: {exc.strerror or exc}") from None
+            raise HostUnreachable.from_oserror(exc, "PMI-2 server is gone") from None
 
     def _recv_more(self) -> None:
         try:
@@ -248,7 +248,7 @@ class PMI2Client:
         except socket.timeout:
             raise RPCTimeout("PMI-2 server did not answer in time") from None
         except OSError as exc:
-            raise HostUnreachable(f"PMI-2 server is gone: {exc.strerror or exc}") from None
+            raise HostUnreachable.from_oserror(exc, "PMI-2 server is gone") from None
         if not chunk:
             raise HostUnreachable("PMI-2 server closed the connection")
         self._buf += chunk

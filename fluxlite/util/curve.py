@@ -93,7 +93,7 @@ def write_certificate(path: str, cert: Certificate, *, force: bool = False,
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as exc:
-        raise FluxliteError(f"cannot create {path}: {exc.strerror}", exc.errno) from None
+        raise FluxliteError.from_oserror(exc, f"cannot create {path}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o600)     # the umask may have taken bits from 0600
@@ -109,7 +109,7 @@ def write_certificate(path: str, cert: Certificate, *, force: bool = False,
                 raise AlreadyExists(f"{path} exists; not overwriting it (use --force to "
                                     "replace it)") from None
     except OSError as exc:
-        raise FluxliteError(f"cannot write {path}: {exc.strerror}", exc.errno) from None
+        raise FluxliteError.from_oserror(exc, f"cannot write {path}") from None
     finally:
         try:
             os.unlink(tmp)
@@ -123,8 +123,7 @@ def load_certificate(path: str) -> Certificate:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        raise FluxliteError(f"cannot read certificate {path}: {exc.strerror}",
-                            exc.errno) from None
+        raise FluxliteError.from_oserror(exc, f"cannot read certificate {path}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -47,6 +47,25 @@ def test_from_oserror_keeps_the_errno_and_says_what():
     assert isinstance(e, NotFound) and e.message == "f.toml: No such file"
 
 
+def test_from_oserror_with_a_class_keeps_the_class_and_its_errno():
+    e = errors.UsageError.from_oserror(PermissionError(errno.EACCES, "Permission denied"),
+                                       "--rundir: cannot create /x")
+    assert type(e) is errors.UsageError and e.errnum == errno.EINVAL
+    assert e.message == "--rundir: cannot create /x: Permission denied"
+
+
+def test_both_config_readers_share_one_loader_that_keeps_enoent(tmp_path):
+    from fluxlite.broker import attrs, boot_config
+    missing = str(tmp_path / "missing.toml")
+    for load in (attrs.load_config, boot_config.load):
+        with pytest.raises(NotFound, match=f"cannot read config {missing}: No such file"):
+            load(missing)
+    (tmp_path / "bad.toml").write_text("[tbon\n")
+    for load in (attrs.load_config, boot_config.load):
+        with pytest.raises(errors.UsageError, match="is not valid TOML"):
+            load(str(tmp_path / "bad.toml"))
+
+
 def _errno_names_with_a_class() -> set[str]:
     return {errno.errorcode[n] for n in errors._BY_ERRNO}
 
