@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
+
+
+class ClientRegistry(Protocol):
+    """What broker.service-add/-remove and event.subscribe change: the services and
+    subscriptions of this rank's local clients (the broker passes its Router)."""
+
+    def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None: ...
+    def remove_client_service(self, ident: bytes, name: str) -> None: ...
+    def subscribe_client(self, ident: bytes, topic: str) -> None: ...
+    def unsubscribe_client(self, ident: bytes, topic: str) -> None: ...
 
 
 class NameRequest(Struct, kw_only=True):
@@ -50,13 +60,13 @@ class ShutdownRequest(Struct, kw_only=True):
 class BrokerService(Service):
     name = "broker"
 
-    def __init__(self, ctx, *, attributes: dict, check_attr, clients, on_setattr,
-                 request_shutdown, start_time: float, logs=None):
+    def __init__(self, ctx, *, attributes: dict, check_attr, clients: ClientRegistry,
+                 on_setattr, request_shutdown, start_time: float, logs=None):
         super().__init__(ctx)
         self.logs = logs                        # the process's util.log.LogSink (None: no ring)
         self.attributes = attributes            # name -> spec with .writable and .help
         self.check_attr = check_attr            # (name, value) -> checked value, or UsageError
-        self.clients = clients                  # the router: client services, subscriptions
+        self.clients = clients
         self.on_setattr = on_setattr            # (name, value) after a change
         self.request_shutdown = request_shutdown
         self.start_time = start_time

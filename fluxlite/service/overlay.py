@@ -9,18 +9,31 @@ streams the membership as it changes.
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from ..errors import UsageError
-from ..util import idset
+from ..util import idset, tree
 from .base import ANY, Service, handler
+
+
+class OverlayView(Protocol):
+    """What the service reads of this rank's overlay (the broker passes its Overlay)."""
+
+    topology: tree.Topology
+    hostname: str
+    started: float                        # when this broker's overlay started (time.time)
+    membership: dict[int, str]            # rank -> online, torpid, lost, offline...
+    membership_since: dict[int, float]    # rank -> when it entered that state
+
+    def health(self) -> dict: ...
 
 
 class OverlayService(Service):
     name = "overlay"
 
-    def __init__(self, ctx, *, overlay, on_membership):
+    def __init__(self, ctx, *, overlay: OverlayView, on_membership):
         super().__init__(ctx)
-        self.overlay = overlay              # health(), membership, membership_since, ...
+        self.overlay = overlay
         self._on_membership = on_membership
         self._watchers: list | None = None
 
