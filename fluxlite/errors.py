@@ -32,9 +32,8 @@
 its class whichever way it is spelt, and agrees with what the same errno becomes
 when it arrives in a response (`Message.error()`).
 
-`FluxliteError.from_errnum()` picks the class for an errno, so a caller catches
-the kind of failure it cares about (`except NotFound`) rather than comparing
-numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
+A caller catches the kind of failure it cares about (`except NotFound`) rather
+than comparing numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
 of these into one line on stderr and exits with `exit_code`.
 """
 
@@ -65,10 +64,6 @@ class FluxliteError(Exception):
     @property
     def errname(self) -> str:
         return _errno.errorcode.get(self.errnum, str(self.errnum))
-
-    @staticmethod
-    def from_errnum(errnum: int, message: str = "") -> "FluxliteError":
-        return FluxliteError(message, errnum)
 
     @classmethod
     def from_oserror(cls, exc: OSError, what: str = "") -> FluxliteError:

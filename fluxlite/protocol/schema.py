@@ -41,7 +41,6 @@ Pid = Annotated[int, Meta(ge=1, le=(1 << 31) - 1)]
 UserId = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
 Seq = Annotated[int, Meta(ge=0, le=MAX_ID)]
 Matchtag = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
-Seconds = Annotated[float, Meta(ge=0.0, le=1e12)]   # finite: NaN and inf are refused
 
 Name = Annotated[str, Meta(min_length=1, max_length=255)]     # services, attributes, types
 Topic = Annotated[str, Meta(min_length=1, max_length=255)]
