@@ -6,3 +6,45 @@
 threads
 thread_name_prefix
 poll_interval
+
+# Flux's Python API (fluxlite/compat/python/flux): names Flux programs call
+attr_get
+get_str
+per_resource
+from_yaml_stream
+from_yaml_file
+dec
+f58plain
+add_filter
+add_event_callback      # also fluxlite's own FluxExecutor futures
+from_batch_command      # Jobspec constructor Flux programs (and the tests) use
+
+# overrides of click's Group, and shlex settings read by shlex itself
+get_command
+format_commands
+whitespace_split
+escapedquotes
+__class__               # cli/bulksubmit.py: a Formatter's class swapped on purpose
+
+# public API on a handle and of the PMI clients (documented, unit-tested)
+subscribe
+get_maxes
+job_attr
+spawned
+
+# BootConfig's Place: fields a broker's placement carries (read by the tests)
+connect_uri
+parent_rank
+
+# fluxlite.testing: helpers for the test suite, which vulture does not read
+one_error_line
+jobid_of
+wait_event
+
+# service/kvs_store.py (owned by other work now): sizes kept for kvs.stats
+nbytes
+
+# util/curve.py: how a socket is set up as a CURVE server or client (documented
+# there; the tests build sockets with them)
+server_socket_options
+client_socket_options

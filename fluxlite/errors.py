@@ -5,6 +5,9 @@
      ├── ProtocolError         EPROTO: bytes that are not a valid message, a payload of
      │                         the wrong shape, a peer that breaks the protocol
      ├── UsageError            EINVAL: bad input from a user (options, durations, ids)
+     │    ├── InvalidValue     a Python API argument out of range (also a ValueError)
+     │    ├── InvalidType      a Python API argument of the wrong type (also a TypeError)
+     │    └── FSDError         not a Flux Standard Duration (util/fsd.py; also a ValueError)
      ├── NotFound              ENOENT: no such job, key, attribute, process
      ├── PermissionDenied      EPERM: the caller may not do this
      ├── AlreadyExists         EEXIST: a name that is taken
@@ -18,11 +21,19 @@
      ├── RPCTimeout            ETIMEDOUT: no answer within the caller's bound
      ├── EndOfStream           ENODATA: a streaming RPC ended cleanly (not a failure)
      ├── InvalidTransition     EINVAL: an event a state machine does not accept now
-     └── PluginError           EINVAL: a job shell plugin failed to load or to initialise
+     ├── PluginError           EINVAL: a job shell plugin failed to load or to initialise
+     ├── JobException          a job ended by a fatal exception (a job future's result())
+     ├── WrongThread           EBUSY: a blocking Handle used from another thread
+     ├── PMIError              a PMI server refused a command (pmi/client.py)
+     └── SlurmError            a test Slurm cluster did not come up (testing/slurm.py)
 
-`FluxliteError.from_errnum()` picks the class for an errno, so a caller catches
-the kind of failure it cares about (`except NotFound`) rather than comparing
-numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
+`FluxliteError(message, errnum)` is the class for that errno when it has one
+(`FluxliteError("...", errno.ENOENT)` is a NotFound), so a raise site is caught by
+its class whichever way it is spelt, and agrees with what the same errno becomes
+when it arrives in a response (`Message.error()`).
+
+A caller catches the kind of failure it cares about (`except NotFound`) rather
+than comparing numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
 of these into one line on stderr and exits with `exit_code`.
 """
 
@@ -37,6 +48,13 @@ class FluxliteError(Exception):
 
     default_errnum = _errno.EIO
 
+    def __new__(cls, message: str = "", errnum: int | None = None, *args, **kwargs):
+        # `FluxliteError(msg, errno.ENOENT)` is a NotFound: every raise site is caught
+        # by its class, the same class a response with that errno becomes on the wire
+        if cls is FluxliteError and errnum is not None:
+            cls = _BY_ERRNO.get(errnum, FluxliteError)
+        return super().__new__(cls)
+
     def __init__(self, message: str = "", errnum: int | None = None, *, exit_code: int = 1):
         self.errnum = self.default_errnum if errnum is None else errnum
         self.message = message or os.strerror(self.errnum)
@@ -47,17 +65,17 @@ class FluxliteError(Exception):
     def errname(self) -> str:
         return _errno.errorcode.get(self.errnum, str(self.errnum))
 
-    @staticmethod
-    def from_errnum(errnum: int, message: str = "") -> "FluxliteError":
-        cls = _BY_ERRNO.get(errnum, FluxliteError)
-        return cls(message, errnum)
-
-    @staticmethod
-    def from_oserror(exc: OSError, what: str = "") -> "FluxliteError":
-        """The error for a failed system call, keeping its errno: 'WHAT: strerror'."""
-        num = exc.errno if exc.errno is not None else _errno.EIO
+    @classmethod
+    def from_oserror(cls, exc: OSError, what: str = "") -> FluxliteError:
+        """The error for a failed system call, 'WHAT: strerror'.  On FluxliteError: the
+        class of its errno, keeping the errno; on a subclass: that class and its errno,
+        where the kind of failure matters more than the system call's
+        (`UsageError.from_oserror(exc, "--rundir")`: the user named a bad path)."""
         reason = exc.strerror or str(exc)
-        return FluxliteError.from_errnum(num, f"{what}: {reason}" if what else reason)
+        message = f"{what}: {reason}" if what else reason
+        if cls is not FluxliteError:
+            return cls(message)
+        return FluxliteError(message, exc.errno if exc.errno is not None else _errno.EIO)
 
 
 class ProtocolError(FluxliteError):

@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import UsageError
+from ..errors import FluxliteError, UsageError
 from ..util import fsd, idset, tree
 
 
@@ -235,18 +235,24 @@ def parse_setattr(text: str) -> tuple[str, str]:
 TCP_DEFAULTS = {"tbon.torpid-timeout": "30s", "tbon.lost-timeout": "60s"}
 
 
+def read_toml(path: str) -> dict:
+    """The TOML file at `path` (attribute tables or a `[bootstrap]` table): a file that
+    cannot be read fails with its errno (NotFound...), bad TOML is a UsageError."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise FluxliteError.from_oserror(exc, f"cannot read config {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+
+
 def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
     """Read a TOML config file into {dotted name: value}, rejecting unknown keys.
 
     A `[bootstrap]` table is read by boot_config (`fluxlite broker --config-path`):
     with `bootstrap` it is skipped here, otherwise it is refused."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as exc:
-        raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    data = read_toml(path)
     if "bootstrap" in data:
         if not bootstrap:
             raise UsageError(f"config {path}: a [bootstrap] table is read only by "

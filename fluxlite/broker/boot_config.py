@@ -32,11 +32,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tomllib
 from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..util import hostlist, idset
+from .attrs import read_toml
 
 TABLE_KEYS = ("curve_cert", "default_port", "default_bind", "default_connect",
               "enable_ipv6", "hosts")
@@ -173,13 +173,7 @@ def run(place: Place, attrs: dict[str, str], command: list[str], *,
 
 def load(path: str, *, insecure: bool = False) -> BootConfig:
     """Read the `[bootstrap]` table of the TOML file at `path` (other tables are ignored)."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as exc:
-        raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    data = read_toml(path)
     if "bootstrap" not in data:
         raise UsageError(f"config {path} has no [bootstrap] table")
     try:

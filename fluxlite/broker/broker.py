@@ -101,7 +101,6 @@ class Broker:
         self._children_changed = asyncio.Event()
         self._membership_hooks: list = []
         self._quorum = asyncio.Event()
-        self.rc2 = None  # the initial program (rank 0)
         self.parent_failed = False
         self._set_identity_attrs()
 
@@ -349,7 +348,6 @@ class Broker:
             print(f"{where}: {exc.strerror}", file=sys.stderr, flush=True)
             self.exit_code = 127
             return
-        self.rc2 = proc
         log.info("rc2 started", pid=pid, argv=" ".join(argv))
         t0 = time.monotonic()
         waiter = asyncio.ensure_future(self._shutdown.wait())
@@ -384,7 +382,6 @@ class Broker:
                 os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGHUP):
             # `fluxlite shutdown` ended it on purpose: that is a clean end, not a failure
             self.exit_code = 0
-        self.rc2 = None
         log.info("rc2 exited", status=procs.describe_status(status),
                  elapsed=f"{time.monotonic() - t0:.3f}s")
 

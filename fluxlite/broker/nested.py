@@ -165,7 +165,7 @@ def _listen_tcp(host: str) -> tuple[str, int]:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise FluxliteError(f"bootstrap: cannot listen on {addrs[0]}: {exc.strerror}") \
+        raise FluxliteError.from_oserror(exc, f"bootstrap: cannot listen on {addrs[0]}") \
             from None
     port = sock.getsockname()[1]
     return f"tcp://{addrs[0]}:{port}", sock.detach()

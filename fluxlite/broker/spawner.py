@@ -7,11 +7,21 @@ interpreter start-up), and creates its own ZeroMQ context after the fork.
 
 Broker and spawner talk over a Unix stream socket carrying msgpack maps:
 
-    broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, stdio, info,
-                         tmpdir_in}
+    broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, setsid,
+                         ctty, stdio: inherit|null|log, info, tmpdir_in}
                         {op: kill, tag, signum, below}  {op: killall}
-    spawner -> broker   {op: started, tag, pid}      {op: failed, tag, error, errno}
-                        {op: exited, tag, status}
+    spawner -> broker   {op: started, tag, pid}
+                        {op: failed, tag, error, errno}  (the child's errno, else EIO)
+                        {op: exited, tag, pid, status}
+
+`setsid` puts the process in a session of its own (`pgid` is ignored then) and
+`ctty` makes its stdin that session's controlling terminal; without `setsid`,
+`pgid` is the process group it joins.  `kill` signals the process, or with
+`below` every process under it but not itself (SIGKILL or SIGSTOP from
+`fluxlite job kill` are for a shell's tasks); a SIGKILL to a shell also kills
+what is left in its session.  `failed` answers a spawn that did not exec (or a
+request the spawner could not read); `exited` carries the pid, so a process
+that ends before its `started` was read still names itself.
 
 Death follows the node model.  The spawner gets SIGTERM when the broker
 dies (PR_SET_PDEATHSIG); it is a child subreaper, so orphans stay below it; on

@@ -112,7 +112,7 @@ def run(argv: list[str] | None = None) -> int:
     except click.Abort:
         return 130
     except FluxliteError as exc:
-        return _die(prog, exc.message, getattr(exc, "exit_code", 1))
+        return _die(prog, exc.message, exc.exit_code)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -208,7 +208,7 @@ def batch(ctx, **params):
             raise UsageError(f"{path} does not appear to be a script (it is not text)") \
                 from None
         except OSError as exc:
-            raise UsageError(f"cannot read batch script {path}: {exc.strerror}") from None
+            raise UsageError.from_oserror(exc, f"cannot read batch script {path}") from None
         name = os.path.basename(path)
     if not wrap and not script.startswith("#!"):
         raise UsageError(f"{path}: a batch script must start with '#!' (e.g. #!/bin/sh)")

@@ -171,7 +171,7 @@ def read_inputs(path: str, sep: str | None = "\n") -> list[str]:
         with open(path) as f:
             return [x for x in f.read().split(sep) if x]
     except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror}") from None
+        raise UsageError.from_oserror(exc, path) from None
 
 
 def _separator(value: str) -> str | None:

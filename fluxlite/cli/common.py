@@ -16,12 +16,6 @@ def handle(uri: str | None = None):
     return Handle(uri)
 
 
-def parse_rank(text: str) -> int:
-    if not text.isdigit():
-        raise UsageError(f"invalid rank {text!r}: expected a non-negative integer")
-    return int(text)
-
-
 def parse_jobid(text: str) -> int:
     from ..util import fluid
     try:

@@ -3,14 +3,13 @@ and `fluxlite cancel`."""
 
 from __future__ import annotations
 
-import errno
 import json
 import signal
 import sys
 
 import click
 
-from ..errors import FluxliteError, UsageError
+from ..errors import EndOfStream, FluxliteError, NotFound, UsageError
 from .common import HELP, fsd_timeout, handle, parse_jobid
 
 PATHS = ("eventlog", "exec", "output", "guest.exec.eventlog", "guest.output")
@@ -111,15 +110,10 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
                         click.echo(json.dumps(e) if fmt == "json" else format_entry(e))
                     return 0
         except RPCTimeout:
-            raise FluxliteError(f"wait-event timeout on event '{name}'",
-                                errno.ETIMEDOUT) from None
-        except FluxliteError as exc:
-            if exc.errnum != errno.ENOENT:
-                raise
-            raise FluxliteError(f"event '{name}' never appeared: {exc.message}",
-                                errno.ENOENT) from None
-    raise FluxliteError(f"event '{name}' never appeared: {log} is complete",
-                        errno.ENODATA)
+            raise RPCTimeout(f"wait-event timeout on event '{name}'") from None
+        except NotFound as exc:
+            raise NotFound(f"event '{name}' never appeared: {exc.message}") from None
+    raise EndOfStream(f"event '{name}' never appeared: {log} is complete")
 
 
 @job.command(context_settings=HELP)
@@ -272,7 +266,7 @@ def last(which):
     with handle() as h:
         ids = api.history(h)
     if not ids:
-        raise FluxliteError("job history is empty", errno.ENOENT)
+        raise NotFound("job history is empty")
     chosen = ids[sl]
     if chosen:
         click.echo("\n".join(fluid.f58(i) for i in chosen))
@@ -294,12 +288,9 @@ def info(jobid, key):
         state = api.info(h, jobid)["state"]
         try:
             value = api.job_data(h, jobid, key)
-        except FluxliteError as exc:
-            if exc.errnum == errno.ENOENT:
-                yet = "" if state == states.INACTIVE else " yet"
-                raise FluxliteError(f"job {fluid.f58(jobid)} has no {key}{yet}",
-                                    errno.ENOENT) from None
-            raise
+        except NotFound:
+            yet = "" if state == states.INACTIVE else " yet"
+            raise NotFound(f"job {fluid.f58(jobid)} has no {key}{yet}") from None
     click.echo(json.dumps(value))
 
 

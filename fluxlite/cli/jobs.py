@@ -11,7 +11,6 @@ the same hostname), inactive_reason, success, dependencies as Flux shows them.
 from __future__ import annotations
 
 import datetime
-import errno
 import json
 import os
 import pwd
@@ -20,7 +19,7 @@ import time
 
 import click
 
-from ..errors import FluxliteError
+from ..errors import NotFound
 from ..job import api
 from ..job import states as st
 from ..util import fluid, idset
@@ -341,5 +340,5 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
         if lines:
             click.echo("\n".join(lines))
     if unknown:  # the known ones are listed all the same, as Flux does
-        raise FluxliteError(f"unknown job id{'s' if len(unknown) > 1 else ''} "
-                            f"{', '.join(fluid.f58(i) for i in unknown)}", errno.ENOENT)
+        raise NotFound(f"unknown job id{'s' if len(unknown) > 1 else ''} "
+                       f"{', '.join(fluid.f58(i) for i in unknown)}")

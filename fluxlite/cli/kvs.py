@@ -114,7 +114,7 @@ def unlink(recursive, force, keys):
     """Remove each KEY, in one atomic commit; a non-empty directory needs -R."""
     import errno
 
-    from ..errors import FluxliteError
+    from ..errors import FluxliteError, NotFound
     ops = []
     with handle() as h:
         for key in keys:
@@ -122,11 +122,11 @@ def unlink(recursive, force, keys):
                 raise UsageError("cannot unlink the root directory")
             try:
                 h.call("kvs.get", {"key": key}, nodeid=0)
+            except NotFound:
+                if force:
+                    continue
+                raise FluxliteError(f"cannot unlink {key!r}: no such key") from None
             except FluxliteError as exc:
-                if exc.errnum == errno.ENOENT:
-                    if force:
-                        continue
-                    raise FluxliteError(f"cannot unlink {key!r}: no such key") from None
                 if exc.errnum != errno.EISDIR:
                     raise
                 if not recursive and _entries(h, key):

@@ -243,8 +243,7 @@ def _apply_env_rule(env: dict[str, str], rule: str, depth: int) -> None:
             with open(path) as f:
                 lines = f.read().splitlines()
         except OSError as exc:
-            raise UsageError(f"--env ^{rule[1:]}: cannot read {path}: {exc.strerror}") \
-                from None
+            raise UsageError.from_oserror(exc, f"--env ^{rule[1:]}: cannot read {path}") from None
         for line in lines:
             line = line.strip()
             if line and not line.startswith("#"):

@@ -123,10 +123,9 @@ def _spawn(argv, env) -> subprocess.Popen:
     except OSError as exc:
         # as a shell reports it: 127 command not found, 126 found but not executable
         missing = isinstance(exc, FileNotFoundError)
-        err = FluxliteError(f"{argv[0]}: command not found" if missing and "/" not in argv[0]
-                            else f"{argv[0]}: {exc.strerror}")
-        err.exit_code = 127 if missing else 126
-        raise err from None
+        raise FluxliteError(f"{argv[0]}: command not found" if missing and "/" not in argv[0]
+                            else f"{argv[0]}: {exc.strerror}",
+                            exit_code=127 if missing else 126) from None
 
 
 def _wait(h, child: subprocess.Popen) -> str | None:

@@ -14,11 +14,10 @@ scripts (the state of a fluxlite queue is never kept across a restart).
 
 from __future__ import annotations
 
-import errno
 
 import click
 
-from ..errors import FluxliteError, RPCTimeout
+from ..errors import RPCTimeout
 from ..job import api
 from .common import HELP, fsd_timeout, handle
 
@@ -109,7 +108,7 @@ def _wait(call, timeout: float | None):
         try:
             return call(h, timeout)
         except RPCTimeout:
-            raise FluxliteError("timeout", errno.ETIMEDOUT) from None
+            raise RPCTimeout("timeout") from None
 
 
 @queue.command(context_settings=HELP)

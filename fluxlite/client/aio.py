@@ -8,7 +8,6 @@ through the shared transport Channel.  Besides RPCs it can register a service
 from __future__ import annotations
 
 import asyncio
-import os
 
 import zmq
 
@@ -55,9 +54,6 @@ class AsyncHandle(HandleCore):
         if timeout is None:
             return await p.get()
         return await asyncio.wait_for(p.get(), timeout)
-
-    async def register_service(self, name: str) -> None:
-        await self.call("broker.service-add", {"name": name, "pid": os.getpid()})
 
     async def subscribe(self, topic: str) -> None:
         await self.call("broker.subscribe", {"topic": topic})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 
-from ..errors import FluxliteError
+from ..errors import FluxliteError, HostUnreachable
 from ..protocol import message as m
 from ..protocol.message import Message
 from .connect import credentials, not_a_client_socket
@@ -29,7 +29,7 @@ class HandleCore:
 
     def _send(self, msg: Message) -> None:
         if not self.connected:
-            raise FluxliteError("connection to broker lost", errno.EHOSTUNREACH)
+            raise HostUnreachable("connection to broker lost")
         self._transmit(m.encode(msg))
 
     def _request(self, topic: str, payload, nodeid: int | None, flags: int,

@@ -17,7 +17,7 @@ import time
 
 import zmq
 
-from ..errors import FluxliteError, UsageError
+from ..errors import FluxliteError, NotFound, UsageError
 from ..protocol.message import ROLE_OWNER
 
 ENV_URI = "FLUXLITE_URI"
@@ -27,9 +27,8 @@ def resolve_uri(uri: str | None = None) -> str:
     """The ZeroMQ endpoint for `uri` (default: $FLUXLITE_URI); a clear error if none."""
     uri = uri or os.environ.get(ENV_URI)
     if not uri:
-        raise FluxliteError(
-            "no instance: FLUXLITE_URI is not set (run inside `fluxlite start`, "
-            "or set FLUXLITE_URI to an instance's local-uri)", 2)
+        raise NotFound("no instance: FLUXLITE_URI is not set (run inside `fluxlite start`, "
+                       "or set FLUXLITE_URI to an instance's local-uri)")
     if uri.startswith(("local://", "ipc://")):
         path = uri.partition("://")[2]
         _check_listening(uri, path)
@@ -56,9 +55,9 @@ def _check_listening(uri: str, path: str) -> None:
         raise UsageError(f"invalid URI {uri!r}: no socket path (expected "
                          "local://RUNDIR/local-RANK)")
     if os.path.basename(path).startswith("tbon-"):
-        raise FluxliteError(not_a_client_socket(uri), errno.EINVAL)
+        raise UsageError(not_a_client_socket(uri))
     if not os.path.exists(path):
-        raise FluxliteError(f"no instance at {uri}: {path} does not exist", errno.ENOENT)
+        raise NotFound(f"no instance at {uri}: {path} does not exist")
 
 
 # what a client socket's monitor reports (connected, refused and retrying, lost)

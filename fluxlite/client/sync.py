@@ -26,7 +26,7 @@ import time
 
 import zmq
 
-from ..errors import FluxliteError, RPCTimeout, WrongThread
+from ..errors import EndOfStream, FluxliteError, RPCTimeout, WrongThread
 from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
 from .connect import ENV_URI, MONITOR_EVENTS, await_connection, monitor_event, resolve_uri
@@ -116,10 +116,8 @@ class Handle(HandleCore):
                 self.wait(p, timeout)
                 try:
                     yield p.take()
-                except FluxliteError as exc:
-                    if exc.errnum == errno.ENODATA:
-                        return
-                    raise
+                except EndOfStream:
+                    return
         finally:
             if not p.done:
                 p.cancel()

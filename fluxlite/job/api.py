@@ -291,7 +291,7 @@ class Follower:
         if not msg.errnum:
             return False
         if msg.errnum != errno.ENODATA:  # ENODATA: the key was removed, nothing more
-            self.error = FluxliteError.from_errnum(msg.errnum, msg.errstr)
+            self.error = msg.error()
         self._end()
         return True
 

@@ -302,7 +302,7 @@ class Executor(concurrent.futures.Executor):
 
         def submitted(msg) -> None:
             if msg.errnum:
-                self._finish(fut, FluxliteError.from_errnum(msg.errnum, msg.errstr))
+                self._finish(fut, msg.error())
                 return
             fut._set_jobid(msg.payload["id"])
             self._follow(fut, msg.payload["id"])
@@ -318,7 +318,7 @@ class Executor(concurrent.futures.Executor):
 
         def known(msg) -> None:
             if msg.errnum:
-                err = FluxliteError.from_errnum(msg.errnum, msg.errstr)
+                err = msg.error()
                 self._finish(fut, ValueError(f"job ID {fluid.f58(jobid)} does not match "
                                              f"any job: {err}") if isinstance(err, NotFound)
                              else err)

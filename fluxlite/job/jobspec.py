@@ -31,12 +31,10 @@ import msgspec
 from msgspec import Meta, Struct
 
 from ..errors import InvalidType, InvalidValue, ProtocolError, UsageError
-from ..protocol.schema import describe
+from ..protocol.schema import MAX_COUNT, Count, describe
 from . import shell_options
 from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, SINGLETON, target
 from ..util import fsd
-
-MAX_COUNT = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +55,6 @@ class Request:
         if self.per_node is not None:
             return None if self.nnodes is None else self.nnodes * self.per_node
         return self.nslots * self.per_slot
-
-    def describe(self) -> str:
-        if self.nnodes is not None:
-            return f"{self.nnodes} exclusive node(s)"
-        return f"{self.nslots} slot(s) of {self.cores_per_slot} core(s)"
 
 
 def _count(label: str, v, *, zero: bool = False) -> None:
@@ -363,33 +356,32 @@ MAX_PATH = 4096                 # PATH_MAX
 MAX_ENV = 1 << 16               # environment variables
 MAX_DURATION = 1e12             # seconds: finite (NaN and inf are refused)
 
-_Count = Annotated[int, Meta(ge=1, le=MAX_COUNT)]
 _Label = Annotated[str, Meta(min_length=1, max_length=255)]
 _Arg = Annotated[str, Meta(max_length=MAX_ARG)]
 _One = Meta(min_length=1, max_length=1)
 
 
 class CoreV1(Struct, tag="core", tag_field="type", kw_only=True):
-    count: _Count
+    count: Count
 
 
 class SlotV1(Struct, tag="slot", tag_field="type", kw_only=True):
-    count: _Count
+    count: Count
     label: _Label
     with_: Annotated[list[CoreV1], _One] = msgspec.field(name="with")
     exclusive: bool = False
 
 
 class NodeV1(Struct, tag="node", tag_field="type", kw_only=True):
-    count: _Count
+    count: Count
     with_: Annotated[list[SlotV1], _One] = msgspec.field(name="with")
     exclusive: bool = True
 
 
 class TaskCountV1(Struct, kw_only=True, forbid_unknown_fields=True):
-    per_slot: _Count | None = None
-    total: _Count | None = None
-    per_node: _Count | None = None
+    per_slot: Count | None = None
+    total: Count | None = None
+    per_node: Count | None = None
 
     def __post_init__(self):
         if sum(v is not None for v in (self.per_slot, self.total, self.per_node)) != 1:

@@ -20,10 +20,9 @@ is left, and None.
 from __future__ import annotations
 
 import collections
-import errno
 import time
 
-from ..errors import FluxliteError, RPCTimeout, UsageError
+from ..errors import EndOfStream, RPCTimeout, UsageError
 
 TOPIC = "job-manager.events-journal"
 SENTINEL = {"id": -1, "name": None, "timestamp": 0.0, "context": {}}
@@ -72,9 +71,7 @@ class Journal:
         while self._p.ready():
             try:
                 resp = self._p.take()
-            except FluxliteError as exc:
-                if exc.errnum != errno.ENODATA:
-                    raise
+            except EndOfStream:
                 self._ended = True
                 if self._history is not None:  # stopped before the history ended
                     self._flush_history(False)

@@ -38,10 +38,6 @@ def parse(R: dict) -> dict[int, list[int]]:
     return dict(sorted(out.items()))
 
 
-def ranks(R: dict) -> list[int]:
-    return list(parse(R))
-
-
 def summary(alloc: dict[int, list[int]]) -> str:
     """'rank[0-1]/core[0-3]' as sched annotations show it."""
     parts = []

@@ -46,12 +46,6 @@ def _plugins(v) -> None:
     raise ValueError
 
 
-def _idset_or_all(v) -> None:
-    from ..util import idset
-    if v != "all":
-        idset.decode(str(v))
-
-
 def _any(v) -> None:
     return None
 

@@ -40,9 +40,6 @@ class ZapHandler:
         sock.bind(ZAP_ENDPOINT)
         self.channel = Channel(sock, self._on_request)
 
-    def allow(self, key: bytes) -> None:
-        self.allowed.add(key)
-
     def _on_request(self, frames: list[bytes]) -> None:
         # version, request id, domain, address, routing id, mechanism, credentials...
         if len(frames) < 6:

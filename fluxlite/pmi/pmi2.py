@@ -37,12 +37,11 @@ accepts a PMI-1 client on the same PMI_FD.
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 from typing import Mapping
 
-from ..errors import FluxliteError, HostUnreachable, ProtocolError, RPCTimeout, UsageError
+from ..errors import HostUnreachable, ProtocolError, RPCTimeout, UsageError
 
 KEY_MAX = 64
 VALUE_MAX = 1024
@@ -123,7 +122,7 @@ class PMI2Client:
         try:
             sock = socket.socket(fileno=int(fd))
         except OSError as exc:
-            raise UsageError(f"PMI_FD={fd} is not an open socket: {exc.strerror}") from None
+            raise UsageError.from_oserror(exc, f"PMI_FD={fd} is not an open socket") from None
         client = cls(sock, jobid=jobid, rank=int(rank), timeout=timeout)
         if client.size != int(size):
             client.close()
@@ -231,9 +230,8 @@ class PMI2Client:
             raise ProtocolError(f"PMI-2 {cmd}: the server answered {got!r}")
         rc = reply.get("rc", "0")
         if rc != "0":
-            raise FluxliteError(f"PMI-2 {cmd} failed (rc={rc}): "
-                                f"{reply.get('errmsg') or reply.get('msg') or 'no reason given'}",
-                                errno.EPROTO)
+            raise ProtocolError(f"PMI-2 {cmd} failed (rc={rc}): "
+                                f"{reply.get('errmsg') or reply.get('msg') or 'no reason given'}")
         return reply
 
     def _send(self, data: bytes) -> None:
@@ -242,7 +240,7 @@ class PMI2Client:
         except socket.timeout:
             raise RPCTimeout("PMI-2 server did not take a message in time") from None
         except OSError as exc:
-            raise HostUnreachable(f"PMI-2 server is gone: {exc.strerror or exc}") from None
+            raise HostUnreachable.from_oserror(exc, "PMI-2 server is gone") from None
 
     def _recv_more(self) -> None:
         try:
@@ -250,7 +248,7 @@ class PMI2Client:
         except socket.timeout:
             raise RPCTimeout("PMI-2 server did not answer in time") from None
         except OSError as exc:
-            raise HostUnreachable(f"PMI-2 server is gone: {exc.strerror or exc}") from None
+            raise HostUnreachable.from_oserror(exc, "PMI-2 server is gone") from None
         if not chunk:
             raise HostUnreachable("PMI-2 server closed the connection")
         self._buf += chunk

@@ -199,11 +199,6 @@ class Dispatcher:
             self.log.error("task failed", error=repr(exc),
                            traceback="".join(traceback.format_exception(exc))[-3000:])
 
-    async def drain(self) -> None:
-        """Wait for the tasks running now (and what they start) to finish."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
     def stop(self) -> None:
         for t in list(self._tasks):
             t.cancel()

@@ -128,8 +128,9 @@ class Message:
                        flags=self.flags & STREAMING, matchtag=self.matchtag, errnum=errnum,
                        errstr=errstr, userid=self.userid, role=self.role, route=list(self.route))
 
-    def error_response(self, err: FluxliteError) -> "Message":
-        return self.response(None, err.errnum, err.message)
+    def error(self) -> FluxliteError | None:
+        """The exception an error response stands for (its class by errno), else None."""
+        return FluxliteError(self.errstr, self.errnum) if self.errnum else None
 
     @classmethod
     def event(cls, topic: str, payload=None, seq: int = 0) -> "Message":

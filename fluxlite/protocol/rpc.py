@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 
-from ..errors import EndOfStream, FluxliteError
+from ..errors import EndOfStream
 from ..protocol.message import Message
 
 
@@ -66,11 +66,8 @@ class PendingRPC:
         """Pop the next response: its payload, or raise its error (EndOfStream for ENODATA)."""
         msg = self._queue.popleft()
         if msg.errnum:
-            raise FluxliteError.from_errnum(msg.errnum, msg.errstr)
+            raise msg.error()
         return msg.payload
-
-    def take_message(self) -> Message:
-        return self._queue.popleft()
 
     # async driver
     async def next(self):

@@ -41,7 +41,6 @@ Pid = Annotated[int, Meta(ge=1, le=(1 << 31) - 1)]
 UserId = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
 Seq = Annotated[int, Meta(ge=0, le=MAX_ID)]
 Matchtag = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
-Seconds = Annotated[float, Meta(ge=0.0, le=1e12)]   # finite: NaN and inf are refused
 
 Name = Annotated[str, Meta(min_length=1, max_length=255)]     # services, attributes, types
 Topic = Annotated[str, Meta(min_length=1, max_length=255)]
@@ -50,10 +49,6 @@ Text = Annotated[str, Meta(max_length=64 * 1024)]              # notes, reasons,
 Idset = Annotated[str, Meta(max_length=64 * 1024)]             # "0-3,7"
 
 AnyMap = dict[str, Any]
-
-
-class Empty(Struct, kw_only=True):
-    """A method that takes no payload (any map is accepted and ignored)."""
 
 
 def describe(exc: ValidationError) -> tuple[str, bool]:

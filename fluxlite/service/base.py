@@ -126,9 +126,13 @@ class Service:
                 except Exception:
                     self.log.error("stream cancel failed", exc_info=True)
 
+    def is_owner(self, msg: Message) -> bool:
+        """Whether the request comes from the instance owner (role and uid both)."""
+        return bool(msg.role & OWNER) and msg.userid == self.ctx.owner
+
     def authorize(self, msg: Message, userid: int, what: str) -> None:
         """Let the instance owner, or the user `userid` (a job's owner), do `what`."""
-        if (msg.role & OWNER and msg.userid == self.ctx.owner) or msg.userid == userid:
+        if self.is_owner(msg) or msg.userid == userid:
             return
         raise PermissionDenied(f"permission denied: only the owner of {what} or the "
                                "instance owner may do this")

@@ -4,13 +4,22 @@ service registration, event subscription and publishing, shutdown."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import FluxliteError
+from ..errors import NotFound, PermissionDenied, UsageError
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
+
+
+class ClientRegistry(Protocol):
+    """What broker.service-add/-remove and event.subscribe change: the services and
+    subscriptions of this rank's local clients (the broker passes its Router)."""
+
+    def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None: ...
+    def remove_client_service(self, ident: bytes, name: str) -> None: ...
+    def subscribe_client(self, ident: bytes, topic: str) -> None: ...
+    def unsubscribe_client(self, ident: bytes, topic: str) -> None: ...
 
 
 class NameRequest(Struct, kw_only=True):
@@ -51,13 +60,13 @@ class ShutdownRequest(Struct, kw_only=True):
 class BrokerService(Service):
     name = "broker"
 
-    def __init__(self, ctx, *, attributes: dict, check_attr, clients, on_setattr,
-                 request_shutdown, start_time: float, logs=None):
+    def __init__(self, ctx, *, attributes: dict, check_attr, clients: ClientRegistry,
+                 on_setattr, request_shutdown, start_time: float, logs=None):
         super().__init__(ctx)
         self.logs = logs                        # the process's util.log.LogSink (None: no ring)
         self.attributes = attributes            # name -> spec with .writable and .help
         self.check_attr = check_attr            # (name, value) -> checked value, or UsageError
-        self.clients = clients                  # the router: client services, subscriptions
+        self.clients = clients
         self.on_setattr = on_setattr            # (name, value) after a change
         self.request_shutdown = request_shutdown
         self.start_time = start_time
@@ -66,19 +75,17 @@ class BrokerService(Service):
 
     def _client_ident(self, msg) -> bytes:
         if len(msg.route) != 1 or not isinstance(msg.route[0], bytes) or not msg.route[0]:
-            raise FluxliteError(f"{msg.topic} is only for clients of this rank", errno.EPERM)
+            raise PermissionDenied(f"{msg.topic} is only for clients of this rank")
         return msg.route[0]
 
     @handler("broker.getattr", schema=NameRequest, roles=ANY)
     def getattr(self, msg, req):
         name = req.name
         if name not in self.attributes:
-            raise FluxliteError(f"unknown attribute {name!r} (see `fluxlite lsattr`)",
-                                errno.ENOENT)
+            raise NotFound(f"unknown attribute {name!r} (see `fluxlite lsattr`)")
         value = self.ctx.attrs.get(name)
         if value is None:
-            raise FluxliteError(f"attribute {name!r} is not set on rank {self.ctx.rank}",
-                                errno.ENOENT)
+            raise NotFound(f"attribute {name!r} is not set on rank {self.ctx.rank}")
         return {"name": name, "value": value}
 
     @handler("broker.setattr", schema=SetattrRequest)
@@ -176,6 +183,6 @@ class BrokerService(Service):
     @handler("broker.shutdown", schema=ShutdownRequest)
     def shutdown(self, msg, req):
         if self.ctx.rank != 0:
-            raise FluxliteError("shutdown must be sent to rank 0", errno.EINVAL)
+            raise UsageError("shutdown must be sent to rank 0")
         self.request_shutdown(req.reason or "fluxlite shutdown", deliberate=True)
         return {}

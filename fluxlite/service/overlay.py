@@ -8,20 +8,32 @@ streams the membership as it changes.
 
 from __future__ import annotations
 
-import errno
 import time
+from typing import Protocol
 
-from ..errors import FluxliteError
-from ..util import idset
+from ..errors import UsageError
+from ..util import idset, tree
 from .base import ANY, Service, handler
+
+
+class OverlayView(Protocol):
+    """What the service reads of this rank's overlay (the broker passes its Overlay)."""
+
+    topology: tree.Topology
+    hostname: str
+    started: float                        # when this broker's overlay started (time.time)
+    membership: dict[int, str]            # rank -> online, torpid, lost, offline...
+    membership_since: dict[int, float]    # rank -> when it entered that state
+
+    def health(self) -> dict: ...
 
 
 class OverlayService(Service):
     name = "overlay"
 
-    def __init__(self, ctx, *, overlay, on_membership):
+    def __init__(self, ctx, *, overlay: OverlayView, on_membership):
         super().__init__(ctx)
-        self.overlay = overlay              # health(), membership, membership_since, ...
+        self.overlay = overlay
         self._on_membership = on_membership
         self._watchers: list | None = None
 
@@ -33,7 +45,7 @@ class OverlayService(Service):
     def watch(self, msg, req):
         """Rank 0: the membership now, then every change: {ranks: {state: idset}}."""
         if self.ctx.rank != 0:
-            raise FluxliteError("overlay.watch is answered by rank 0", errno.EINVAL)
+            raise UsageError("overlay.watch is answered by rank 0")
         if self._watchers is None:
             self._watchers = []
             self._on_membership(self._changed)
@@ -57,7 +69,7 @@ class OverlayService(Service):
     @handler("overlay.status", schema=None, roles=ANY)
     def status(self, msg, req):
         if self.ctx.rank != 0:
-            raise FluxliteError("overlay.status is answered by rank 0", errno.EINVAL)
+            raise UsageError("overlay.status is answered by rank 0")
         ov = self.overlay
         size, topo = self.ctx.size, ov.topology
         ranks = []

@@ -14,10 +14,9 @@ recorded in the `resource.eventlog` KVS key.
 
 from __future__ import annotations
 
-import errno
 import time
 
-from ..errors import FluxliteError
+from ..errors import AlreadyExists, UsageError
 from ..job.eventlog import entry
 from ..protocol.schema import Idset, Struct, Text
 from ..util import idset
@@ -143,24 +142,24 @@ class ResourceService(Service):
         try:
             ranks = idset.decode(text)   # bounded by idset.MAX_IDS
         except ValueError as exc:
-            raise FluxliteError(str(exc), errno.EINVAL) from None
+            raise UsageError(str(exc)) from None
         bad = ranks - set(self.cores)
         if bad or not ranks:
-            raise FluxliteError(f"invalid ranks {text!r}: this instance has ranks "
-                                f"{idset.encode(self.cores)}", errno.EINVAL)
+            raise UsageError(f"invalid ranks {text!r}: this instance has ranks "
+                             f"{idset.encode(self.cores)}")
         return ranks
 
     @handler("resource.drain", schema=DrainRequest)
     def drain(self, msg, req):
         ranks = self._targets(req.targets)
         if req.mode not in ("", "overwrite", "update"):
-            raise FluxliteError(f"invalid drain mode {req.mode!r}: expected overwrite or "
-                                "update", errno.EINVAL)
+            raise UsageError(f"invalid drain mode {req.mode!r}: expected overwrite or "
+                             "update")
         already = sorted(r for r in ranks if r in self.drained)
         if already and not req.mode:
-            raise FluxliteError(f"rank{'s' if len(already) > 1 else ''} "
+            raise AlreadyExists(f"rank{'s' if len(already) > 1 else ''} "
                                 f"{idset.encode(already)} already drained (--force replaces "
-                                "the reason, --update keeps it)", errno.EEXIST)
+                                "the reason, --update keeps it)")
         if req.mode == "update":
             ranks = ranks - set(already)
         reason = req.reason
@@ -178,8 +177,7 @@ class ResourceService(Service):
         ranks = self._targets(req.targets)
         not_drained = [r for r in ranks if r not in self.drained]
         if not_drained:
-            raise FluxliteError(f"rank {idset.encode(not_drained)} is not drained",
-                                errno.EINVAL)
+            raise UsageError(f"rank {idset.encode(not_drained)} is not drained")
         for r in ranks:
             del self.drained[r]
         self._eventlog("undrain", {"idset": idset.encode(ranks)})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import signal
 
-from ..errors import FluxliteError
+from ..errors import AlreadyExists, FluxliteError, NoService, ProtocolError, TryAgain, UsageError
 from ..protocol.schema import BULK_PAYLOAD, AnyMap, Name, Signal, Struct, Text
 from .base import Service, handler
 
@@ -51,15 +51,15 @@ class RexecService(Service):
         kind, label = req.kind, req.label
         spawner = self.spawner
         if spawner is None or spawner.closed:
-            raise FluxliteError("this broker cannot start processes", errno.ENOSYS)
+            raise NoService("this broker cannot start processes")
         if self.ctx.at_least("shutdown"):
-            raise FluxliteError(f"rank {self.ctx.rank} is shutting down", errno.EAGAIN)
+            raise TryAgain(f"rank {self.ctx.rank} is shutting down")
         if label in self.procs:
-            raise FluxliteError(f"a process labelled {label!r} already runs", errno.EEXIST)
+            raise AlreadyExists(f"a process labelled {label!r} already runs")
         if kind == "shell":
             info = req.info
             if info is None:
-                raise FluxliteError("rexec.exec: kind shell needs info", errno.EPROTO)
+                raise ProtocolError("rexec.exec: kind shell needs info")
             info["broker_rank"] = self.ctx.rank
             info["local_uri"] = self.local_uri
             info["rundir"] = self.rundir
@@ -67,12 +67,11 @@ class RexecService(Service):
                                  tmpdir_in=self.rundir)
         elif kind == "exec":
             if not req.argv:
-                raise FluxliteError("rexec.exec: argv must be a non-empty list of strings",
-                                    errno.EPROTO)
+                raise ProtocolError("rexec.exec: argv must be a non-empty list of strings")
             proc = spawner.spawn("exec", argv=req.argv, env=req.env, cwd=req.cwd,
                                  setsid=True, stdio="null")
         else:
-            raise FluxliteError(f"rexec.exec: unknown kind {kind!r}", errno.EINVAL)
+            raise UsageError(f"rexec.exec: unknown kind {kind!r}")
         self.procs[label] = proc
         try:
             try:
@@ -96,7 +95,7 @@ class RexecService(Service):
             raise FluxliteError(f"no process labelled {req.label!r} on rank {self.ctx.rank}",
                                 errno.ESRCH)
         if not 0 < req.signum < signal.NSIG:
-            raise FluxliteError(f"invalid signal {req.signum}", errno.EINVAL)
+            raise UsageError(f"invalid signal {req.signum}")
         self.spawner.kill(proc, req.signum, below=req.tasks)
         return {}
 

@@ -18,9 +18,10 @@ wants, with '.' and '-' turned into '_':
 Callbacks may be plain functions or coroutines.  Built-ins (doom, output,
 signal, instance, pmi, pty) use exactly this API; `-o plugins=PATH[,PATH]` loads a
 user's file and instantiates every ShellPlugin subclass defined in it.
-A plugin may also answer requests sent to the job's shell service by
-returning a {method: handler(payload, msg)} map from `methods()`; a handler
-returns the response payload, or NO_REPLY to answer later itself.
+A plugin may also answer requests sent to the job's shell service with methods
+marked `@handler("name", schema=...)` (the one dispatcher's, as services use):
+handler(msg, req) gets the payload checked against the schema, and returns the
+response payload, or NO_REPLY to answer later itself.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ class ShellPlugin:
 
     def __init__(self, shell):
         self.shell = shell
-
-    def methods(self) -> dict:
-        return {}
 
 
 class PluginStack:

@@ -22,11 +22,11 @@ import os
 import sys
 
 from ..client.aio import AsyncHandle
-from ..errors import FluxliteError, PluginError
+from ..errors import FluxliteError, PluginError, UsageError
 from ..job import eventlog as jel
 from ..job.jobspec import command_name
 from ..protocol.dispatch import Dispatcher, Method, declared_methods, handler
-from ..protocol.schema import AnyMap, Idset, Seq, Severity, Struct, Text
+from ..protocol.schema import Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset, mustache
 from ..util.compat import FLUX_MIRRORED, flux_compat
 from .plugin import PluginStack
@@ -224,11 +224,6 @@ class JobShell:
         """Run a coroutine owned by the shell (its failure is logged, never lost)."""
         return self.dispatcher.spawn(coro)
 
-    def add_method(self, name: str, fn, schema: type | None = AnyMap) -> None:
-        """Serve `<service>.<name>` with fn(payload, msg) (a plugin's `methods()`)."""
-        self.dispatcher.add(Method(f"{self.service}.{name}",
-                                   lambda msg, req, fn=fn: fn(req, msg), schema, False, 1))
-
     async def _run(self) -> None:
         registered = None
         if self.is_leader:
@@ -247,8 +242,6 @@ class JobShell:
             for m in declared_methods(p):
                 self.dispatcher.add(Method(f"{self.service}.{m.topic}", m.fn, m.schema,
                                            m.streaming, m.roles, m.max_payload))
-            for name, fn in p.methods().items():
-                self.add_method(name, fn)
         await self.plugins.call("shell.init", strict=True)
         resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
                                                          "shell_rank": self.rank})
@@ -413,7 +406,7 @@ class JobShell:
         try:
             ranks = idset.decode(req.ranks, below=max(self.nshells, 1 << 16))
         except ValueError as exc:
-            raise FluxliteError(f"critical-ranks: {exc}", 22) from None
+            raise UsageError(f"critical-ranks: {exc}") from None
         announce = self._adopt_critical(ranks, req.seq)
         if announce is not None:
             self.spawn(announce)

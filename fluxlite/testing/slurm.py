@@ -42,6 +42,7 @@ import time
 import uuid
 
 from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
+from ..errors import FluxliteError
 from ..util.procs import wait_gone
 
 DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "srun", "sinfo",
@@ -60,8 +61,8 @@ def require_slurm() -> None:
                              "as their submitters)")
 
 
-class SlurmError(RuntimeError):
-    pass
+class SlurmError(FluxliteError, RuntimeError):
+    """The test cluster did not come up (a daemon exited, or no answer in time)."""
 
 
 class SlurmCluster:

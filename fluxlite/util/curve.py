@@ -22,7 +22,6 @@ file and EINVAL for one that is not a certificate, naming the path.
 from __future__ import annotations
 
 import datetime
-import errno
 import os
 import socket as _socket
 import stat
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 import zmq
 import zmq.auth
 
-from ..errors import FluxliteError, UsageError
+from ..errors import AlreadyExists, FluxliteError, PermissionDenied, UsageError
 
 KEY_LEN = 40  # a Z85-encoded 32-byte key
 
@@ -89,13 +88,12 @@ def write_certificate(path: str, cert: Certificate, *, force: bool = False,
     text = to_zpl(cert, metadata).encode()
     directory = os.path.dirname(os.path.abspath(path))
     if not force and os.path.lexists(path):
-        raise FluxliteError(f"{path} exists; not overwriting it (use --force to replace it)",
-                            errno.EEXIST)
+        raise AlreadyExists(f"{path} exists; not overwriting it (use --force to replace it)")
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as exc:
-        raise FluxliteError(f"cannot create {path}: {exc.strerror}", exc.errno) from None
+        raise FluxliteError.from_oserror(exc, f"cannot create {path}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o600)     # the umask may have taken bits from 0600
@@ -108,10 +106,10 @@ def write_certificate(path: str, cert: Certificate, *, force: bool = False,
             try:
                 os.link(tmp, path)           # fails if the path appeared meanwhile
             except FileExistsError:
-                raise FluxliteError(f"{path} exists; not overwriting it (use --force to "
-                                    "replace it)", errno.EEXIST) from None
+                raise AlreadyExists(f"{path} exists; not overwriting it (use --force to "
+                                    "replace it)") from None
     except OSError as exc:
-        raise FluxliteError(f"cannot write {path}: {exc.strerror}", exc.errno) from None
+        raise FluxliteError.from_oserror(exc, f"cannot write {path}") from None
     finally:
         try:
             os.unlink(tmp)
@@ -125,20 +123,18 @@ def load_certificate(path: str) -> Certificate:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        raise FluxliteError(f"cannot read certificate {path}: {exc.strerror}",
-                            exc.errno) from None
+        raise FluxliteError.from_oserror(exc, f"cannot read certificate {path}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UsageError(f"certificate {path} is not a regular file")
         if st.st_uid != os.geteuid():
-            raise FluxliteError(f"certificate {path} is owned by uid {st.st_uid}, not by "
-                                f"this user (uid {os.geteuid()})", errno.EPERM)
+            raise PermissionDenied(f"certificate {path} is owned by uid {st.st_uid}, not by "
+                                   f"this user (uid {os.geteuid()})")
         mode = stat.S_IMODE(st.st_mode)
         if mode & 0o077:
-            raise FluxliteError(f"certificate {path} has mode {mode:04o}: others may read "
-                                f"it; make it readable only by its owner (chmod 600 {path})",
-                                errno.EPERM)
+            raise PermissionDenied(f"certificate {path} has mode {mode:04o}: others may read "
+                                   f"it; make it readable only by its owner (chmod 600 {path})")
         try:
             public, secret = zmq.auth.load_certificate(f"/proc/self/fd/{fd}")
         except (ValueError, OSError):

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 
+from ..errors import UsageError
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _NONE_WORDS = ("none", "infinity", "inf")
 
 
-class FSDError(ValueError):
-    """A string that is not a Flux Standard Duration."""
+class FSDError(UsageError, ValueError):
+    """A string that is not a Flux Standard Duration (EINVAL; still a ValueError for
+    the callers that catch one)."""
 
 
 def parse(text) -> float:

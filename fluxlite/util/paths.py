@@ -49,7 +49,7 @@ def make_private_dirs(path: str) -> None:
                 raise UsageError(f"--rundir: {d} exists and is not a directory") from None
             continue
         except OSError as exc:
-            raise UsageError(f"--rundir: cannot create {d}: {exc.strerror}") from None
+            raise UsageError.from_oserror(exc, f"--rundir: cannot create {d}") from None
         os.chmod(d, 0o700)
 
 
@@ -60,7 +60,7 @@ def check_private_dir(path: str, what: str = "--rundir") -> None:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise UsageError(f"{what}: cannot use {path}: {exc.strerror}") from None
+        raise UsageError.from_oserror(exc, f"{what}: cannot use {path}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"{what}: {path} is not a directory")
     if st.st_uid != os.getuid():

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from fluxlite.broker import boot_config
-from fluxlite.errors import UsageError
+from fluxlite.errors import NotFound, UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "etc", "bootstrap-example.toml")
@@ -147,5 +147,5 @@ def test_load_names_the_file(tmp_path):
     path.write_text("[tbon]\ntopo = 'kary:2'\n")
     with pytest.raises(UsageError, match="no \\[bootstrap\\] table"):
         boot_config.load(str(path))
-    with pytest.raises(UsageError, match="cannot read config"):
-        boot_config.load(str(tmp_path / "missing.toml"))
+    with pytest.raises(NotFound, match="cannot read config .*missing.toml: No such file"):
+        boot_config.load(str(tmp_path / "missing.toml"))   # ENOENT kept, not EINVAL

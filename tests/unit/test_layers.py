@@ -4,7 +4,8 @@
     util
     protocol, pmi                      (codec, frames, RPC tracker, the dispatcher; PMI wire)
     client, router, overlay            (handles; routing; tree links)
-    job                                (job data, and the job API and executor on a handle)
+    job                                (job data, and the job API and executor on a handle:
+                                        job data imports neither client nor that API)
     service, shell                     (in-broker services; the job shell on a client)
     broker                             (the one place that wires the parts)
     cli, testing                       (commands, test helpers)
@@ -40,7 +41,9 @@ def room_of(module: str) -> str:
 
 
 def imports(path: pathlib.Path, module: str) -> set[str]:
-    """Every fluxlite module `path` imports (as dotted names)."""
+    """Every fluxlite module `path` imports (as dotted names): `from ..service import
+    kvs` names both the package and the submodule fluxlite.service.kvs."""
+    known = {mod for _, mod in modules()}
     tree = ast.parse(path.read_text(), str(path))
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     out = set()
@@ -59,6 +62,7 @@ def imports(path: pathlib.Path, module: str) -> set[str]:
                 out |= {f"{target}.{a.name}" for a in node.names}
             else:
                 out.add(target)
+                out |= {f"{target}.{a.name}" for a in node.names} & known
     return out
 
 
@@ -87,6 +91,42 @@ def test_imports_point_down():
             if LAYER.get(dst, 99) >= LAYER[src]:
                 upward.append(f"{mod} imports {target} ({src} -> {dst})")
     assert not upward, "imports that point up or sideways:\n" + "\n".join(upward)
+
+
+# the job room: job data (what a job is and how its states move, pure) sits below
+# both the client and the shell; the API on a handle (api, aio, executor, journal)
+# is the part of the room that talks to an instance
+JOB_DATA = {"jobspec", "eventlog", "states", "rset", "depend", "execution", "actions",
+            "shell_options"}
+JOB_API = {"api", "aio", "executor", "journal"}
+
+
+def test_every_job_module_is_data_or_api():
+    job = {mod.split(".")[2] for _, mod in modules()
+           if room_of(mod) == "job" and mod.count(".") == 2}
+    assert job == JOB_DATA | JOB_API, f"unclassified: {sorted(job - JOB_DATA - JOB_API)}"
+
+
+def test_job_data_imports_neither_client_nor_the_job_api():
+    bad = []
+    for path, mod in modules():
+        if room_of(mod) != "job" or mod.count(".") != 2 or mod.split(".")[2] not in JOB_DATA:
+            continue
+        for target in imports(path, mod):
+            parts = target.split(".")
+            if room_of(target) == "client" or (
+                    room_of(target) == "job" and len(parts) > 2 and parts[2] in JOB_API):
+                bad.append(f"{mod} imports {target}")
+    assert not bad, "job data must stay below client and shell:\n" + "\n".join(bad)
+
+
+def test_submodule_imports_are_resolved():
+    """`from ..job import jobspec as js` is an edge to fluxlite.job.jobspec, so a
+    cycle through such an import is seen."""
+    got = imports(ROOT / "service" / "job_exec.py", "fluxlite.service.job_exec")
+    assert {"fluxlite.job", "fluxlite.job.jobspec", "fluxlite.job.execution",
+            "fluxlite.util.idset"} <= got
+    assert "fluxlite.util.os" not in got     # only names that are modules
 
 
 def test_no_import_cycle_between_modules():

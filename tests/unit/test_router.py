@@ -12,6 +12,7 @@ import errno
 
 import pytest
 
+from fluxlite.errors import HostUnreachable
 from fluxlite.protocol import message as m
 from fluxlite.protocol.message import Message
 from fluxlite.router.router import INTERNAL, PARENT, Router
@@ -302,3 +303,124 @@ def test_noresponse_request_is_never_answered():
     r, links = router(rank=0)
     r.deliver(req("nosuch.x", flags=m.NORESPONSE), CLIENT)
     assert links.sent == []
+
+
+# ------------------------------------------------------------ a whole tree
+class _TreeLinks:
+    """Links of one rank in a tree of routers wired to each other in-process:
+    a frame sent to a neighbour is delivered to its router at once."""
+
+    def __init__(self, net: "_Net", rank: int):
+        self.net, self.rank = net, rank
+        self.to_clients: list[tuple[bytes, Message]] = []
+
+    def parent_connected(self):
+        return self.rank != 0 and self.rank not in self.net.cut
+
+    def send_parent(self, frames):
+        parent = self.net.topology.parent(self.rank)
+        self.net.hops.append((self.rank, parent))
+        self.net.routers[parent].deliver(m.decode(frames), self.rank)
+
+    def child_state(self, rank):
+        return "lost" if rank in self.net.cut else "online"
+
+    def send_child(self, rank, frames):
+        if rank in self.net.cut:
+            return False
+        self.net.hops.append((self.rank, rank))
+        self.net.routers[rank].deliver(m.decode(frames), PARENT)
+        return True
+
+    def send_children(self, frames):
+        for r in self.net.topology.children(self.rank):
+            self.send_child(r, frames)
+
+    def send_client(self, ident, frames):
+        self.to_clients.append((ident, m.decode(frames)))
+        return True
+
+
+class _Answer:
+    """A service that answers at once with the rank it runs on."""
+
+    def __init__(self, router_, rank):
+        self.router, self.rank = router_, rank
+
+    def dispatch(self, msg):
+        self.router.respond(msg.response({"rank": self.rank}))
+
+    def drop_streams(self, match):
+        pass
+
+
+class _Net:
+    def __init__(self, size=7, k=2):
+        self.topology = tree.Topology.kary(size, k)
+        self.cut: set[int] = set()
+        self.hops: list[tuple[int, int]] = []
+        self.routers = {}
+        for rank in range(size):
+            r = Router(rank=rank, topology=self.topology, userid=1000,
+                       links=_TreeLinks(self, rank))
+            r.services["echo"] = _Answer(r, rank)
+            r.open()
+            self.routers[rank] = r
+
+
+# from rank, to rank, the hops the request takes (the response retraces them)
+RETRACE = [
+    ("down two hops", 0, 4, [(0, 1), (1, 4)]),
+    ("up two hops", 4, 0, [(4, 1), (1, 0)]),
+    ("sibling: up then down", 3, 4, [(3, 1), (1, 4)]),
+    ("across the tree", 3, 6, [(3, 1), (1, 0), (0, 2), (2, 6)]),
+]
+
+
+@pytest.mark.parametrize("case", RETRACE, ids=[c[0] for c in RETRACE])
+@pytest.mark.parametrize("origin", ["client", "internal"])
+def test_response_retraces_every_hop(case, origin):
+    """A request crosses several brokers; its response comes back the same way,
+    hop by hop (from the parent on to a child, and up), and no rank keeps it in flight."""
+    _, src, dst, hops = case
+    net = _Net()
+    r = net.routers[src]
+    got = []
+    if origin == "client":
+        r.deliver(req("echo.x", nodeid=dst, tag=21), CLIENT)
+    else:
+        p = r.rpc("echo.x", nodeid=dst)          # answered by a remote rank
+        p.on_response = got.append
+    back = [(b, a) for a, b in reversed(hops)]
+    assert net.hops == hops + back
+    if origin == "client":
+        (ident, resp), = r.links.to_clients
+        assert ident == CLIENT and resp.matchtag == 21
+    else:
+        resp, = got
+    assert resp.errnum == 0 and resp.payload == {"rank": dst}
+    assert all(not x.inflight for x in net.routers.values())
+
+
+def test_losing_the_parent_fails_internal_rpcs_and_client_requests():
+    """The parent link goes: what this rank sent upstream, for a client or for its
+    own services (PendingRPCs), fails with EHOSTUNREACH; nothing is left in flight."""
+    r, links = router(rank=3, down=[])
+    got = []
+    p = r.rpc("kvs.get", {"key": "a"})
+    p.on_response = got.append
+    r.deliver(req("kvs.lookup", tag=31), CLIENT)
+    r.deliver(req("job-manager.wait", tag=32, flags=m.STREAMING), OTHER)
+    assert [hop for hop, _ in links.sent] == [PARENT, PARENT, PARENT]
+    links.sent.clear()
+    links.parent = False
+    r.fail_inflight(PARENT, "lost parent: rank 1 went away")
+    (resp,) = got
+    assert resp.errnum == errno.EHOSTUNREACH and "lost parent" in resp.errstr
+    with pytest.raises(HostUnreachable, match="lost parent"):
+        raise resp.error()
+    answers = {(hop, msg.matchtag): msg.errnum for hop, msg in links.sent}
+    assert answers == {(CLIENT, 31): errno.EHOSTUNREACH, (OTHER, 32): errno.EHOSTUNREACH}
+    assert PARENT not in r.inflight
+    r.deliver(req("kvs.lookup", tag=33), CLIENT)      # and new ones fail at once
+    assert links.sent[-1][1].errnum == errno.EHOSTUNREACH

@@ -194,5 +194,5 @@ class Doom(ShellPlugin):
         ctx = {"shell_rank": info["shell_rank"], "host": info.get("host") or self.shell.hostname}
         if info.get("rank") is not None:
             ctx["rank"] = info["rank"]
-        asyncio.ensure_future(self.shell.raise_exception(
+        self.shell.spawn(self.shell.raise_exception(
             "exec", 0, note, ctx, wait_status=info.get("wait_status", 0)))

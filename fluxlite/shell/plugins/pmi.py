@@ -30,7 +30,7 @@ import asyncio
 import signal
 import socket
 
-from ...errors import FluxliteError
+from ...errors import FluxliteError, ProtocolError, UsageError
 from ...pmi import pmi1
 from ...protocol.dispatch import NO_REPLY, handler
 from ...protocol.schema import Rank, Seq, Struct, Text
@@ -241,12 +241,12 @@ class PMI(ShellPlugin):
         own shell, a future).  When the last shell arrived, each gets the merged keys
         once.  Raises FluxliteError when this barrier cannot be entered."""
         if req.shell_rank >= self.shell.nshells:
-            raise FluxliteError(f"PMI barrier from shell rank {req.shell_rank}: the job has "
-                                f"{self.shell.nshells} shell(s)", 22)
+            raise UsageError(f"PMI barrier from shell rank {req.shell_rank}: the job has "
+                             f"{self.shell.nshells} shell(s)")
         if req.error and not self.broken:
             self._break(f"PMI barrier failed on shell rank {req.shell_rank}: {req.error}")
         if self.broken:
-            raise FluxliteError(self.broken, 71)
+            raise ProtocolError(self.broken)
         if req.seq != self.gathering_seq:
             if req.seq != self.gathering_seq + 1 or self.arrived:
                 raise FluxliteError(f"PMI barrier {req.seq} from shell {req.shell_rank} "

@@ -31,10 +31,27 @@ import signal
 import struct
 import termios
 
-from ..plugin import NO_REPLY, ShellPlugin
+from typing import Annotated
+
+from msgspec import Meta
+
+from ...protocol.schema import Struct
+from ..plugin import NO_REPLY, ShellPlugin, handler
 
 _BACKLOG = 1 << 16
 HANGUP_SIGNALS = (signal.SIGTERM, signal.SIGALRM, signal.SIGHUP)
+_Cells = Annotated[int, Meta(ge=1, le=0xFFFF)]   # a winsize field is an unsigned short
+
+
+class PtyWrite(Struct, kw_only=True):
+    """Bytes the user typed."""
+    data: bytes = b""
+
+
+class PtyResize(Struct, kw_only=True):
+    """The user's terminal size."""
+    rows: _Cells = 24
+    cols: _Cells = 80
 
 
 class Pty(ShellPlugin):
@@ -48,10 +65,6 @@ class Pty(ShellPlugin):
         self.clients: list = []
         self.closed = False
         self.hung_up = False
-
-    def methods(self) -> dict:
-        return {"pty-attach": self._attach, "pty-write": self._write,
-                "pty-resize": self._resize, "disconnect": self._disconnect}
 
     def shell_init(self) -> None:
         # before the init barrier, so the terminal exists once `shell.init` is posted
@@ -113,7 +126,8 @@ class Pty(ShellPlugin):
         os.close(self.master)
         self.master = None
 
-    def _attach(self, payload: dict, msg):
+    @handler("pty-attach", streaming=True)
+    def _attach(self, msg, _req):
         if self.master is None and not self.hung_up:
             raise ValueError("this job has no terminal")
         if self.backlog:
@@ -125,7 +139,8 @@ class Pty(ShellPlugin):
             self.clients.append(msg)
         return NO_REPLY
 
-    def _disconnect(self, payload: dict, msg):
+    @handler("disconnect")
+    def _disconnect(self, msg, _req):
         """The broker says a client is gone: forget its streams; hang up if it was the last."""
         route = tuple(msg.route)
         gone = [m for m in self.clients if tuple(m.route) == route]
@@ -136,18 +151,19 @@ class Pty(ShellPlugin):
             self.hangup("its client went away")
         return NO_REPLY
 
-    def _write(self, payload: dict, msg):
-        data = payload.get("data", b"")
-        if self.master is not None and not self.closed and isinstance(data, bytes):
+    @handler("pty-write", schema=PtyWrite)
+    def _write(self, msg, req: PtyWrite):
+        if self.master is not None and not self.closed:
             try:
-                os.write(self.master, data)
+                os.write(self.master, req.data)
             except OSError:
                 pass
         return {}
 
-    def _resize(self, payload: dict, msg):
+    @handler("pty-resize", schema=PtyResize)
+    def _resize(self, msg, req: PtyResize):
         if self.master is not None and not self.closed:
-            rows, cols = int(payload.get("rows", 24)), int(payload.get("cols", 80))
+            rows, cols = req.rows, req.cols
             fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         return {}
 

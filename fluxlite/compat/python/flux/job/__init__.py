@@ -6,6 +6,7 @@ raises NotImplementedError naming it."""
 
 from __future__ import annotations
 
+import errno
 import json
 import signal as _signal
 
@@ -203,7 +204,7 @@ def event_wait(flux_handle, jobid, name: str, eventlog: str = "eventlog",
         if (raiseJobException and e.name == "exception"
                 and e.context.get("severity") == 0):
             raise JobException(e)
-    raise OSError(61, f"job {fluid.f58(_id(jobid))}: eventlog ended without {name!r}")
+    raise OSError(errno.ENODATA, f"job {fluid.f58(_id(jobid))}: eventlog ended without {name!r}")
 
 
 def result(flux_handle, jobid, timeout: float | None = None):

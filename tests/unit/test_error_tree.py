@@ -1,0 +1,124 @@
+"""The error tree is used as a tree: a raise is caught by its class, and every
+project exception is inside the tree and drawn in errors.py's docstring."""
+
+from __future__ import annotations
+
+import ast
+import errno
+import importlib
+import inspect
+import pathlib
+import pkgutil
+
+import pytest
+
+import fluxlite
+from fluxlite import errors
+from fluxlite.errors import FluxliteError, NotFound
+
+pytestmark = pytest.mark.timeout(60)
+
+PKG = pathlib.Path(fluxlite.__file__).parent
+
+# files other work is rewriting now; their raise sites are still the right class at
+# run time (FluxliteError picks it), only the spelling is left to change there
+SPELLING_PENDING = {"service/kvs.py", "service/kvs_store.py", "service/sched.py",
+                    "service/job_manager.py", "job/actions.py"}
+
+
+def test_base_class_with_an_errno_that_has_a_class_is_that_class():
+    e = FluxliteError("m", errno.ENOENT)
+    assert type(e) is NotFound and isinstance(e, NotFound)
+    assert (e.errnum, e.message) == (errno.ENOENT, "m")
+    assert type(FluxliteError("m", errno.EHOSTUNREACH)) is errors.HostUnreachable
+    assert type(FluxliteError("m", errno.EISDIR)) is FluxliteError  # no class of its own
+    assert type(FluxliteError("m")) is FluxliteError
+    assert FluxliteError("m", errno.EPERM, exit_code=3).exit_code == 3
+
+
+def test_a_class_keeps_its_own_errno():
+    # a subclass called with another errno stays what it was asked to be
+    e = errors.UsageError("bad", errno.EPROTO)
+    assert type(e) is errors.UsageError and e.errnum == errno.EPROTO
+
+
+def test_from_oserror_keeps_the_errno_and_says_what():
+    e = FluxliteError.from_oserror(FileNotFoundError(errno.ENOENT, "No such file"), "f.toml")
+    assert isinstance(e, NotFound) and e.message == "f.toml: No such file"
+
+
+def test_from_oserror_with_a_class_keeps_the_class_and_its_errno():
+    e = errors.UsageError.from_oserror(PermissionError(errno.EACCES, "Permission denied"),
+                                       "--rundir: cannot create /x")
+    assert type(e) is errors.UsageError and e.errnum == errno.EINVAL
+    assert e.message == "--rundir: cannot create /x: Permission denied"
+
+
+def test_both_config_readers_share_one_loader_that_keeps_enoent(tmp_path):
+    from fluxlite.broker import attrs, boot_config
+    missing = str(tmp_path / "missing.toml")
+    for load in (attrs.load_config, boot_config.load):
+        with pytest.raises(NotFound, match=f"cannot read config {missing}: No such file"):
+            load(missing)
+    (tmp_path / "bad.toml").write_text("[tbon\n")
+    for load in (attrs.load_config, boot_config.load):
+        with pytest.raises(errors.UsageError, match="is not valid TOML"):
+            load(str(tmp_path / "bad.toml"))
+
+
+def _errno_names_with_a_class() -> set[str]:
+    return {errno.errorcode[n] for n in errors._BY_ERRNO}
+
+
+def test_no_raise_of_the_base_class_with_an_errno_that_has_its_own_class():
+    with_class = _errno_names_with_a_class()
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel in SPELLING_PENDING:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "FluxliteError" and len(node.args) >= 2):
+                continue
+            arg = node.args[1]
+            if (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)
+                    and arg.value.id in ("errno", "_errno") and arg.attr in with_class):
+                found.append(f"{rel}:{node.lineno} errno.{arg.attr}")
+    assert not found, "raise the class instead of FluxliteError(..., errno.X):\n" + \
+        "\n".join(found)
+
+
+# project exceptions that must stay outside the tree, and why
+OUTSIDE = {
+    # control flow inside `fluxlite proxy` (the child exited while we waited on the
+    # broker): caught two lines below where it is raised, never seen by a caller
+    "_ChildExited",
+}
+
+
+def _project_exceptions() -> list[type]:
+    # compat/python is Flux's Python API for user code: its exceptions are Flux's
+    # (flux.job.JobException is an Exception there), not fluxlite's tree
+    seen: dict[str, type] = {}
+    for info in pkgutil.walk_packages([str(PKG)], "fluxlite."):
+        if ".compat.python" in info.name or info.name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(info.name)
+        for _, obj in inspect.getmembers(mod, inspect.isclass):
+            if (issubclass(obj, BaseException) and obj.__module__.startswith("fluxlite.")
+                    and ".compat.python" not in obj.__module__):
+                seen[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return list(seen.values())
+
+
+def test_every_project_exception_is_in_the_tree_and_drawn():
+    classes = _project_exceptions()
+    assert FluxliteError in classes and NotFound in classes
+    doc = errors.__doc__
+    outside = [c.__qualname__ for c in classes
+               if not issubclass(c, FluxliteError) and c.__qualname__ not in OUTSIDE]
+    undrawn = [c.__qualname__ for c in classes
+               if c.__qualname__ not in doc and c.__qualname__ not in OUTSIDE]
+    assert not outside, f"outside the error tree: {outside}"
+    assert not undrawn, f"not drawn in errors.py's docstring: {undrawn}"
