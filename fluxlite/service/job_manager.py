@@ -36,7 +36,7 @@ from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Si
                                Text, Urgency, UserId, WaitStatus)
 from ..util import fluid, fsd, procs
 from ..util.log import enabled as log_enabled
-from .base import ANY, OWNER, Service, handler
+from .base import ANY, Service, handler
 
 
 class SubmitRequest(Struct, kw_only=True):
@@ -357,7 +357,7 @@ class JobManagerService(Service):
         """Whether a submission may be taken now, from this sender."""
         if self.ctx.at_least("cleanup"):
             raise TryAgain("the instance is shutting down: submissions are closed")
-        if r.urgency > depend.URGENCY_DEFAULT and not self._is_owner(msg):
+        if r.urgency > depend.URGENCY_DEFAULT and not self.is_owner(msg):
             raise PermissionDenied(f"urgency {r.urgency}: only the instance owner may submit "
                                    f"with an urgency above {depend.URGENCY_DEFAULT}")
         if r.flags & ~WAITABLE:
@@ -395,9 +395,6 @@ class JobManagerService(Service):
         if job.fatal is not None:  # ended at submit: a dependency that can never be met
             out["exception"] = {"type": job.fatal["type"], "note": job.fatal["note"]}
         return out
-
-    def _is_owner(self, msg) -> bool:
-        return bool(msg.role & OWNER) and msg.userid == self.ctx.owner
 
     # -------------------------------------------------------- dependencies
     def _verdict(self, scheme: str, target: Job) -> tuple[str, str]:
@@ -472,7 +469,7 @@ class JobManagerService(Service):
         if job.state not in states.PENDING or job.fatal is not None:
             raise UsageError(f"job {fluid.f58(job.id)} is not pending: its urgency can no "
                              "longer be changed")
-        if r.urgency > depend.URGENCY_DEFAULT and not self._is_owner(msg):
+        if r.urgency > depend.URGENCY_DEFAULT and not self.is_owner(msg):
             raise PermissionDenied(f"urgency {r.urgency}: only the instance owner may set "
                                    f"an urgency above {depend.URGENCY_DEFAULT}")
         old = job.urgency
@@ -484,7 +481,7 @@ class JobManagerService(Service):
                         context: dict | None = None, userid: int | None = None,
                         wait_status: int | None = None) -> None:
         if job.state == states.INACTIVE:
-            raise FluxliteError(f"job {fluid.f58(job.id)} is inactive", errno.EINVAL)
+            raise UsageError(f"job {fluid.f58(job.id)} is inactive")
         self._handle(job, act.Raise(etype, severity, note, context, userid, wait_status))
 
 
@@ -506,8 +503,7 @@ class JobManagerService(Service):
         job = self._job(jobid)
         self._authorize(msg, job)
         if job.state in (states.INACTIVE, states.CLEANUP) or job.fatal is not None:
-            raise FluxliteError(f"job {fluid.f58(jobid)} is already finishing or inactive",
-                                errno.EINVAL)
+            raise UsageError(f"job {fluid.f58(jobid)} is already finishing or inactive")
         self.raise_exception(job, "cancel", 0, note, userid=msg.userid)
         return {}
 
@@ -518,7 +514,7 @@ class JobManagerService(Service):
         or in CLEANUP) are not counted.  Answers {count, errors}."""
         if " " in r.type or "=" in r.type:
             raise UsageError(f"invalid exception type {r.type!r}")
-        if r.userid != msg.userid and not self._is_owner(msg):
+        if r.userid != msg.userid and not self.is_owner(msg):
             raise PermissionDenied("permission denied: only the instance owner may raise "
                                    "exceptions on other users' jobs")
         want: set[str] = set()
@@ -660,7 +656,7 @@ class JobManagerService(Service):
         return out
 
     def _journal_sees(self, msg, job: Job) -> bool:
-        return job.userid == msg.userid or self._is_owner(msg)
+        return job.userid == msg.userid or self.is_owner(msg)
 
     def _journal_post(self, job: Job, events: list) -> None:
         for e in events:

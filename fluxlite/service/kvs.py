@@ -30,7 +30,7 @@ import errno
 import sys
 from typing import Annotated
 
-from ..errors import FluxliteError, ProtocolError
+from ..errors import FluxliteError, NotFound, ProtocolError, UsageError
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
 from .kvs_store import READ_BATCH, Blob, Log, Store
@@ -98,10 +98,10 @@ def _logs(node) -> list:
 
 def _split(key: str) -> list[str]:
     if not isinstance(key, str) or not key:
-        raise FluxliteError("invalid key: must be a non-empty dotted path", errno.EINVAL)
+        raise UsageError("invalid key: must be a non-empty dotted path")
     parts = key.strip(".").split(".")
     if not all(parts):
-        raise FluxliteError(f"invalid key {key!r}: empty path component", errno.EINVAL)
+        raise UsageError(f"invalid key {key!r}: empty path component")
     # names that recur under every job ("eventlog", "jobspec", "0000") are held once
     return [sys.intern(p) for p in parts]
 
@@ -142,7 +142,7 @@ class KVSService(Service):
         node = self.root
         for part in _split(key):
             if not isinstance(node, _Dir) or part not in node:
-                raise FluxliteError(f"key {key!r} not found", errno.ENOENT)
+                raise NotFound(f"key {key!r} not found")
             node = node[part]
         if isinstance(node, _Dir):
             raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
@@ -181,8 +181,7 @@ class KVSService(Service):
                         self._prune(parts, undo)
                 elif "append" in op:
                     if old is not _MISSING and not isinstance(old, (list, Log)):
-                        raise FluxliteError(f"cannot append to {key!r}: it is not a list",
-                                            errno.EINVAL)
+                        raise UsageError(f"cannot append to {key!r}: it is not a list")
                     self._append(parent, leaf, old, op["append"], undo)
                 else:
                     if isinstance(old, _Dir):
@@ -290,7 +289,7 @@ class KVSService(Service):
             value = self._node(key)
         except FluxliteError as exc:
             if w.sent or not w.append:
-                self._end_watch(key, w, exc.errnum == errno.ENOENT)
+                self._end_watch(key, w, isinstance(exc, NotFound))
             return
         if w.append:
             if isinstance(value, Log):  # from disk, a batch per response
@@ -343,7 +342,7 @@ class KVSService(Service):
         if key not in ("", "."):
             for part in _split(key):
                 if not isinstance(node, _Dir) or part not in node:
-                    raise FluxliteError(f"directory {key!r} not found", errno.ENOENT)
+                    raise NotFound(f"directory {key!r} not found")
                 node = node[part]
         if not isinstance(node, _Dir):
             raise FluxliteError(f"{key!r} is not a directory", errno.ENOTDIR)

@@ -23,7 +23,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from ..errors import FluxliteError
+from ..errors import FluxliteError, NotFound
 from ..job import jobspec as js
 from ..job import rset
 from ..job.depend import PRIORITY_MAX
@@ -261,7 +261,7 @@ class SchedService(Service):
         jobid = r.id
         alloc = self.allocs.pop(jobid, None)
         if alloc is None:
-            raise FluxliteError(f"job {jobid} has no allocation", errno.ENOENT)
+            raise NotFound(f"job {jobid} has no allocation")
         for r, cores in alloc.items():
             if r in self.free and r not in self.removed:
                 self.free[r] |= set(cores)
