@@ -42,6 +42,7 @@ import uuid
 from dataclasses import dataclass
 
 from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
+from ..util import procs
 from ..util.procs import wait_gone
 
 STATE_DIR = "/run/fluxlite-netns"      # one file per live run: owner pid, names, subnet
@@ -279,7 +280,7 @@ class NetnsHosts:
 
     def _write_state(self) -> None:
         os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
-        state = {"pid": os.getpid(), "start_time": _start_time(os.getpid()),
+        state = {"pid": os.getpid(), "start_time": procs.start_time(os.getpid()),
                  "subnet": str(self.subnet), "bridge": self.bridge,
                  "hosts": [h.name for h in self.hosts], "veths": [h.veth for h in self.hosts]}
         with open(self._state_path, "w") as f:
@@ -425,15 +426,6 @@ def _remove_run(run_id: str, netns: list[str], veths: list[str], bridge: str,
     return errors
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return data[data.rfind(b")") + 2:].split()[19].decode()
-    except (OSError, IndexError):
-        return None
-
-
 def _sweep_stale() -> None:
     """Remove runs whose owner died without tearing down (called with the lock held)."""
     try:
@@ -447,7 +439,7 @@ def _sweep_stale() -> None:
                 state = json.load(f)
         except (OSError, ValueError):
             continue
-        if state.get("start_time") and _start_time(state["pid"]) == state["start_time"]:
+        if state.get("start_time") and procs.start_time(state["pid"]) == state["start_time"]:
             continue  # its owner lives
         # _remove_run takes the lock itself: do the parts that need it here
         for name in state.get("hosts", []):

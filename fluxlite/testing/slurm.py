@@ -43,6 +43,7 @@ import uuid
 
 from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
 from ..errors import FluxliteError
+from ..util import procs
 from ..util.procs import wait_gone
 
 DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "srun", "sinfo",
@@ -285,7 +286,7 @@ class SlurmCluster:
         finally:
             log.close()
         self._procs[p.pid] = p
-        self.daemons.append({"name": name, "pid": p.pid, "start_time": _start_time(p.pid),
+        self.daemons.append({"name": name, "pid": p.pid, "start_time": procs.start_time(p.pid),
                              "argv": argv})
 
     def _write_state(self) -> None:
@@ -362,18 +363,10 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return data[data.rfind(b")") + 2:].split()[19].decode()
-    except (OSError, IndexError):
-        return None
-
-
 def _alive(daemon: dict) -> bool:
     """The recorded process is still the one we started (not a recycled pid)."""
-    return daemon["start_time"] is not None and _start_time(daemon["pid"]) == daemon["start_time"]
+    started = daemon["start_time"]
+    return started is not None and procs.start_time(daemon["pid"]) == started
 
 
 def _kill(pid: int, sig: int) -> None:

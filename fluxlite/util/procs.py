@@ -88,14 +88,27 @@ def children(pid: int) -> set[int]:
     return kids
 
 
-def session_of(pid: int) -> int | None:
-    """The session id of `pid`, or None if it is gone."""
+def _stat_field(pid: int, index: int) -> str | None:
+    """Field `index` of /proc/PID/stat after the command name (0: the state), or None
+    if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-        return int(data[data.rfind(b")") + 2:].split()[3])
-    except (OSError, IndexError, ValueError):
+        return data[data.rfind(b")") + 2:].split()[index].decode()
+    except (OSError, IndexError):
         return None
+
+
+def session_of(pid: int) -> int | None:
+    """The session id of `pid`, or None if it is gone."""
+    sid = _stat_field(pid, 3)
+    return int(sid) if sid is not None and sid.lstrip("-").isdigit() else None
+
+
+def start_time(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot), or None if it is gone: with the pid,
+    it names one process, never a later one that reuses the number."""
+    return _stat_field(pid, 19)
 
 
 def descendants(roots: set[int], sessions: set[int] = frozenset(),

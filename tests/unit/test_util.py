@@ -193,3 +193,15 @@ def test_release_free_memory_runs_on_glibc():
     from fluxlite.util import procs
     ran = procs.release_free_memory()
     assert ran is (platform.libc_ver()[0] == "glibc")
+
+
+def test_start_time_and_session_name_a_live_process_only():
+    import os
+    import subprocess
+    from fluxlite.util import procs
+    me = os.getpid()
+    assert procs.session_of(me) == os.getsid(0)
+    assert procs.start_time(me) == procs.start_time(me) is not None
+    p = subprocess.Popen(["true"])
+    p.wait(timeout=10)
+    assert procs.start_time(p.pid) is None and procs.session_of(p.pid) is None
