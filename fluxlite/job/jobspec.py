@@ -48,6 +48,14 @@ class Request:
     total: int | None = None
     per_node: int | None = None
 
+    def wire(self) -> dict:
+        """The request as the job-manager carries it to sched and job-exec (computed
+        once, at submit): what `WireRequest` reads back."""
+        return {"nnodes": self.nnodes, "slots_per_node": self.slots_per_node,
+                "nslots": self.nslots, "cores_per_slot": self.cores_per_slot,
+                "exclusive": self.exclusive, "per_slot": self.per_slot,
+                "total": self.total, "per_node": self.per_node}
+
     @property
     def ntasks(self) -> int | None:
         if self.total is not None:
@@ -456,7 +464,10 @@ _REQUESTS_MAX = 1024
 def _request(js1: JobspecV1) -> Request:
     """The request, shared with every earlier job that asked for the same (thousands of
     pending jobs mostly ask alike)."""
-    req = _new_request(js1)
+    return _shared(_new_request(js1))
+
+
+def _shared(req: Request) -> Request:
     shared = _REQUESTS.get(req)
     if shared is not None:
         return shared
@@ -477,22 +488,25 @@ def _new_request(js1: JobspecV1) -> Request:
     return Request(None, None, top.count, top.with_[0].count, top.exclusive, **counts)
 
 
+class WireRequest(Struct, kw_only=True, frozen=True):
+    """A Request on the wire (Request.wire()), with the bounds of a jobspec's counts."""
+    nnodes: Count | None
+    slots_per_node: Count | None
+    nslots: Count
+    cores_per_slot: Count
+    exclusive: bool
+    per_slot: Count = 1
+    total: Count | None = None
+    per_node: Count | None = None
+
+    def request(self) -> Request:
+        """The Request it carries, shared with every other one alike."""
+        return _shared(Request(**msgspec.structs.asdict(self)))
+
+
 def request(spec: dict) -> Request:
     """The resource request of a jobspec (as validate() checks it)."""
     return _request(_parse(spec))
-
-
-def resource_part(spec: dict) -> dict:
-    """The part of a jobspec a scheduler reads (resources, tasks and the duration),
-    still a jobspec: what the job-manager hands `sched.alloc`, without the command's
-    environment and the other attributes."""
-    system = spec["attributes"]["system"]
-    part = {"version": spec["version"], "resources": spec["resources"],
-            "tasks": [{**t, "command": t["command"][:1]} for t in spec["tasks"]],
-            "attributes": {"system": {}}}
-    if "duration" in system:
-        part["attributes"]["system"]["duration"] = system["duration"]
-    return part
 
 
 def validate(spec) -> Request:

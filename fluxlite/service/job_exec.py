@@ -47,6 +47,7 @@ class StartRequest(Struct, kw_only=True):
     userid: int
     jobspec: AnyMap
     R: AnyMap
+    request: js.WireRequest   # the job's resource request, as the job-manager computed it
 
 
 class BarrierRequest(Struct, kw_only=True):
@@ -79,8 +80,8 @@ class JobRequest(Struct, kw_only=True):
 class ExecJob:
     """What job-exec keeps for one job: its I/O handles beside its Execution."""
 
-    def __init__(self, msg, jobid: int, userid: int, jobspec: dict, R: dict, hostname: str,
-                 attrs: dict):
+    def __init__(self, msg, jobid: int, userid: int, jobspec: dict, R: dict,
+                 request: js.Request, hostname: str, attrs: dict):
         self.msg = msg                 # the job-manager's job-exec.start stream
         self.id = jobid
         self.userid = userid
@@ -88,7 +89,7 @@ class ExecJob:
         self.R = R
         self.alloc = rset.parse(R)
         self.ranks = sorted(self.alloc)
-        self.counts = rset.layout(js.request(jobspec), self.alloc)
+        self.counts = rset.layout(request, self.alloc)
         self.service = f"{userid}-shell-{fluid.f58_plain(jobid)}"
         self.exec_key = eventlog_key(jobid, "exec")
         config = ex.Config(
@@ -177,7 +178,8 @@ class JobExecService(Service):
     @handler("job-exec.start", schema=StartRequest, streaming=True,
               max_payload=BULK_PAYLOAD)
     def start_job(self, msg, r):
-        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, self.hostname, self.ctx.attrs)
+        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, r.request.request(), self.hostname,
+                      self.ctx.attrs)
         self.jobs[r.id] = job
         self._apply(job, job.ex.start())
         level = int(self.ctx.attrs.get("instance-level") or 0)

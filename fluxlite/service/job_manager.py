@@ -231,8 +231,7 @@ class JobManagerService(Service):
                 self._commit(job, ops, entries)
                 ops, entries = [], []
             if kind is act.AskAlloc:
-                part = js.resource_part(self._jobspec(job))
-                p = self.rpc("sched.alloc", {"id": job.id, "jobspec": part,
+                p = self.rpc("sched.alloc", {"id": job.id, "request": job.req.wire(),
                                              "priority": e.priority})
                 p.on_response = functools.partial(self._alloc_answer, job, e.seq)
             elif kind is act.CancelAlloc:
@@ -243,6 +242,7 @@ class JobManagerService(Service):
                 self.send("sched.free", {"id": job.id})
             elif kind is act.StartExec:
                 p = self.rpc("job-exec.start", {"id": job.id, "userid": job.userid,
+                                                "request": job.req.wire(),
                                                 "jobspec": self._jobspec(job), "R": e.R},
                              streaming=True)
                 p.on_response = functools.partial(self._exec_answer, job)
@@ -349,7 +349,7 @@ class JobManagerService(Service):
         for dep in deps:   # a malformed one is an error before anything is asked
             if dep["scheme"] not in (depend.BEGIN_TIME, depend.SINGLETON):
                 depend.target(dep["value"], dep["scheme"])
-        p = self.rpc("sched.feasibility", {"jobspec": js.resource_part(r.jobspec)})
+        p = self.rpc("sched.feasibility", {"request": req.wire()})
         p.on_response = functools.partial(self._feasible, msg, r, req)
         return self.no_reply
 

@@ -23,11 +23,11 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from ..errors import FluxliteError, NotFound
+from ..errors import FluxliteError, NotFound, UsageError
 from ..job import jobspec as js
 from ..job import rset
 from ..job.depend import PRIORITY_MAX
-from ..protocol.schema import BULK_PAYLOAD, AnyMap, JobId, Struct
+from ..protocol.schema import AnyMap, JobId, Struct
 from ..util import idset
 from .base import ANY, Service, handler
 
@@ -36,7 +36,7 @@ Priority = Annotated[int, Meta(ge=0, le=PRIORITY_MAX)]
 
 class AllocRequest(Struct, kw_only=True):
     id: JobId
-    jobspec: AnyMap
+    request: js.WireRequest   # computed once, at submit (Request.wire())
     priority: Priority = 16
 
 
@@ -46,7 +46,10 @@ class PrioritizeRequest(Struct, kw_only=True):
 
 
 class FeasibilityRequest(Struct, kw_only=True):
-    jobspec: AnyMap
+    """A jobspec (as Flux's feasibility.check), or the request the job-manager
+    computed from one."""
+    jobspec: AnyMap | None = None
+    request: js.WireRequest | None = None
 
 
 class JobRequest(Struct, kw_only=True):
@@ -212,14 +215,14 @@ class SchedService(Service):
             self.respond_error(p.msg, EOVERFLOW, why)
 
     # --------------------------------------------------------------- RPCs
-    @handler("sched.alloc", schema=AllocRequest, max_payload=BULK_PAYLOAD)
+    @handler("sched.alloc", schema=AllocRequest)
     def alloc(self, msg, r):
-        req = js.request(r.jobspec)
+        req = r.request.request()
         if self.ready:
             why = self.unsatisfiable(req)
             if why:
                 raise FluxliteError(why, EOVERFLOW)
-        msg.drop_payload()  # the request is kept to be answered; its jobspec is not needed
+        msg.drop_payload()  # the request is kept to be answered; its payload is not needed
         self._enqueue(_Pending(r.id, msg, req, r.priority))
         self.schedule()
         return self.no_reply
@@ -240,7 +243,9 @@ class SchedService(Service):
 
     @handler("sched.feasibility", schema=FeasibilityRequest, roles=ANY)
     def feasibility(self, msg, r):
-        req = js.validate(r.jobspec)
+        if (r.jobspec is None) == (r.request is None):
+            raise UsageError("sched.feasibility: give a jobspec or a request (one of them)")
+        req = js.validate(r.jobspec) if r.request is None else r.request.request()
         why = self.unsatisfiable(req) if self.ready else None
         if why:
             raise FluxliteError(why, EOVERFLOW)

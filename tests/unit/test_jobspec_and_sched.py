@@ -94,3 +94,19 @@ def test_equal_requests_are_one_shared_object():
     assert js.request(a) is js.validate(a)
     assert js.validate(c) is not js.validate(a)
     assert js.validate(c) == js.Request(None, None, 2, 1, False, per_slot=1)
+
+
+@pytest.mark.parametrize("kw", [dict(num_tasks=3, cores_per_task=2),
+                                dict(num_tasks=4, num_nodes=2),
+                                dict(num_tasks=None, num_nodes=2, per_node=3)])
+def test_request_is_computed_once_and_carried_as_it_was(kw):
+    """The job-manager computes a job's request at submit and carries it to sched and
+    job-exec (Request.wire()); what they read back is the same request, shared."""
+    import msgspec
+    req = js.validate(js.Jobspec.from_command(["true"], **kw).jobspec)
+    back = msgspec.convert(req.wire(), js.WireRequest).request()
+    assert back == req and back is req
+    for bad in ({**req.wire(), "nslots": 0}, {**req.wire(), "cores_per_slot": "2"},
+                {k: v for k, v in req.wire().items() if k != "nslots"}):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(bad, js.WireRequest)
