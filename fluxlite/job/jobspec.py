@@ -24,7 +24,6 @@ import json
 import math
 import os
 from collections import abc
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
@@ -37,24 +36,26 @@ from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, SINGLETON, 
 from ..util import fsd
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    nnodes: int | None          # -N: whole nodes (exclusive)
-    slots_per_node: int | None  # with nnodes
-    nslots: int                 # total slots
-    cores_per_slot: int
+class Request(Struct, frozen=True):
+    """What a jobspec asks for, reduced to the numbers sched and job-exec need.  The
+    job-manager computes it once, at submit, and carries it (`wire()`) in
+    `sched.alloc`, `sched.feasibility` and `job-exec.start`, which read it back as
+    this Struct, with a jobspec's bounds on its counts (`shared()`)."""
+    nnodes: Count | None          # -N: whole nodes (exclusive)
+    slots_per_node: Count | None  # with nnodes
+    nslots: Count                 # total slots
+    cores_per_slot: Count
     exclusive: bool
-    per_slot: int = 1
-    total: int | None = None
-    per_node: int | None = None
+    per_slot: Count = 1
+    total: Count | None = None
+    per_node: Count | None = None
 
     def wire(self) -> dict:
-        """The request as the job-manager carries it to sched and job-exec (computed
-        once, at submit): what `WireRequest` reads back."""
-        return {"nnodes": self.nnodes, "slots_per_node": self.slots_per_node,
-                "nslots": self.nslots, "cores_per_slot": self.cores_per_slot,
-                "exclusive": self.exclusive, "per_slot": self.per_slot,
-                "total": self.total, "per_node": self.per_node}
+        return msgspec.structs.asdict(self)
+
+    def shared(self) -> Request:
+        """This request as the one object every request alike shares."""
+        return _shared(self)
 
     @property
     def ntasks(self) -> int | None:
@@ -486,22 +487,6 @@ def _new_request(js1: JobspecV1) -> Request:
         return Request(top.count, slot.count, top.count * slot.count, slot.with_[0].count,
                        True, **counts)
     return Request(None, None, top.count, top.with_[0].count, top.exclusive, **counts)
-
-
-class WireRequest(Struct, kw_only=True, frozen=True):
-    """A Request on the wire (Request.wire()), with the bounds of a jobspec's counts."""
-    nnodes: Count | None
-    slots_per_node: Count | None
-    nslots: Count
-    cores_per_slot: Count
-    exclusive: bool
-    per_slot: Count = 1
-    total: Count | None = None
-    per_node: Count | None = None
-
-    def request(self) -> Request:
-        """The Request it carries, shared with every other one alike."""
-        return _shared(Request(**msgspec.structs.asdict(self)))
 
 
 def request(spec: dict) -> Request:

@@ -47,7 +47,7 @@ class StartRequest(Struct, kw_only=True):
     userid: int
     jobspec: AnyMap
     R: AnyMap
-    request: js.WireRequest   # the job's resource request, as the job-manager computed it
+    request: js.Request   # the job's resource request, as the job-manager computed it
 
 
 class BarrierRequest(Struct, kw_only=True):
@@ -178,7 +178,7 @@ class JobExecService(Service):
     @handler("job-exec.start", schema=StartRequest, streaming=True,
               max_payload=BULK_PAYLOAD)
     def start_job(self, msg, r):
-        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, r.request.request(), self.hostname,
+        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, r.request.shared(), self.hostname,
                       self.ctx.attrs)
         self.jobs[r.id] = job
         self._apply(job, job.ex.start())

@@ -36,7 +36,7 @@ Priority = Annotated[int, Meta(ge=0, le=PRIORITY_MAX)]
 
 class AllocRequest(Struct, kw_only=True):
     id: JobId
-    request: js.WireRequest   # computed once, at submit (Request.wire())
+    request: js.Request   # computed once, at submit (Request.wire())
     priority: Priority = 16
 
 
@@ -49,7 +49,7 @@ class FeasibilityRequest(Struct, kw_only=True):
     """A jobspec (as Flux's feasibility.check), or the request the job-manager
     computed from one."""
     jobspec: AnyMap | None = None
-    request: js.WireRequest | None = None
+    request: js.Request | None = None
 
 
 class JobRequest(Struct, kw_only=True):
@@ -217,7 +217,7 @@ class SchedService(Service):
     # --------------------------------------------------------------- RPCs
     @handler("sched.alloc", schema=AllocRequest)
     def alloc(self, msg, r):
-        req = r.request.request()
+        req = r.request.shared()
         if self.ready:
             why = self.unsatisfiable(req)
             if why:
@@ -245,7 +245,7 @@ class SchedService(Service):
     def feasibility(self, msg, r):
         if (r.jobspec is None) == (r.request is None):
             raise UsageError("sched.feasibility: give a jobspec or a request (one of them)")
-        req = js.validate(r.jobspec) if r.request is None else r.request.request()
+        req = js.validate(r.jobspec) if r.request is None else r.request.shared()
         why = self.unsatisfiable(req) if self.ready else None
         if why:
             raise FluxliteError(why, EOVERFLOW)

@@ -104,9 +104,9 @@ def test_request_is_computed_once_and_carried_as_it_was(kw):
     job-exec (Request.wire()); what they read back is the same request, shared."""
     import msgspec
     req = js.validate(js.Jobspec.from_command(["true"], **kw).jobspec)
-    back = msgspec.convert(req.wire(), js.WireRequest).request()
+    back = msgspec.convert(req.wire(), js.Request).shared()
     assert back == req and back is req
     for bad in ({**req.wire(), "nslots": 0}, {**req.wire(), "cores_per_slot": "2"},
                 {k: v for k, v in req.wire().items() if k != "nslots"}):
         with pytest.raises(msgspec.ValidationError):
-            msgspec.convert(bad, js.WireRequest)
+            msgspec.convert(bad, js.Request)
