@@ -18,6 +18,7 @@ import time
 import zmq
 
 from ..errors import FluxliteError, NotFound, UsageError
+from ..protocol.frames import monitor_event
 from ..protocol.message import ROLE_OWNER
 
 ENV_URI = "FLUXLITE_URI"
@@ -64,10 +65,9 @@ def _check_listening(uri: str, path: str) -> None:
 MONITOR_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
 
 
-def monitor_event(monitor) -> int:
+def next_monitor_event(monitor) -> int:
     """The next event of a socket monitor (one of MONITOR_EVENTS)."""
-    from zmq.utils.monitor import recv_monitor_message
-    return recv_monitor_message(monitor)["event"]
+    return monitor_event(monitor.recv_multipart())[0]
 
 
 def await_connection(monitor, uri: str, timeout: float) -> None:
@@ -79,7 +79,7 @@ def await_connection(monitor, uri: str, timeout: float) -> None:
     while (left := deadline - time.monotonic()) > 0:
         if not monitor.poll(int(left * 1000) + 1):
             return
-        event = monitor_event(monitor)
+        event = next_monitor_event(monitor)
         if event == zmq.EVENT_CONNECTED:
             return
         if event == zmq.EVENT_CONNECT_RETRIED:

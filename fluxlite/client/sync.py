@@ -29,7 +29,8 @@ import zmq
 from ..errors import EndOfStream, FluxliteError, RPCTimeout, WrongThread
 from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
-from .connect import ENV_URI, MONITOR_EVENTS, await_connection, monitor_event, resolve_uri
+from .connect import (ENV_URI, MONITOR_EVENTS, await_connection, next_monitor_event,
+                      resolve_uri)
 from ..protocol.rpc import PendingRPC
 
 _context: zmq.Context | None = None
@@ -149,7 +150,7 @@ class Handle(HandleCore):
             if sock is self.sock:
                 n += self._drain()
             elif sock is self.monitor:
-                if monitor_event(self.monitor) == zmq.EVENT_DISCONNECTED:
+                if next_monitor_event(self.monitor) == zmq.EVENT_DISCONNECTED:
                     self._lost()
             elif isinstance(sock, int) and sock in self.fd_callbacks:
                 self.fd_callbacks[sock]()

@@ -38,11 +38,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
 from ..errors import ConnectFailed, ProtocolError
 from ..protocol import message as m
-from ..protocol.frames import peer_uid, recv_frames_from
+from ..protocol.frames import monitor_event, peer_uid, recv_frames_from
 from ..protocol.message import Message
 from ..protocol.transport import Channel
 from ..util import fsd, idset, tree
@@ -183,10 +182,10 @@ class Overlay:
         mon = sock.get_monitor_socket(events=events)
         def on_frames(frames, cb=cb):
             try:
-                ev = parse_monitor_message(frames)
-            except Exception:
+                event, value = monitor_event(frames)
+            except ValueError:
                 return
-            cb(ev)
+            cb(event, value)
         self._monitors.append(Channel(mon, on_frames))
 
     async def join(self) -> None:
@@ -445,19 +444,18 @@ class Overlay:
             self.cb.shutdown("parent is shutting down")
 
     # ------------------------------------------------------ liveness
-    def _on_child_disconnect_hint(self, ev: dict) -> None:
+    def _on_child_disconnect_hint(self, event: int, value: int) -> None:
         # a connection closed: probe every child now; vanished ones fail the send
         for c in list(self.children.values()):
             if c.state in (ONLINE, TORPID):
                 self._send_child_control(c, "keepalive")
 
-    def _on_tcp_child_event(self, ev: dict) -> None:
+    def _on_tcp_child_event(self, event: int, value: int) -> None:
         """A TCP child socket's monitor.  A peer whose CURVE handshake fails before
         ZAP is asked (it holds another certificate, so it encrypted to another server
         key) is refused by libzmq alone, and the event names no peer: its address is
         taken when the connection is accepted (the event's value is its descriptor)
         and logged when that connection closes after a failed handshake."""
-        event, value = ev["event"], ev["value"]
         if event == zmq.EVENT_ACCEPTED:
             self._accepted[value] = _peer_address(value)
         elif event & HANDSHAKE_FAILED:
@@ -469,9 +467,9 @@ class Overlay:
                 # ZAP logs the peers it refuses itself
                 if failed != zmq.EVENT_HANDSHAKE_FAILED_AUTH and address and self.zap:
                     self.zap.refused_handshake(address)
-            self._on_child_disconnect_hint(ev)
+            self._on_child_disconnect_hint(event, value)
 
-    def _on_parent_disconnect(self, ev: dict) -> None:
+    def _on_parent_disconnect(self, event: int, value: int) -> None:
         if self.parent_state == ONLINE:
             self._parent_lost("connection to parent closed")
 

@@ -39,6 +39,7 @@ from ..job.eventlog import entry, eventlog_key
 from ..protocol.schema import (BULK_PAYLOAD, AnyMap, Idset, JobId, Name, Severity, Signal,
                                Struct, Text, WaitStatus)
 from ..util import fluid, fsd, idset
+from ..util.log import enabled as log_enabled
 from .base import ANY, Service, handler
 
 
@@ -122,7 +123,7 @@ class JobExecService(Service):
         """Feed one event to the job's state machine and carry out what it returns."""
         before = job.ex.phase
         effects = job.ex.handle(event)
-        if job.ex.phase != before or effects:
+        if (job.ex.phase != before or effects) and log_enabled("debug"):
             self.log.debug("exec transition", jobid=fluid.f58_plain(job.id),
                            stimulus=repr(event), phase=f"{before}->{job.ex.phase}",
                            effects=len(effects))

@@ -79,7 +79,7 @@ class LogSink:
         if stderr_level is not None:
             self.stderr_level = LEVELS[stderr_level]
         if level is not None:
-            structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]))
+            _config.level = LEVELS[level]
 
     def entries(self) -> list[dict]:
         return list(self.ring)
@@ -130,9 +130,11 @@ def configure(rank: int | None, logfile: str | None = None, *, level: str = "inf
     sink.stderr_level = LEVELS[stderr_level]
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, sink],
-        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS["debug"]),
         cache_logger_on_first_use=False,
     )
+    _config.level = LEVELS[level]
+    _config.generation += 1
     return sink
 
 
@@ -151,12 +153,64 @@ def open_private_log(path: str):
         raise
 
 
+class _Config:
+    """The process's `log-level` threshold, and a count of configure() calls (a
+    Logger takes structlog's configuration anew when it changes)."""
+    level = LEVELS["info"]
+    generation = 0
+
+
+_config = _Config()
+
+
 def enabled(level: str) -> bool:
     """Whether entries of `level` are kept now (`log-level`): a caller may skip
     building an entry that costs something to build (a debug line per job event)."""
-    return structlog.get_config()["wrapper_class"].is_enabled_for(None, LEVELS[level])
+    return LEVELS[level] >= _config.level
 
 
-def get_logger(component: str):
+class Logger:
+    """One component's logger: the level check is an attribute read, so a debug
+    line on a hot path costs next to nothing when debug is off (structlog's lazy
+    proxy would build a bound logger per call).  Kept entries go through
+    structlog as configured."""
+    __slots__ = ("component", "_bound", "_generation")
+
+    def __init__(self, component: str):
+        self.component = component
+        self._bound = None
+        self._generation = -1
+
+    def _emit(self, method: str, event: str, kw: dict) -> None:
+        if self._generation != _config.generation:
+            self._bound = structlog.get_logger().bind(component=self.component)
+            self._generation = _config.generation
+        getattr(self._bound, method)(event, **kw)
+
+    def debug(self, event: str, **kw) -> None:
+        if _config.level <= 10:
+            self._emit("debug", event, kw)
+
+    def info(self, event: str, **kw) -> None:
+        if _config.level <= 20:
+            self._emit("info", event, kw)
+
+    def warning(self, event: str, **kw) -> None:
+        if _config.level <= 30:
+            self._emit("warning", event, kw)
+
+    def error(self, event: str, **kw) -> None:
+        if _config.level <= 40:
+            self._emit("error", event, kw)
+
+    def exception(self, event: str, **kw) -> None:
+        if _config.level <= 40:
+            self._emit("exception", event, kw)
+
+    def critical(self, event: str, **kw) -> None:
+        self._emit("critical", event, kw)
+
+
+def get_logger(component: str) -> Logger:
     """A logger for one component; lazy, so configure() may run after import."""
-    return structlog.get_logger(component=component)
+    return Logger(component)

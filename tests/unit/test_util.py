@@ -187,6 +187,36 @@ def test_log_sink_owns_its_ring(tmp_path):
         structlog.reset_defaults()
 
 
+def test_log_level_is_checked_before_anything_is_built(tmp_path):
+    """A logger below `log-level` builds nothing (a debug line on a hot path costs
+    an attribute read); set_levels changes the threshold of loggers made before."""
+    import structlog
+    from fluxlite.util import log
+    sink = log.configure(0, stderr_level="critical", level="info")
+    try:
+        lg = log.get_logger("test")
+        calls = []
+
+        class Costly:
+            def __str__(self):
+                calls.append(1)
+                return "built"
+        lg.debug("hidden", value=Costly())
+        assert sink.entries() == [] and calls == [] and not log.enabled("debug")
+        sink.set_levels(level="debug")
+        lg.debug("shown", value=Costly())
+        assert [e["event"] for e in sink.entries()] == ["shown"] and calls == [1]
+        assert sink.entries()[0]["component"] == "test" and log.enabled("debug")
+        sink.set_levels(level="error")
+        lg.warning("hidden too")
+        lg.error("kept")
+        assert [e["event"] for e in sink.entries()] == ["shown", "kept"]
+    finally:
+        structlog.reset_defaults()
+        log.configure(None, stderr_level="critical")  # the default threshold again
+        structlog.reset_defaults()
+
+
 def test_release_free_memory_runs_on_glibc():
     import platform
 
