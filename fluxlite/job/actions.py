@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import errno
 import sys
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from ..util import idset
 from . import depend, rset, states
@@ -135,8 +136,7 @@ def own(job: Job, field: str):
 
 
 # ---------------------------------------------------------------- events in
-@dataclass(frozen=True)
-class Dep:
+class Dep(Struct, frozen=True):
     """One of a submitted job's dependencies, with its verdict when it names a job
     (the service knows the other jobs); a begin-time one is judged here, by `at`."""
     desc: str                      # afterok=ƒ..., begin-time=...
@@ -147,28 +147,24 @@ class Dep:
     at: float = 0.0                # begin-time: seconds since the epoch
 
 
-@dataclass(frozen=True)
-class Submitted:
+class Submitted(Struct, frozen=True):
     """A new job (state NEW): log submit and validate (with the jobspec), then its
     dependencies."""
     jobspec: dict
     deps: tuple[Dep, ...] = ()
 
 
-@dataclass(frozen=True)
-class Verdicts:
+class Verdicts(Struct, frozen=True):
     """A job named by some of this job's dependencies started or ended: each
     (description, MET|WAIT|NEVER, why) for the dependencies naming it."""
     items: tuple[tuple[str, str, str], ...]
 
 
-@dataclass(frozen=True)
-class BeginTimeReached:
+class BeginTimeReached(Struct, frozen=True):
     desc: str
 
 
-@dataclass(frozen=True)
-class Raise:
+class Raise(Struct, frozen=True):
     """An exception on the job.  `forward`: tell job-exec of a fatal one on a running
     job (not when job-exec itself reported it)."""
     type: str
@@ -180,24 +176,20 @@ class Raise:
     forward: bool = True
 
 
-@dataclass(frozen=True)
-class Urgency:
+class Urgency(Struct, frozen=True):
     urgency: int
     userid: int
 
 
-@dataclass(frozen=True)
-class Memo:
+class Memo(Struct, frozen=True):
     memo: dict
 
 
-@dataclass(frozen=True)
-class QueueChanged:
+class QueueChanged(Struct, frozen=True):
     """The queue was started or stopped (Actions.started says which)."""
 
 
-@dataclass(frozen=True)
-class AllocAnswered:
+class AllocAnswered(Struct, frozen=True):
     """sched's answer to request number `seq`: an allocation, or an error."""
     seq: int
     alloc: dict | None = None      # rank -> cores
@@ -206,39 +198,33 @@ class AllocAnswered:
     errstr: str = ""
 
 
-@dataclass(frozen=True)
-class ExecStarted:
+class ExecStarted(Struct, frozen=True):
     """job-exec: every shell is through the start barrier."""
 
 
-@dataclass(frozen=True)
-class ExecException:
+class ExecException(Struct, frozen=True):
     type: str
     severity: int
     note: str = ""
     context: dict | None = None
 
 
-@dataclass(frozen=True)
-class ExecFinished:
+class ExecFinished(Struct, frozen=True):
     status: int
 
 
-@dataclass(frozen=True)
-class ExecReleased:
+class ExecReleased(Struct, frozen=True):
     ranks: str = "all"
     final: bool = True
 
 
-@dataclass(frozen=True)
-class ExecFailed:
+class ExecFailed(Struct, frozen=True):
     """job-exec's stream ended in an error (not its clean end)."""
     errstr: str = ""
 
 
 # -------------------------------------------------------------- effects out
-@dataclass(frozen=True)
-class Post:
+class Post(Struct, frozen=True):
     """Append an entry to the main eventlog (the state has already moved); `extra`
     are keys of the job's KVS directory written in the same commit (jobspec, R)."""
     name: str
@@ -246,65 +232,54 @@ class Post:
     extra: dict | None = None
 
 
-@dataclass(frozen=True)
-class AskAlloc:
+class AskAlloc(Struct, frozen=True):
     """sched.alloc for the job's resources; its answer is AllocAnswered(seq)."""
     seq: int
     priority: int
 
 
-@dataclass(frozen=True)
-class CancelAlloc:
+class CancelAlloc(Struct, frozen=True):
     """sched.cancel: withdraw the request sched holds."""
 
 
-@dataclass(frozen=True)
-class Prioritize:
+class Prioritize(Struct, frozen=True):
     priority: int
 
 
-@dataclass(frozen=True)
-class Free:
+class Free(Struct, frozen=True):
     """sched.free: give the job's resources back."""
 
 
-@dataclass(frozen=True)
-class StartExec:
+class StartExec(Struct, frozen=True):
     """job-exec.start with R; its responses are the Exec* events."""
     R: dict
 
 
-@dataclass(frozen=True)
-class ForwardException:
+class ForwardException(Struct, frozen=True):
     """job-exec.exception: a fatal exception on a running job (job-exec kills it)."""
     payload: dict
 
 
-@dataclass(frozen=True)
-class Watch:
+class Watch(Struct, frozen=True):
     """Look at this job again when job `target` starts or ends (a dependency)."""
     target: int
 
 
-@dataclass(frozen=True)
-class BeginTimer:
+class BeginTimer(Struct, frozen=True):
     """Feed BeginTimeReached(desc) after `delay` seconds."""
     desc: str
     delay: float
 
 
-@dataclass(frozen=True)
-class AnswerWaiters:
+class AnswerWaiters(Struct, frozen=True):
     """The job is inactive: answer job-manager.wait requests."""
 
 
-@dataclass(frozen=True)
-class NotifyDependents:
+class NotifyDependents(Struct, frozen=True):
     """The job started or ended: look again at the jobs that depend on it."""
 
 
-@dataclass(frozen=True)
-class Inactive:
+class Inactive(Struct, frozen=True):
     """The job is inactive: count it out, and apply the purge policy."""
 
 

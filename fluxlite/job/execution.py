@@ -39,7 +39,9 @@ from __future__ import annotations
 import collections
 import os
 import signal
-from dataclasses import dataclass, field
+
+import msgspec
+from msgspec import Struct
 
 from ..util import fsd, idset, procs
 
@@ -50,84 +52,71 @@ PENDING, SHELL_RUNNING, EXITED, LOST = "pending", "running", "exited", "lost"
 
 
 # ---------------------------------------------------------------- events in
-@dataclass(frozen=True)
-class ShellStarted:
+class ShellStarted(Struct, frozen=True):
     shell_rank: int
     pid: int
 
 
-@dataclass(frozen=True)
-class ShellExited:
+class ShellExited(Struct, frozen=True):
     shell_rank: int
     status: int            # wait status
 
 
-@dataclass(frozen=True)
-class ShellUnreachable:
+class ShellUnreachable(Struct, frozen=True):
     """Its rank's broker is gone (rexec's stream failed with EHOSTUNREACH)."""
     shell_rank: int
 
 
-@dataclass(frozen=True)
-class ShellStartFailed:
+class ShellStartFailed(Struct, frozen=True):
     shell_rank: int
     error: str
 
 
-@dataclass(frozen=True)
-class BarrierEntered:
+class BarrierEntered(Struct, frozen=True):
     barrier: str           # "init" or "start"
     shell_rank: int
     error: str | None = None   # the shell could not get there (a plugin failed)
 
 
-@dataclass(frozen=True)
-class TimerFired:
+class TimerFired(Struct, frozen=True):
     name: str              # barrier, expire, shell-exit, kill
 
 
-@dataclass(frozen=True)
-class FatalException:
+class FatalException(Struct, frozen=True):
     """The job-manager recorded a fatal exception raised elsewhere (cancel, doom, ...)."""
     type: str
     note: str = ""
     wait_status: int | None = None
 
 
-@dataclass(frozen=True)
-class SetCritical:
+class SetCritical(Struct, frozen=True):
     ranks: frozenset[int]  # shell ranks, already checked to belong to the job
 
 
-@dataclass(frozen=True)
-class KillTasks:
+class KillTasks(Struct, frozen=True):
     signum: int
 
 
 # -------------------------------------------------------------- effects out
-@dataclass(frozen=True)
-class Log:
+class Log(Struct, frozen=True):
     """Append an entry to the exec eventlog."""
     name: str
     context: dict | None = None
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(Struct, frozen=True):
     """A response on the job-manager's job-exec.start stream."""
     kind: str              # start, exception, finish, release
-    data: dict = field(default_factory=dict)
+    data: dict = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Signal:
+class Signal(Struct, frozen=True):
     signum: int
     shell_ranks: tuple[int, ...]
     tasks: bool = False    # the processes below each shell, not the shell
 
 
-@dataclass(frozen=True)
-class Timer:
+class Timer(Struct, frozen=True):
     """Arm timer `name` (replacing one of that name) after `delay` seconds or at the
     wall-clock time `at`; with neither, cancel it."""
     name: str
@@ -135,8 +124,7 @@ class Timer:
     at: float | None = None
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(Struct, frozen=True):
     """Answer the shells waiting in a barrier (an error answer if `error`)."""
     barrier: str
     shell_ranks: tuple[int, ...]
@@ -144,20 +132,17 @@ class Answer:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Notify:
+class Notify(Struct, frozen=True):
     """A request that wants no answer to the leader shell's service."""
     method: str            # exception, critical-ranks
     payload: dict
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(Struct, frozen=True):
     """Every shell is done: end the job-manager's stream and forget the job."""
 
 
-@dataclass
-class Config:
+class Config(Struct):
     barrier_timeout: float | None = None
     shell_exit_timeout: float | None = 30.0
     kill_timeout: float = 5.0

@@ -3,8 +3,7 @@
 - a ring of recent entries that `fluxlite dmesg` prints (attr log-ring-size),
 - JSON lines in the run directory (`<rundir>/broker-<rank>.log`, mode 0600
   whatever the umask: see open_private_log),
-- key=value lines on stderr for entries at or above `log-stderr-level`
-  (coloured console lines when stderr is a terminal).
+- key=value lines on stderr for entries at or above `log-stderr-level`.
 
 Components log through `get_logger(component)`; `rank` is bound once per
 process.  Entries below `log-level` are filtered before any processor runs.
@@ -20,7 +19,25 @@ import json
 import sys
 import time
 
-import structlog
+
+def _import_structlog():
+    """structlog, imported without rich: structlog.dev imports rich when it is
+    installed (fluxlite has it for `submit --progress`) to render tracebacks that
+    fluxlite formats itself, ~35 ms of every broker's start.  rich stays importable
+    for whoever asks for it later."""
+    hidden = [name for name in ("rich", "better_exceptions") if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None   # `import rich` raises ImportError meanwhile
+    try:
+        import structlog
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+    return structlog
+
+
+structlog = _import_structlog()
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
