@@ -50,14 +50,6 @@ class Blob:
         self.id = id
 
 
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-        return True
-    except RuntimeError:
-        return False
-
-
 def _create_private(path: str) -> None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
@@ -85,6 +77,7 @@ class Store:
                         "data BLOB, PRIMARY KEY (log, seq)) WITHOUT ROWID")
         self.next_id = 1
         self.open = False    # an SQLite transaction is open (see _begin)
+        self.flush_later = False   # the event loop's next turn ends it (else finish does)
         self.in_tx = False   # a KVS commit is under way in it
         self.nbytes = 0
 
@@ -100,8 +93,9 @@ class Store:
             self.open = True
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
+                self.flush_later = True
             except RuntimeError:   # no event loop (a KVS driven directly): at finish
-                pass
+                self.flush_later = False
         self.db.execute("SAVEPOINT kvs")
         self.in_tx = True
 
@@ -113,7 +107,7 @@ class Store:
         if not ok:
             self.db.execute("ROLLBACK TO kvs")
         self.db.execute("RELEASE kvs")
-        if not _loop_running():
+        if not self.flush_later:
             self.flush()
 
     def flush(self) -> None:

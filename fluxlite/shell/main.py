@@ -12,8 +12,12 @@ def preload() -> None:
     import subprocess  # noqa: F401
 
     from ..client import aio  # noqa: F401
-    from . import shell  # noqa: F401
-    from .plugins import doom, input, instance, output, pmi, pty, signals  # noqa: F401
+    from ..protocol.dispatch import declared_handlers
+    from .plugins import doom, input, instance, output, pmi, pty, signals
+    from .shell import JobShell
+    for cls in (JobShell, doom.Doom, input.Input, instance.Instance, output.Output, pmi.PMI,
+                pty.Pty, signals.SignalForwarder):
+        declared_handlers(cls)
 
 
 def run_forked_shell(info: dict, env: dict | None = None) -> int:
