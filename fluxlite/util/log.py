@@ -204,28 +204,18 @@ class Logger:
             self._generation = _config.generation
         getattr(self._bound, method)(event, **kw)
 
-    def debug(self, event: str, **kw) -> None:
-        if _config.level <= 10:
-            self._emit("debug", event, kw)
 
-    def info(self, event: str, **kw) -> None:
-        if _config.level <= 20:
-            self._emit("info", event, kw)
+def _leveled(method: str, level: int):
+    """Logger.<method>: kept only if `log-level` is at or below `level`."""
+    def log(self: Logger, event: str, **kw) -> None:
+        if _config.level <= level:
+            self._emit(method, event, kw)
+    log.__name__ = method
+    return log
 
-    def warning(self, event: str, **kw) -> None:
-        if _config.level <= 30:
-            self._emit("warning", event, kw)
 
-    def error(self, event: str, **kw) -> None:
-        if _config.level <= 40:
-            self._emit("error", event, kw)
-
-    def exception(self, event: str, **kw) -> None:
-        if _config.level <= 40:
-            self._emit("exception", event, kw)
-
-    def critical(self, event: str, **kw) -> None:
-        self._emit("critical", event, kw)
+for _method in ("debug", "info", "warning", "error", "exception", "critical"):
+    setattr(Logger, _method, _leveled(_method, LEVELS.get(_method, LEVELS["error"])))
 
 
 def get_logger(component: str) -> Logger:
