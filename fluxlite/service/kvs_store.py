@@ -68,6 +68,9 @@ class Store:
             path = ":memory:"
         self.path = path
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        # one connection, this broker's: hold the file lock for good rather than take and
+        # release it (and look for a hot journal) around every transaction
+        self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self.db.execute("PRAGMA journal_mode=MEMORY")
         self.db.execute("PRAGMA synchronous=OFF")
         self.db.execute("PRAGMA temp_store=MEMORY")
