@@ -4,11 +4,14 @@ eventlog entries and KVS keys, and the small client API the CLI uses.
 `Jobspec` (jobspec.py) builds jobspecs; `Executor` (executor.py) runs them as
 concurrent.futures futures."""
 
-from .jobspec import Jobspec  # noqa: F401
-
 
 def __getattr__(name):
-    if name == "Executor":  # imported on use: the CLI never pays for asyncio
+    # imported on use: the CLI never pays for asyncio, and commands that build no
+    # jobspec (jobs, cancel, job status...) not for msgspec either
+    if name == "Executor":
         from .executor import Executor
         return Executor
+    if name == "Jobspec":
+        from .jobspec import Jobspec
+        return Jobspec
     raise AttributeError(name)
