@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import os
 import selectors
 import signal
@@ -363,6 +364,10 @@ def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
                 os._exit(1)
             if preload is not None:
                 preload()
+            # what exists now lives as long as the spawner: keep it out of the
+            # collector, so a forked shell's collections neither walk it nor write
+            # to its pages (each write copies a page the shell shares with us)
+            gc.freeze()
             _Server(child_sock, name, shell_log, entry, env).run()
         except BaseException:
             traceback.print_exc()
