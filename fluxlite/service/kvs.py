@@ -58,14 +58,6 @@ class UnwatchRequest(Struct, kw_only=True):
 _MISSING = object()
 
 
-class _Truncate:
-    """Undo record for an in-place append: cut the list back to `length`."""
-    __slots__ = ("length",)
-
-    def __init__(self, length: int):
-        self.length = length
-
-
 class _Dir(dict):
     """A directory node (a value is never a dict: maps are Blobs in the store)."""
     __slots__ = ()
@@ -195,8 +187,6 @@ class KVSService(Service):
             for parent, leaf, old in reversed(undo):
                 if old is _MISSING:
                     parent.pop(leaf, None)
-                elif isinstance(old, _Truncate):  # its rows went with the rollback
-                    parent[leaf].n = old.length
                 else:
                     parent[leaf] = old
             raise
@@ -223,8 +213,7 @@ class KVSService(Service):
     def _append(self, parent: _Dir, leaf: str, old, entries: list, undo: list) -> None:
         """Extend the log in the store (undone by truncating), or start one: from
         nothing, or from a list that was set as a value."""
-        if isinstance(old, Log):
-            undo.append((parent, leaf, _Truncate(old.n)))
+        if isinstance(old, Log):   # a failed commit's store.finish(False) cuts it back
             self.store.append(old, entries)
             return
         undo.append((parent, leaf, old))

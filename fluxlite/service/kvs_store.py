@@ -13,8 +13,13 @@ the values back from here.
 The file is `<rundir>/content.sqlite`, owner-only (mode 0600, never a symlink),
 with no journal file and no fsync: it lives and dies with the instance (it is
 removed when the KVS stops, even from a run directory kept with --rundir).
-Each KVS commit is one SQLite transaction, so a commit that fails half way
-leaves neither the tree nor the file changed.
+What the commits of one event-loop turn add is kept in memory and written out
+at the end of the turn, in one SQLite transaction (a job's dozen eventlog
+appends would otherwise cost a statement and a savepoint each).  A commit that
+fails half way leaves nothing behind: its additions are taken back from that
+buffer, and what it removed is removed only once it has succeeded.  If writing
+out fails (the disk is full), the buffer is kept and written with the next
+turn's, and the error is logged.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ import sqlite3
 import zlib
 
 from ..protocol.message import pack, unpack
+from ..util.log import get_logger
+
+log = get_logger("kvs")
 
 READ_BATCH = 1024           # entries per read (and per watch response)
 CACHE_KIB = 512             # SQLite page cache (its default is 2 MB, all of it in the heap)
@@ -33,12 +41,18 @@ FILENAME = "content.sqlite"
 
 
 class Log:
-    """A list kept in the store: its id there and how many entries it has."""
-    __slots__ = ("id", "n")
+    """A list kept in the store: its id there, how many entries it has, and the
+    last of them while they wait to be written out (`pending`, else None)."""
+    __slots__ = ("id", "n", "pending")
 
     def __init__(self, id: int, n: int = 0):
         self.id = id
         self.n = n
+        self.pending: list[bytes] | None = None
+
+    @property
+    def written(self) -> int:
+        return self.n - len(self.pending) if self.pending else self.n
 
 
 class Blob:
@@ -79,45 +93,83 @@ class Store:
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (log INTEGER, seq INTEGER, "
                         "data BLOB, PRIMARY KEY (log, seq)) WITHOUT ROWID")
         self.next_id = 1
-        self.open = False    # an SQLite transaction is open (see _begin)
-        self.flush_later = False   # the event loop's next turn ends it (else finish does)
-        self.in_tx = False   # a KVS commit is under way in it
         self.nbytes = 0
+        # what this turn's commits added, written out by flush()
+        self.logs: list[Log] = []            # logs with pending entries
+        self.blobs: dict[int, bytes] = {}    # blob id -> compressed map
+        self.deleted: list[int] = []         # ids whose rows go
+        self.flush_later = False             # the event loop's next turn calls flush
+        # the commit under way: how to take back what it added, what it removes
+        self.in_tx = False
+        self.undo: list[tuple] = []
+        self.removals: list[Log | Blob] = []
 
-    # ------------------------------------------------------ transactions
-    # A KVS commit is a savepoint inside one SQLite transaction that stays open until
-    # the event loop's next turn (`flush`): a job's dozen eventlog appends then cost a
-    # savepoint each (~7 us) rather than a transaction each (~30 us, written out).
+    # ------------------------------------------------------ commits
     def _begin(self) -> None:
         if self.in_tx:
             return
-        if not self.open:
-            self.db.execute("BEGIN")
-            self.open = True
+        self.in_tx = True
+        if not self.flush_later:
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
                 self.flush_later = True
             except RuntimeError:   # no event loop (a KVS driven directly): at finish
-                self.flush_later = False
-        self.db.execute("SAVEPOINT kvs")
-        self.in_tx = True
+                pass
 
     def finish(self, ok: bool) -> None:
-        """End the commit's savepoint (if it wrote anything): keep it or undo it."""
+        """End a KVS commit (if it changed anything here): keep it or take it back."""
         if not self.in_tx:
             return
         self.in_tx = False
-        if not ok:
-            self.db.execute("ROLLBACK TO kvs")
-        self.db.execute("RELEASE kvs")
+        if ok:
+            for node in self.removals:
+                self._remove(node)
+        else:
+            for kind, node, *old in reversed(self.undo):
+                if kind == "put":
+                    self.blobs.pop(node.id, None)
+                else:   # an append: back to its length and pending entries before
+                    node.n, kept = old
+                    del node.pending[kept:]
+        self.undo.clear()
+        self.removals.clear()
         if not self.flush_later:
             self.flush()
 
+    def _remove(self, node: Log | Blob) -> None:
+        if isinstance(node, Blob):
+            if self.blobs.pop(node.id, None) is None:
+                self.deleted.append(node.id)
+        else:
+            if node.written:
+                self.deleted.append(node.id)
+            node.pending = None
+
     def flush(self) -> None:
         """Write out what the commits since the last flush changed."""
-        if self.open and not self.in_tx:
-            self.open = False
+        self.flush_later = False
+        if self.in_tx or not (self.logs or self.blobs or self.deleted):
+            return
+        rows = [(lg.id, seq, data) for lg in self.logs if lg.pending
+                for seq, data in enumerate(lg.pending, start=lg.written)]
+        rows += [(bid, 0, data) for bid, data in self.blobs.items()]
+        try:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
+            self.db.executemany("DELETE FROM entries WHERE log = ?",
+                                [(i,) for i in self.deleted])
             self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            log.error("job store: writing out failed; kept in memory until the next "
+                      "commit", error=str(exc), path=self.path)
+            return
+        for lg in self.logs:
+            lg.pending = None
+        self.logs.clear()
+        self.blobs.clear()
+        self.deleted.clear()
 
     # ------------------------------------------------------------ values
     def _new_id(self) -> int:
@@ -133,42 +185,55 @@ class Store:
         blob = Blob(self._new_id())
         data = zlib.compress(pack(value), 1)
         self.nbytes += len(data)
-        self.db.execute("INSERT INTO entries VALUES (?, 0, ?)", (blob.id, data))
+        self.blobs[blob.id] = data
+        self.undo.append(("put", blob))
         return blob
 
     def get(self, blob: Blob):
         """The map a Blob names (a fresh copy for each reader)."""
-        row = self.db.execute("SELECT data FROM entries WHERE log = ? AND seq = 0",
-                              (blob.id,)).fetchone()
-        return unpack(zlib.decompress(row[0]))
+        data = self.blobs.get(blob.id)
+        if data is None:
+            data = self.db.execute("SELECT data FROM entries WHERE log = ? AND seq = 0",
+                                   (blob.id,)).fetchone()[0]
+        return unpack(zlib.decompress(data))
 
-    def append(self, log: Log, entries: list) -> None:
+    def append(self, lg: Log, entries: list) -> None:
         self._begin()
-        rows = []
-        for i, e in enumerate(entries, start=log.n):
+        if lg.pending is None:
+            lg.pending = []
+            self.logs.append(lg)
+        self.undo.append(("append", lg, lg.n, len(lg.pending)))
+        for e in entries:
             data = pack(e)
             self.nbytes += len(data)
-            rows.append((log.id, i, data))
-        self.db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
-        log.n += len(entries)
+            lg.pending.append(data)
+        lg.n += len(entries)
 
-    def read(self, log: Log, start: int = 0, limit: int | None = None) -> list:
+    def read(self, lg: Log, start: int = 0, limit: int | None = None) -> list:
         """Entries start.. of a log (at most `limit`)."""
-        stop = log.n if limit is None else min(log.n, start + limit)
-        cur = self.db.execute("SELECT data FROM entries WHERE log = ? AND seq >= ? AND seq < ? "
-                              "ORDER BY seq", (log.id, start, stop))
-        return [unpack(row[0]) for row in cur]
+        stop = lg.n if limit is None else min(lg.n, start + limit)
+        written = lg.written
+        out = []
+        if start < written:
+            cur = self.db.execute("SELECT data FROM entries WHERE log = ? AND seq >= ? "
+                                  "AND seq < ? ORDER BY seq",
+                                  (lg.id, start, min(stop, written)))
+            out = [unpack(row[0]) for row in cur]
+        if stop > written:
+            out += [unpack(d) for d in lg.pending[max(start, written) - written:stop - written]]
+        return out
 
     def drop(self, nodes: list[Log | Blob]) -> None:
         """Forget logs and blobs that are no longer in the tree (unlinked or
-        overwritten)."""
-        if not nodes:
-            return
-        self._begin()
-        self.db.executemany("DELETE FROM entries WHERE log = ?", [(n.id,) for n in nodes])
+        overwritten), once the commit that does so succeeds."""
+        if nodes:
+            self._begin()
+            self.removals.extend(nodes)
 
     def count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+        """Entries kept (a map counts one), written out or not."""
+        written = self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+        return written + len(self.blobs) + sum(len(lg.pending or ()) for lg in self.logs)
 
     def close(self) -> None:
         """Close and remove the file: nothing in it outlives the instance (a run

@@ -1,0 +1,86 @@
+"""The KVS's on-disk store under an event loop: what a turn's commits add is read
+back at once and written out at the end of the turn in one transaction; a failed
+commit takes back what it added and keeps what it would have removed; a failed
+write stays in memory and goes out with a later turn."""
+
+import asyncio
+
+import pytest
+
+from fluxlite.service.kvs_store import Store
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def written(store: Store) -> int:
+    return store.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+
+
+async def next_turn() -> None:
+    await asyncio.sleep(0)   # flush was queued with call_soon by the first commit
+    await asyncio.sleep(0)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path))
+    yield s
+    s.close()
+
+
+async def test_a_turns_commits_read_back_at_once_and_are_written_out_together(store):
+    lg = store.new_log()
+    store.append(lg, [1, 2])
+    store.finish(True)
+    blob = store.put({"env": {"A": "1"}})
+    store.finish(True)
+    assert store.read(lg) == [1, 2] and store.get(blob) == {"env": {"A": "1"}}
+    assert written(store) == 0 and store.count() == 3
+    await next_turn()
+    assert written(store) == 3 and store.count() == 3 and lg.pending is None
+    store.append(lg, [3, 4])
+    store.finish(True)
+    # half on disk, half waiting: every slice reads as one list
+    assert store.read(lg) == [1, 2, 3, 4]
+    assert store.read(lg, 1, 2) == [2, 3] and store.read(lg, 3) == [4]
+    assert store.read(lg, 0, 1) == [1]
+    await next_turn()
+    assert written(store) == 5 and store.read(lg, 1) == [2, 3, 4]
+
+
+async def test_a_failed_commit_takes_back_what_it_added_and_keeps_what_it_removed(store):
+    lg = store.new_log()
+    store.append(lg, [1, 2])
+    store.finish(True)
+    await next_turn()
+    store.append(lg, [3])
+    store.finish(True)
+    old = store.put({"v": 1})
+    store.finish(True)
+    # one commit: an append, a new map, the log and the old map dropped; it fails
+    store.append(lg, [4, 5])
+    new = store.put({"v": 2})
+    store.drop([lg, old])
+    store.finish(False)
+    assert lg.n == 3 and store.read(lg) == [1, 2, 3] and store.get(old) == {"v": 1}
+    assert new.id not in store.blobs
+    await next_turn()
+    assert written(store) == 4 and store.count() == 4
+    store.drop([lg, old])   # the same removal, succeeding
+    store.finish(True)
+    await next_turn()
+    assert written(store) == 0 and store.count() == 0
+
+
+async def test_a_write_that_fails_is_kept_and_goes_out_with_a_later_turn(store):
+    lg = store.new_log()
+    store.db.execute("PRAGMA query_only=ON")   # every write now fails, as on a full disk
+    store.append(lg, [1])
+    store.finish(True)
+    await next_turn()
+    assert written(store) == 0 and store.read(lg) == [1] and store.count() == 1
+    store.db.execute("PRAGMA query_only=OFF")
+    store.append(lg, [2])
+    store.finish(True)
+    await next_turn()
+    assert written(store) == 2 and store.read(lg) == [1, 2] and lg.pending is None
