@@ -155,9 +155,11 @@ class Store:
         rows += [(bid, 0, data) for bid, data in self.blobs.items()]
         try:
             self.db.execute("BEGIN")
-            self.db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
-            self.db.executemany("DELETE FROM entries WHERE log = ?",
-                                [(i,) for i in self.deleted])
+            if rows:
+                self.db.executemany("INSERT INTO entries VALUES (?, ?, ?)", rows)
+            if self.deleted:
+                self.db.executemany("DELETE FROM entries WHERE log = ?",
+                                    [(i,) for i in self.deleted])
             self.db.execute("COMMIT")
         except sqlite3.Error as exc:
             if self.db.in_transaction:
