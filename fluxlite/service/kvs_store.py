@@ -98,7 +98,7 @@ class Store:
         self.logs: list[Log] = []            # logs with pending entries
         self.blobs: dict[int, bytes] = {}    # blob id -> compressed map
         self.deleted: list[int] = []         # ids whose rows go
-        self.flush_later = False             # the event loop's next turn calls flush
+        self.flush_later: asyncio.Handle | None = None   # flush on the loop's next turn
         # the commit under way: how to take back what it added, what it removes
         self.in_tx = False
         self.undo: list[tuple] = []
@@ -109,10 +109,9 @@ class Store:
         if self.in_tx:
             return
         self.in_tx = True
-        if not self.flush_later:
+        if self.flush_later is None:
             try:
-                asyncio.get_running_loop().call_soon(self.flush)
-                self.flush_later = True
+                self.flush_later = asyncio.get_running_loop().call_soon(self.flush)
             except RuntimeError:   # no event loop (a KVS driven directly): at finish
                 pass
 
@@ -133,7 +132,7 @@ class Store:
                     del node.pending[kept:]
         self.undo.clear()
         self.removals.clear()
-        if not self.flush_later:
+        if self.flush_later is None:
             self.flush()
 
     def _remove(self, node: Log | Blob) -> None:
@@ -147,7 +146,7 @@ class Store:
 
     def flush(self) -> None:
         """Write out what the commits since the last flush changed."""
-        self.flush_later = False
+        self.flush_later = None
         if self.in_tx or not (self.logs or self.blobs or self.deleted):
             return
         rows = [(lg.id, seq, data) for lg in self.logs if lg.pending
@@ -240,6 +239,9 @@ class Store:
     def close(self) -> None:
         """Close and remove the file: nothing in it outlives the instance (a run
         directory kept with --rundir keeps its logs, not job data)."""
+        if self.flush_later is not None:
+            self.flush_later.cancel()
+            self.flush_later = None
         self.db.close()
         if self.path != ":memory:":
             try:

@@ -84,3 +84,16 @@ async def test_a_write_that_fails_is_kept_and_goes_out_with_a_later_turn(store):
     store.finish(True)
     await next_turn()
     assert written(store) == 2 and store.read(lg) == [1, 2] and lg.pending is None
+
+
+async def test_closing_with_a_write_out_pending_leaves_nothing_to_run(tmp_path):
+    """The KVS stops (the instance shuts down) in the turn of its last commit: the
+    write-out queued for the next turn must not run on the closed file."""
+    errors = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx))
+    s = Store(str(tmp_path))
+    s.append(s.new_log(), [1])
+    s.finish(True)
+    s.close()
+    await next_turn()
+    assert errors == [] and not (tmp_path / "content.sqlite").exists()
