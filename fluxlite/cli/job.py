@@ -148,9 +148,8 @@ def wait(all_, verbose, jobid):
         raise click.UsageError("give one JOBID or --all, not both")
     with handle() as h:
         if all_:  # every job not waited for yet, finished or not (as Flux reaps them)
-            pending = [api.wait_async(h, j["id"])
-                       for j in api.list_jobs(h, "all") if not j["waited"]]
-            results = _responses(h, pending)
+            results = api.wait_many(h, [j["id"] for j in api.list_jobs(h, "all")
+                                        if not j["waited"]])
         elif jobid is None:
             r = api.wait_any(h)
             click.echo(fluid.f58(r["id"]))
@@ -166,13 +165,6 @@ def wait(all_, verbose, jobid):
             elif verbose:
                 click.echo(f"{fluid.f58(r['id'])}: {r['result']}")
     sys.exit(1 if failed else 0)
-
-
-def _responses(h, pending):
-    """The response of each RPC, in order, as it arrives (they were all sent at once)."""
-    for p in pending:
-        h.wait(p)
-        yield p.take()
 
 
 @job.command(context_settings=HELP)

@@ -125,7 +125,7 @@ def unlink(recursive, force, keys):
             except NotFound:
                 if force:
                     continue
-                raise FluxliteError(f"cannot unlink {key!r}: no such key") from None
+                raise NotFound(f"cannot unlink {key!r}: no such key") from None
             except FluxliteError as exc:
                 if exc.errnum != errno.EISDIR:
                     raise

@@ -19,6 +19,7 @@ import click
 
 from ..errors import RPCTimeout
 from ..job import api
+from ..util import fsd
 from .common import HELP, fsd_timeout, handle
 
 
@@ -103,12 +104,13 @@ def start(all_, verbose, quiet):
     _start(True, all_, verbose, quiet)
 
 
-def _wait(call, timeout: float | None):
+def _wait(call, timeout: float | None, waiting_for: str):
     with handle() as h:
         try:
             return call(h, timeout)
         except RPCTimeout:
-            raise RPCTimeout("timeout") from None
+            raise RPCTimeout(f"timeout: {waiting_for} after {fsd.format(timeout)} "
+                             "(--timeout)") from None
 
 
 @queue.command(context_settings=HELP)
@@ -116,7 +118,7 @@ def _wait(call, timeout: float | None):
               help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
 def drain(timeout):
     """Wait until no job is active (every job submitted so far is INACTIVE)."""
-    _wait(api.queue_drain, timeout)
+    _wait(api.queue_drain, timeout, "jobs still active")
 
 
 @queue.command(context_settings=HELP)
@@ -126,6 +128,6 @@ def drain(timeout):
               help="Do not print how many jobs are pending, unless some are.")
 def idle(timeout, quiet):
     """Wait until no job is running or cleaning up; print how many are pending."""
-    pending = _wait(api.queue_idle, timeout)
+    pending = _wait(api.queue_idle, timeout, "jobs still running")
     if not quiet or pending > 0:
         click.echo(f"{pending} jobs")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-import itertools
 import os
 import re
 import sys
@@ -202,40 +200,20 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
     return rc
 
 
-WAIT_WINDOW = 256   # waits in flight at once: rank 0 holds each until its job ends
-
-
-def _wait_answers(h, ids: list[int]):
-    """Each job's wait answer, in the order of `ids`, with at most WAIT_WINDOW waits
-    held by the job-manager (ten thousand held waits would be its largest cost while
-    the jobs are pending).  The jobs are waitable, so none is purged before its wait
-    is asked for."""
-    from ..job import api
-    rest = iter(ids)
-    waits = collections.deque(api.wait_async(h, i) for i in itertools.islice(rest,
-                                                                            WAIT_WINDOW))
-    while waits:
-        p = waits.popleft()
-        h.wait(p)
-        yield p.take()
-        nxt = next(rest, None)
-        if nxt is not None:
-            waits.append(api.wait_async(h, nxt))
-
-
 def _wait_all(h, ids: list[int], progress: bool, said: set[int]) -> int:
     """Wait for the jobs; the largest exit code.  Each job that failed before it
     started gets one line saying why, unless its refusal at submit was `said`."""
+    from ..job import api
     results = []
     if progress:
         from rich.progress import Progress
         with Progress(transient=False) as bar:
             task = bar.add_task("jobs", total=len(ids))
-            for r in _wait_answers(h, ids):
+            for r in api.wait_many(h, ids):
                 results.append(r)
                 bar.update(task, advance=1)
     else:
-        results = list(_wait_answers(h, ids))
+        results = list(api.wait_many(h, ids))
     for r in results:
         if not r["success"] and r["id"] not in said:
             _why_not_started(h, r)

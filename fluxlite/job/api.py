@@ -72,6 +72,26 @@ def wait_async(h, jobid: int):
     return h.rpc(*wait_request(jobid))
 
 
+WAIT_WINDOW = 256   # waits in flight at once: rank 0 holds each until its job ends
+
+
+def wait_many(h, ids):
+    """Each job's wait answer, in the order of `ids`, with at most WAIT_WINDOW waits
+    held by the job-manager at once (ten thousand held waits would be its largest
+    cost while the jobs are pending).  Waitable jobs are not purged before they are
+    waited for, so a later wait still finds its job."""
+    import itertools
+    rest = iter(ids)
+    waits = collections.deque(wait_async(h, i) for i in itertools.islice(rest, WAIT_WINDOW))
+    while waits:
+        p = waits.popleft()
+        h.wait(p)
+        yield p.take()
+        nxt = next(rest, None)
+        if nxt is not None:
+            waits.append(wait_async(h, nxt))
+
+
 def cancel_async(h, jobid: int, note: str = ""):
     return h.rpc(*cancel_request(jobid, note))
 

@@ -72,7 +72,7 @@ class _Watcher:
         self.sent = 0  # entries already sent (append mode)
 
 
-def _logs(node) -> list:
+def _stored(node) -> list:
     """The values in the store that a value is, or that are below a directory."""
     if isinstance(node, (Log, Blob)):
         return [node]
@@ -168,7 +168,7 @@ class KVSService(Service):
                         continue
                     undo.append((parent, leaf, old))
                     del parent[leaf]
-                    self.store.drop(_logs(old))
+                    self.store.drop(_stored(old))
                     if op.get("prune"):
                         self._prune(parts, undo)
                 elif "append" in op:
@@ -180,7 +180,7 @@ class KVSService(Service):
                         raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     undo.append((parent, leaf, old))
                     parent[leaf] = self._keep(op["value"])
-                    self.store.drop(_logs(old))
+                    self.store.drop(_stored(old))
                 touched.append(key)
         except Exception:
             self.store.finish(False)
@@ -211,9 +211,9 @@ class KVSService(Service):
             del parent[parts[i]]
 
     def _append(self, parent: _Dir, leaf: str, old, entries: list, undo: list) -> None:
-        """Extend the log in the store (undone by truncating), or start one: from
-        nothing, or from a list that was set as a value."""
-        if isinstance(old, Log):   # a failed commit's store.finish(False) cuts it back
+        """Extend the log in the store (a failed commit's store.finish(False) cuts it
+        back), or start one: from nothing, or from a list that was set as a value."""
+        if isinstance(old, Log):
             self.store.append(old, entries)
             return
         undo.append((parent, leaf, old))

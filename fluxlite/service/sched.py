@@ -245,7 +245,7 @@ class SchedService(Service):
     def feasibility(self, msg, r):
         if (r.jobspec is None) == (r.request is None):
             raise UsageError("sched.feasibility: give a jobspec or a request (one of them)")
-        req = js.validate(r.jobspec) if r.request is None else r.request.shared()
+        req = js.validate(r.jobspec) if r.request is None else r.request   # kept by no one
         why = self.unsatisfiable(req) if self.ready else None
         if why:
             raise FluxliteError(why, EOVERFLOW)

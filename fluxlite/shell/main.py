@@ -13,10 +13,11 @@ def preload() -> None:
 
     from ..client import aio  # noqa: F401
     from ..protocol.dispatch import declared_handlers
-    from .plugins import doom, input, instance, output, pmi, pty, signals
+    from .plugin import ShellPlugin
+    from .plugins import doom, input, instance, output, pmi, pty, signals  # noqa: F401
     from .shell import JobShell
-    for cls in (JobShell, doom.Doom, input.Input, instance.Instance, output.Output, pmi.PMI,
-                pty.Pty, signals.SignalForwarder):
+    # the handlers each class declares, looked up once here rather than in every shell
+    for cls in (JobShell, *ShellPlugin.__subclasses__()):
         declared_handlers(cls)
 
 

@@ -25,7 +25,7 @@ from ..client.aio import AsyncHandle
 from ..errors import FluxliteError, PluginError, UsageError
 from ..job import eventlog as jel
 from ..job.jobspec import command_name
-from ..protocol.dispatch import Dispatcher, Method, declared_methods, handler
+from ..protocol.dispatch import Dispatcher, handler
 from ..protocol.schema import Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset, mustache
 from ..util.compat import FLUX_MIRRORED, flux_compat
@@ -239,9 +239,7 @@ class JobShell:
             self.plugins.add(cls(self))
         self._load_user_plugins()
         for p in self.plugins.plugins:
-            for m in declared_methods(p):
-                self.dispatcher.add(Method(f"{self.service}.{m.topic}", m.fn, m.schema,
-                                           m.streaming, m.roles, m.max_payload))
+            self.dispatcher.add_object(p, prefix=f"{self.service}.")
         await self.plugins.call("shell.init", strict=True)
         resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
                                                          "shell_rank": self.rank})

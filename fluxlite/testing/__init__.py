@@ -25,6 +25,8 @@ import time
 import uuid
 import weakref
 
+from ..util import procs
+
 TAG_VAR = "FLUXLITE_TEST_TAG"
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,9 +51,7 @@ def tagged_processes(tag: str) -> dict[int, str]:
                 env = f.read()
             if needle not in env.split(b"\0"):
                 continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-            if stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+            if procs.state(int(name)) in (None, "Z", "X"):
                 continue
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()

@@ -99,6 +99,11 @@ def _stat_field(pid: int, index: int) -> str | None:
         return None
 
 
+def state(pid: int) -> str | None:
+    """The state letter of `pid` (R, S, Z...), or None if it is gone."""
+    return _stat_field(pid, 0)
+
+
 def session_of(pid: int) -> int | None:
     """The session id of `pid`, or None if it is gone."""
     sid = _stat_field(pid, 3)

@@ -122,6 +122,21 @@ def test_job_wait_without_id_waits_for_any_job(inst1):
     assert inst1.cli("job", "wait", "--all", check=True).stdout == ""
 
 
+def test_job_wait_all_waits_for_more_jobs_than_it_keeps_waits_in_flight(inst4):
+    """`job wait --all` asks for WAIT_WINDOW waits at a time, as `submit --wait` does:
+    every job is still waited for, and one failure makes the exit code 1."""
+    from fluxlite.job.api import WAIT_WINDOW
+    n = WAIT_WINDOW + 20
+    inst4.cli("submit", f"--cc=1-{n}", "--quiet", "sh", "-c", f"test {{cc}} -ne {n}",
+              check=True, timeout=120)
+    cp = inst4.cli("job", "wait", "--all", timeout=300)
+    assert cp.returncode == 1 and len(cp.stderr.splitlines()) == 1
+    assert "exit code 1" in cp.stderr
+    jobs = api.list_jobs(inst4.handle(), "all")
+    assert len(jobs) == n and all(j["waited"] for j in jobs)
+    assert inst4.cli("job", "wait").returncode == 2   # none left to wait for
+
+
 def test_job_wait_help_and_usage(inst1):
     helptext = inst1.cli("job", "wait", "--help", check=True).stdout
     assert "not waited for yet" in helptext and "With no JOBID" in helptext

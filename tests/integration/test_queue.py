@@ -76,9 +76,11 @@ def test_drain_and_idle_time_out_then_end_on_events(inst1):
     jobid = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
     inst1.cli("job", "wait-event", "-t", "30s", jobid, "start", check=True, timeout=40)
     cp = inst1.cli("queue", "drain", "--timeout=0.2s", timeout=30)
-    assert one_error_line(cp) == "fluxlite queue drain: timeout"
+    assert one_error_line(cp) == ("fluxlite queue drain: timeout: jobs still active after "
+                                  "0.2s (--timeout)")
     cp = inst1.cli("queue", "idle", "--timeout", "0.2", timeout=30)
-    assert one_error_line(cp) == "fluxlite queue idle: timeout"
+    assert one_error_line(cp) == ("fluxlite queue idle: timeout: jobs still running after "
+                                  "0.2s (--timeout)")
     with inst1.cli_background("queue", "drain") as drain, \
             inst1.cli_background("queue", "idle") as idle:
         inst1.cli("cancel", jobid, check=True)

@@ -249,8 +249,8 @@ class PMI(ShellPlugin):
             raise ProtocolError(self.broken)
         if req.seq != self.gathering_seq:
             if req.seq != self.gathering_seq + 1 or self.arrived:
-                raise FluxliteError(f"PMI barrier {req.seq} from shell {req.shell_rank} "
-                                    f"while gathering barrier {self.gathering_seq}", 71)
+                raise ProtocolError(f"PMI barrier {req.seq} from shell {req.shell_rank} "
+                                    f"while gathering barrier {self.gathering_seq}")
             self.gathering_seq = req.seq
         self.arrived[req.shell_rank] = dict(req.keys)
         self.waiting.append(waiter)

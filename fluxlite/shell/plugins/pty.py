@@ -35,6 +35,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
+from ...errors import UsageError
 from ...protocol.schema import Struct
 from ..plugin import NO_REPLY, ShellPlugin, handler
 
@@ -129,7 +130,7 @@ class Pty(ShellPlugin):
     @handler("pty-attach", streaming=True)
     def _attach(self, msg, _req):
         if self.master is None and not self.hung_up:
-            raise ValueError("this job has no terminal")
+            raise UsageError("this job has no terminal yet (its shell has not started it)")
         if self.backlog:
             self.shell.h.respond(msg, {"data": self.backlog})
             self.backlog = b""

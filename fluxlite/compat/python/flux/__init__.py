@@ -9,7 +9,6 @@ NotImplementedError naming it."""
 
 from __future__ import annotations
 
-import errno
 import os
 
 from fluxlite.client.sync import Handle
@@ -55,7 +54,7 @@ class Flux:
         try:
             return self.handle.getattr(name)
         except FluxliteError as exc:
-            raise OSError(exc.errnum or errno.ENOENT, exc.message) from None
+            raise OSError(exc.errnum, exc.message) from None
 
     def rpc(self, topic: str, payload=None, nodeid=None, flags: int = 0):
         """A Flux RPC; only the topics workflow tools use are translated."""

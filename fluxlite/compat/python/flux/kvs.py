@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-
 
 def get(flux_handle, key: str):
     """The value at `key`; KeyError-like OSError(ENOENT) if there is none, as Flux."""
@@ -13,7 +11,7 @@ def get(flux_handle, key: str):
     try:
         return _handle(flux_handle).call("kvs.get", {"key": key})["value"]
     except FluxliteError as exc:
-        raise OSError(exc.errnum or errno.ENOENT, exc.message) from None
+        raise OSError(exc.errnum, exc.message) from None
 
 
 def __getattr__(name):
