@@ -98,6 +98,7 @@ class Store:
         self.logs: list[Log] = []            # logs with pending entries
         self.blobs: dict[int, bytes] = {}    # blob id -> compressed map
         self.deleted: list[int] = []         # ids whose rows go
+        self.deleted_rows = 0                # how many rows those are
         self.flush_later: asyncio.Handle | None = None   # flush on the loop's next turn
         # the commit under way: how to take back what it added, what it removes
         self.in_tx = False
@@ -139,9 +140,11 @@ class Store:
         if isinstance(node, Blob):
             if self.blobs.pop(node.id, None) is None:
                 self.deleted.append(node.id)
+                self.deleted_rows += 1
         else:
             if node.written:
                 self.deleted.append(node.id)
+                self.deleted_rows += node.written
             node.pending = None
 
     def flush(self) -> None:
@@ -171,6 +174,7 @@ class Store:
         self.logs.clear()
         self.blobs.clear()
         self.deleted.clear()
+        self.deleted_rows = 0
 
     # ------------------------------------------------------------ values
     def _new_id(self) -> int:
@@ -232,8 +236,10 @@ class Store:
             self.removals.extend(nodes)
 
     def count(self) -> int:
-        """Entries kept (a map counts one), written out or not."""
+        """Entries kept (a map counts one), written out or not, less those removed
+        whose rows are still on disk."""
         written = self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+        written -= self.deleted_rows
         return written + len(self.blobs) + sum(len(lg.pending or ()) for lg in self.logs)
 
     def close(self) -> None:
