@@ -267,7 +267,8 @@ def _apply_env_rule(env: dict[str, str], rule: str, depth: int) -> None:
 def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
                  extra_options: dict | None = None, system: dict | None = None) -> dict:
     """Build the jobspec for a submitting command from its parsed options (with
-    fluxlite.job.jobspec.Jobspec, the one builder)."""
+    fluxlite.job.jobspec.Jobspec, the one builder).  It is checked once, by the
+    job-manager at submit, whose message the command prints."""
     from ..job.jobspec import Jobspec
     options = dict(extra_options or {})
     options.update(params.get("setopt") or {})
@@ -285,7 +286,7 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
                                     params.get("env_remove") or (),
                                     params.get("env_files") or ()),
         name=params.get("job_name"), input=params.get("input"),
-        output=params.get("output"), error=params.get("error"))
+        output=params.get("output"), error=params.get("error"), validate=False)
     for key, val in (system or {}).items():
         spec.setattr(f"system.{key}", val)
     deps = list(params.get("dependencies") or [])
@@ -297,5 +298,4 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         spec.setattr_shell_option(key, val)
     for key, val in (params.get("setattr") or {}).items():
         spec.setattr(key if key.startswith(("user.", "system.")) else f"system.{key}", val)
-    spec.validate()
     return spec.jobspec

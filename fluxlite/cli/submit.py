@@ -60,7 +60,7 @@ def _input_ranks(value: str | None) -> str | None:
 
 def _check_input_ranks(ranks: str, spec: dict) -> None:
     """`run --input=RANKS` names tasks the job has (0 to ntasks-1)."""
-    from ..job.jobspec import request
+    from ..job.schema import request
     ntasks = request(spec).ntasks
     if ntasks is None:  # one task per node of a whole-node request: known at alloc
         return

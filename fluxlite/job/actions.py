@@ -42,6 +42,7 @@ from msgspec import Struct
 from ..util import idset
 from . import depend, rset, states
 from . import jobspec as js
+from .schema import Request
 from .eventlog import eventlog_key
 
 _NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
@@ -58,7 +59,7 @@ class Job:
                  "expiration", "sched_req", "nreq", "waited", "deps", "dependents",
                  "flags")
 
-    def __init__(self, jobid: int, userid: int, jobspec: dict, req: js.Request, urgency: int,
+    def __init__(self, jobid: int, userid: int, jobspec: dict, req: Request, urgency: int,
                  t_submit: float = 0.0, flags: int = 0):
         self.id = jobid
         self.userid = userid

@@ -45,6 +45,7 @@ _HEADER_LEN = 11
 MAX_HEADER_BYTES = 64 * 1024   # a header is small: topic, numbers, a route of a few hops
 MAX_ROUTE = 64                 # hops; a 1024-rank binary tree is 10 deep
 MAX_TOPIC = 255
+MAX_COUNT = 1 << 20             # nodes, slots, cores or tasks one request may ask for
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 

@@ -18,6 +18,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from .message import MAX_COUNT
+
 Struct = msgspec.Struct
 Meta = msgspec.Meta
 ValidationError = msgspec.ValidationError
@@ -28,7 +30,6 @@ BULK_PAYLOAD = 4 << 20         # methods that carry a jobspec and more, or job o
 MAX_OPS = 1024                 # operations in one KVS commit
 MAX_ID = (1 << 63) - 1          # msgspec bounds fit in int64; FLUIDs stay below 2**63
 MAX_NODEID = 0xFFFFFFFF
-MAX_COUNT = 1 << 20             # nodes, slots, cores or tasks one request may ask for
 
 JobId = Annotated[int, Meta(ge=0, le=MAX_ID)]
 Rank = Annotated[int, Meta(ge=0, le=MAX_NODEID)]

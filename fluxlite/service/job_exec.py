@@ -32,7 +32,7 @@ import errno
 import time
 
 from ..errors import NotFound, UsageError
-from ..job import jobspec as js
+from ..job import schema as jschema
 from ..job import execution as ex
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
@@ -48,7 +48,7 @@ class StartRequest(Struct, kw_only=True):
     userid: int
     jobspec: AnyMap
     R: AnyMap
-    request: js.Request   # the job's resource request, as the job-manager computed it
+    request: jschema.Request   # the job's resource request, as the job-manager computed it
 
 
 class BarrierRequest(Struct, kw_only=True):
@@ -82,7 +82,7 @@ class ExecJob:
     """What job-exec keeps for one job: its I/O handles beside its Execution."""
 
     def __init__(self, msg, jobid: int, userid: int, jobspec: dict, R: dict,
-                 request: js.Request, hostname: str, attrs: dict):
+                 request: jschema.Request, hostname: str, attrs: dict):
         self.msg = msg                 # the job-manager's job-exec.start stream
         self.id = jobid
         self.userid = userid

@@ -28,7 +28,7 @@ from ..errors import (FluxliteError, NoChild, NotFound, PermissionDenied, Protoc
                       UsageError)
 from ..job import actions as act
 from ..job import depend, states
-from ..job import jobspec as js
+from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
 from ..protocol.message import STREAMING
@@ -343,7 +343,7 @@ class JobManagerService(Service):
         """As flux-core's job-ingest, a job gets an id only once the scheduler says its
         request could ever fit (sched.feasibility): one that never can is a submit
         error, EOVERFLOW "unsatisfiable request: ...", and no job."""
-        req = js.validate(r.jobspec)
+        req = jschema.validate(r.jobspec)
         self._open(msg, r)
         deps = r.jobspec["attributes"]["system"].get("dependencies", [])
         for dep in deps:   # a malformed one is an error before anything is asked
@@ -363,7 +363,7 @@ class JobManagerService(Service):
         if r.flags & ~WAITABLE:
             raise UsageError(f"submit: unknown flags 0x{r.flags & ~WAITABLE:x}")
 
-    def _feasible(self, msg, r, req: js.Request, resp) -> None:
+    def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
         """sched's feasibility answer: refuse the submission, or make the job."""
         if resp.errnum:
             self.respond_error(msg, resp.errnum, resp.errstr)
@@ -374,7 +374,7 @@ class JobManagerService(Service):
         except Exception as exc:
             self.dispatcher.respond_exception(msg, exc)
 
-    def _new_job(self, userid: int, r, req: js.Request) -> dict:
+    def _new_job(self, userid: int, r, req: jschema.Request) -> dict:
         spec = r.jobspec
         name = spec["attributes"]["system"].get("job", {}).get("name")
         key = (userid, name) if name else None   # singleton counts explicitly named jobs

@@ -24,7 +24,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from ..errors import FluxliteError, NotFound, UsageError
-from ..job import jobspec as js
+from ..job import schema as jschema
 from ..job import rset
 from ..job.depend import PRIORITY_MAX
 from ..protocol.schema import AnyMap, JobId, Struct
@@ -36,7 +36,7 @@ Priority = Annotated[int, Meta(ge=0, le=PRIORITY_MAX)]
 
 class AllocRequest(Struct, kw_only=True):
     id: JobId
-    request: js.Request   # computed once, at submit (Request.wire())
+    request: jschema.Request   # computed once, at submit (Request.wire())
     priority: Priority = 16
 
 
@@ -49,7 +49,7 @@ class FeasibilityRequest(Struct, kw_only=True):
     """A jobspec (as Flux's feasibility.check), or the request the job-manager
     computed from one."""
     jobspec: AnyMap | None = None
-    request: js.Request | None = None
+    request: jschema.Request | None = None
 
 
 class JobRequest(Struct, kw_only=True):
@@ -108,7 +108,7 @@ class SchedService(Service):
         self.schedule_soon()
 
     # -------------------------------------------------------- decisions
-    def unsatisfiable(self, req: js.Request) -> str | None:
+    def unsatisfiable(self, req: jschema.Request) -> str | None:
         """Why `req` can never fit in what remains, or None if it could.
 
         The sentence says what was asked (nodes and cores per node, or slots of
@@ -140,7 +140,7 @@ class SchedService(Service):
             return f"{asked}, only {slots} such slot(s) available (total cores: {total})"
         return None
 
-    def _try_alloc(self, req: js.Request) -> dict[int, list[int]] | None:
+    def _try_alloc(self, req: jschema.Request) -> dict[int, list[int]] | None:
         ranks = [r for r in sorted(self.total) if r in self.up and r not in self.removed]
         if req.nnodes is not None:
             need = req.slots_per_node * req.cores_per_slot
@@ -245,7 +245,7 @@ class SchedService(Service):
     def feasibility(self, msg, r):
         if (r.jobspec is None) == (r.request is None):
             raise UsageError("sched.feasibility: give a jobspec or a request (one of them)")
-        req = js.validate(r.jobspec) if r.request is None else r.request   # kept by no one
+        req = jschema.validate(r.jobspec) if r.request is None else r.request   # kept by no one
         why = self.unsatisfiable(req) if self.ready else None
         if why:
             raise FluxliteError(why, EOVERFLOW)

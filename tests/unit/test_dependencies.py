@@ -6,6 +6,7 @@ import pytest
 from fluxlite.errors import ProtocolError, UsageError
 from fluxlite.job import depend
 from fluxlite.job import jobspec as js
+from fluxlite.job import schema as jschema
 from fluxlite.service.sched import _Pending
 from fluxlite.util import fluid
 
@@ -90,10 +91,10 @@ def test_jobspec_accepts_dependencies_within_bounds():
     spec = _with_system({"dependencies": [
         {"scheme": "afterok", "value": "1234"}, {"scheme": "after", "value": fluid.f58(9),
                                                  "extra": 1}]})
-    js.validate(spec)
+    jschema.validate(spec)
     spec["attributes"]["system"]["dependencies"] = [
         {"scheme": "afterany", "value": "1"}] * depend.MAX_DEPENDENCIES
-    js.validate(spec)
+    jschema.validate(spec)
     for deps, exc, words in (
             ([{"scheme": "afterany", "value": "1"}] * (depend.MAX_DEPENDENCIES + 1),
              UsageError, "dependencies"),
@@ -104,7 +105,7 @@ def test_jobspec_accepts_dependencies_within_bounds():
             ([{"scheme": "afterok", "value": "nope"}], UsageError, "not a job id")):
         spec["attributes"]["system"]["dependencies"] = deps
         with pytest.raises(exc, match=words):
-            js.validate(spec)
+            jschema.validate(spec)
 
 
 def test_sched_queue_is_priority_then_submit_order():
@@ -151,11 +152,11 @@ def test_begin_time_rejects(bad):
 def test_jobspec_begin_time_value_is_a_number():
     spec = _with_system({"dependencies": [{"scheme": "begin-time",
                                                         "value": NOW}]})
-    js.validate(spec)
+    jschema.validate(spec)
     for value, exc in (("soon", ProtocolError), (-1.0, UsageError), (1e13, UsageError)):
         spec["attributes"]["system"]["dependencies"][0]["value"] = value
         with pytest.raises(exc, match="dependencies"):
-            js.validate(spec)
+            jschema.validate(spec)
 
 
 def _with_system(system: dict) -> dict:
@@ -169,4 +170,4 @@ def test_singleton_is_a_scheme_without_a_job_id():
     assert depend.parse_uri("singleton") == {"scheme": "singleton", "value": ""}
     assert depend.description({"scheme": "singleton", "value": ""}) == "singleton"
     spec = _with_system({"dependencies": [{"scheme": "singleton", "value": ""}]})
-    js.validate(spec)
+    jschema.validate(spec)

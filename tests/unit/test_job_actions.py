@@ -15,13 +15,14 @@ import pytest
 from fluxlite.job import actions as act
 from fluxlite.job import depend, states
 from fluxlite.job import jobspec as js
+from fluxlite.job import schema as jschema
 
 SPEC = js.Jobspec.from_command(["true"]).jobspec
 NOW = 1000.0
 
 
 def new(jobid=1, urgency=16, spec=SPEC):
-    return act.Job(jobid, 500, spec, js.request(spec), urgency, NOW)
+    return act.Job(jobid, 500, spec, jschema.request(spec), urgency, NOW)
 
 
 def feed(m, job, *events, now=NOW):

@@ -5,6 +5,7 @@ import pytest
 
 from fluxlite.errors import UsageError
 from fluxlite.job import jobspec as js
+from fluxlite.job import schema as jschema
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.sched import SchedService
 from fluxlite.job import shell_options
@@ -45,7 +46,7 @@ def sched_with(cores: dict[int, int], removed=()) -> SchedService:
 def req(nnodes=None, ntasks=None, cores=1):
     spec = js.Jobspec.from_command(["true"], num_nodes=nnodes, num_tasks=ntasks,
                                    cores_per_task=cores)
-    return js.request(spec.jobspec)
+    return jschema.request(spec.jobspec)
 
 
 @pytest.mark.parametrize("cores,removed,request_,words", [
@@ -90,10 +91,10 @@ def test_equal_requests_are_one_shared_object():
     a = js.Jobspec.from_command(["true"]).jobspec
     b = js.Jobspec.from_command(["hostname"], num_tasks=1).jobspec
     c = js.Jobspec.from_command(["true"], num_tasks=2).jobspec
-    assert js.validate(a) is js.validate(b)
-    assert js.request(a) is js.validate(a)
-    assert js.validate(c) is not js.validate(a)
-    assert js.validate(c) == js.Request(None, None, 2, 1, False, per_slot=1)
+    assert jschema.validate(a) is jschema.validate(b)
+    assert jschema.request(a) is jschema.validate(a)
+    assert jschema.validate(c) is not jschema.validate(a)
+    assert jschema.validate(c) == jschema.Request(None, None, 2, 1, False, per_slot=1)
 
 
 @pytest.mark.parametrize("kw", [dict(num_tasks=3, cores_per_task=2),
@@ -103,10 +104,10 @@ def test_request_is_computed_once_and_carried_as_it_was(kw):
     """The job-manager computes a job's request at submit and carries it to sched and
     job-exec (Request.wire()); what they read back is the same request, shared."""
     import msgspec
-    req = js.validate(js.Jobspec.from_command(["true"], **kw).jobspec)
-    back = msgspec.convert(req.wire(), js.Request).shared()
+    req = jschema.validate(js.Jobspec.from_command(["true"], **kw).jobspec)
+    back = msgspec.convert(req.wire(), jschema.Request).shared()
     assert back == req and back is req
     for bad in ({**req.wire(), "nslots": 0}, {**req.wire(), "cores_per_slot": "2"},
                 {k: v for k, v in req.wire().items() if k != "nslots"}):
         with pytest.raises(msgspec.ValidationError):
-            msgspec.convert(bad, js.Request)
+            msgspec.convert(bad, jschema.Request)

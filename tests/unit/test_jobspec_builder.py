@@ -10,6 +10,7 @@ import pytest
 from fluxlite.errors import UsageError
 from fluxlite.job import Jobspec
 from fluxlite.job import jobspec as js
+from fluxlite.job import schema as jschema
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -24,7 +25,7 @@ def test_from_command_defaults_are_one_task_one_core():
     with pytest.raises(KeyError):   # as Flux: a job has a name only when given one
         spec.getattr("system.job.name")
     assert js.command_name(spec.jobspec) == "hostname"   # what `jobs` shows instead
-    assert js.request(spec.jobspec).ntasks == 1
+    assert jschema.request(spec.jobspec).ntasks == 1
 
 
 def test_from_command_nodes_even_and_uneven():
@@ -34,7 +35,7 @@ def test_from_command_nodes_even_and_uneven():
     assert even.tasks[0]["count"] == {"per_slot": 1}
     uneven = Jobspec.from_command(["a"], num_tasks=3, num_nodes=2)
     assert uneven.tasks[0]["count"] == {"total": 3}
-    assert js.request(uneven.jobspec).ntasks == 3
+    assert jschema.request(uneven.jobspec).ntasks == 3
 
 
 @pytest.mark.parametrize("kwargs,exc,words", [
@@ -119,7 +120,7 @@ def test_from_nest_command_is_one_broker_per_node():
     assert spec.tasks[0]["count"] == {"per_node": 1}
     opts = spec.attributes["system"]["shell"]["options"]
     assert opts["instance"] == 1 and opts["exit-timeout"] == "none"
-    assert js.request(spec.jobspec).nnodes == 2
+    assert jschema.request(spec.jobspec).nnodes == 2
 
 
 def test_from_batch_command_stores_the_script():
@@ -129,7 +130,7 @@ def test_from_batch_command_stores_the_script():
     assert spec.getattr("system.batch.script") == script
     assert spec.getattr("system.job.name") == "myjob"
     assert spec.tasks[0]["command"][-2:] == ["{{script}}", "x"]
-    assert js.request(spec.jobspec).nslots == 2
+    assert jschema.request(spec.jobspec).nslots == 2
     with pytest.raises(ValueError, match="myjob does not appear to start with '#!'"):
         Jobspec.from_batch_command("echo hi\n", "myjob")
     with pytest.raises(NotImplementedError, match="conf"):
@@ -152,4 +153,4 @@ def test_the_cli_builds_with_it():
     assert spec["attributes"]["system"]["queue"] == "q"
     assert spec["attributes"]["system"]["shell"]["options"] == {
         "exit-timeout": "none", "output.stdout.path": "o"}
-    assert js.request(spec).ntasks == 2
+    assert jschema.request(spec).ntasks == 2

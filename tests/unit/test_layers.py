@@ -96,8 +96,8 @@ def test_imports_point_down():
 # the job room: job data (what a job is and how its states move, pure) sits below
 # both the client and the shell; the API on a handle (api, aio, executor, journal)
 # is the part of the room that talks to an instance
-JOB_DATA = {"jobspec", "eventlog", "states", "rset", "depend", "execution", "actions",
-            "shell_options"}
+JOB_DATA = {"jobspec", "schema", "eventlog", "states", "rset", "depend", "execution",
+            "actions", "shell_options"}
 JOB_API = {"api", "aio", "executor", "journal"}
 
 
@@ -121,10 +121,10 @@ def test_job_data_imports_neither_client_nor_the_job_api():
 
 
 def test_submodule_imports_are_resolved():
-    """`from ..job import jobspec as js` is an edge to fluxlite.job.jobspec, so a
+    """`from ..job import schema as jschema` is an edge to fluxlite.job.schema, so a
     cycle through such an import is seen."""
     got = imports(ROOT / "service" / "job_exec.py", "fluxlite.service.job_exec")
-    assert {"fluxlite.job", "fluxlite.job.jobspec", "fluxlite.job.execution",
+    assert {"fluxlite.job", "fluxlite.job.schema", "fluxlite.job.execution",
             "fluxlite.util.idset"} <= got
     assert "fluxlite.util.os" not in got     # only names that are modules
 
@@ -152,3 +152,23 @@ def test_no_import_cycle_between_modules():
             break
     # a package's __init__ importing its own submodules is not a cycle of concern
     assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_submitting_from_the_cli_imports_neither_asyncio_nor_msgspec():
+    """`fluxlite run`/`submit` build a jobspec and submit it with the blocking handle:
+    asyncio and msgspec (~30 ms and ~6 ms of start-up) stay the broker's.  The
+    job-manager checks the jobspec, and the command prints its message."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from fluxlite.cli import main\n"
+            "from fluxlite.cli import submit, attach, bulksubmit, batch\n"
+            "from fluxlite.cli.options import jobspec_from\n"
+            "from fluxlite.client.sync import Handle\n"
+            "from fluxlite.job import api\n"
+            "jobspec_from(['true'], {'ntasks': 2, 'output': 'o.{{id}}'})\n"
+            "print(sorted(m for m in ('asyncio', 'msgspec') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

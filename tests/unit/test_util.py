@@ -120,12 +120,13 @@ def test_readline_returns_every_line_of_one_write():
 def test_layout_of_exclusive_slots_runs_the_slots_asked_for():
     """-x -n1 / -x -n3 on 2-core nodes: whole nodes, but 1 and 3 tasks (not 2 and 4)."""
     from fluxlite.job import jobspec as js
+    from fluxlite.job import schema as jschema
     from fluxlite.job import rset
     for n, want in ((1, [1]), (3, [2, 1])):
         spec = js.Jobspec.from_command(["true"], num_tasks=n, num_nodes=None, cores_per_task=1,
                                        exclusive=True).jobspec
         alloc = {r: [0, 1] for r in range(len(want))}
-        assert rset.layout(js.request(spec), alloc) == want
+        assert rset.layout(jschema.request(spec), alloc) == want
 
 
 def test_topology_kary_matches_the_functions():
