@@ -1,13 +1,13 @@
-"""The KVS's on-disk store under an event loop: what a turn's commits add is read
-back at once and written out at the end of the turn in one transaction; a failed
-commit takes back what it added and keeps what it would have removed; a failed
-write stays in memory and goes out with a later turn."""
+"""The KVS's on-disk store under an event loop: what commits add is read back at
+once and written out later in one transaction (here, with no delay, at the end of
+the turn); a failed commit takes back what it added and keeps what it would have
+removed; a failed write stays in memory and goes out with a later one."""
 
 import asyncio
 
 import pytest
 
-from fluxlite.service.kvs_store import Store
+from fluxlite.service.kvs_store import FLUSH_BYTES, Store
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -23,7 +23,7 @@ async def next_turn() -> None:
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(str(tmp_path))
+    s = Store(str(tmp_path), flush_delay=0)
     yield s
     s.close()
 
@@ -93,9 +93,29 @@ async def test_closing_with_a_write_out_pending_leaves_nothing_to_run(tmp_path):
     write-out queued for the next turn must not run on the closed file."""
     errors = []
     asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx))
-    s = Store(str(tmp_path))
+    s = Store(str(tmp_path), flush_delay=0)
     s.append(s.new_log(), [1])
     s.finish(True)
     s.close()
     await next_turn()
     assert errors == [] and not (tmp_path / "content.sqlite").exists()
+
+
+async def test_additions_wait_for_the_delay_unless_they_are_large(tmp_path):
+    """Many commits share one write-out FLUSH_DELAY after the first; one that brings
+    the waiting bytes to FLUSH_BYTES is written out as it ends."""
+    s = Store(str(tmp_path), flush_delay=3600)
+    try:
+        lg = s.new_log()
+        s.append(lg, [1])
+        s.finish(True)
+        s.append(lg, [2])
+        s.finish(True)
+        await next_turn()
+        assert written(s) == 0 and s.read(lg) == [1, 2] and s.count() == 2
+        s.append(lg, ["x" * FLUSH_BYTES])
+        s.finish(True)
+        assert written(s) == 3 and lg.pending is None and s.flush_later is None
+        assert s.read(lg, 2)[0] == "x" * FLUSH_BYTES
+    finally:
+        s.close()
