@@ -55,6 +55,7 @@ class Handle(HandleCore):
     def __init__(self, uri: str | None = None, *, connect_timeout: float = 5.0):
         super().__init__()
         self.owner = threading.current_thread()
+        self._owner_ident = threading.get_ident()   # cheaper to compare on every call
         self.uri = uri
         self.endpoint = resolve_uri(uri)
         self.ctx = zmq_context()
@@ -82,7 +83,7 @@ class Handle(HandleCore):
         self._sent_any = False
 
     def _check_thread(self) -> None:
-        if threading.current_thread() is not self.owner:
+        if threading.get_ident() != self._owner_ident:
             raise WrongThread(
                 f"this Handle belongs to thread {self.owner.name!r} and was used from "
                 f"{threading.current_thread().name!r}: a Handle cannot be shared between "

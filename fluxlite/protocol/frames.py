@@ -43,8 +43,10 @@ def recv_frames_from(sock: zmq.Socket) -> tuple[list[bytes], str | None]:
     except zmq.ZMQError:
         peer = None
     frames = [first.bytes]
-    while sock.get(_RCVMORE):
+    if first.more:   # the frame knows; asking the socket costs an enum lookup in pyzmq
         frames.append(sock.recv(_NOBLOCK))
+        while sock.get(_RCVMORE):
+            frames.append(sock.recv(_NOBLOCK))
     return frames, peer
 
 

@@ -34,6 +34,7 @@ class Channel:
         self.loop = loop or asyncio.get_running_loop()
         self._scheduled = False
         self._closed = False
+        self._draining = False
         self.loop.add_reader(sock.FD, self._drain)
         self._schedule()
 
@@ -48,6 +49,15 @@ class Channel:
 
     def _drain(self, budget: int = _DRAIN_BUDGET) -> int:
         """Handle up to `budget` waiting messages; returns how many were handled."""
+        if self._draining:   # a handler asked for the backlog: the drain under way has it
+            return 0
+        self._draining = True
+        try:
+            return self._drain_some(budget)
+        finally:
+            self._draining = False
+
+    def _drain_some(self, budget: int) -> int:
         sock, recv = self.sock, self.recv
         n = 0
         while n < budget:
@@ -79,12 +89,15 @@ class Channel:
             send_frames(self.sock, frames)
         finally:
             # a send can consume the FD's readiness edge: if input is already waiting,
-            # drain it soon; otherwise the next arrival will signal the FD again
-            try:
-                if has_input(self.sock):
-                    self._schedule()
-            except zmq.ZMQError:
-                pass
+            # drain it soon; otherwise the next arrival will signal the FD again.  A
+            # send from a handler of this channel's drain needs no look: the drain
+            # asks the socket before it returns.
+            if not self._draining:
+                try:
+                    if has_input(self.sock):
+                        self._schedule()
+                except zmq.ZMQError:
+                    pass
 
     def close(self, linger: int | None = None) -> None:
         """Stop reading and close; `linger` (ms) defaults to the socket's LINGER option."""

@@ -77,7 +77,8 @@ def f58_plain(fluid: int) -> str:
 def dothex(fluid: int) -> str:
     """The dotted-hex form used in KVS paths: '0000.0004.b200.0000'."""
     _check(fluid)
-    return ".".join(f"{(fluid >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
+    h = f"{fluid:016x}"
+    return f"{h[:4]}.{h[4:8]}.{h[8:12]}.{h[12:]}"
 
 
 def parse(text: str) -> int:
