@@ -149,13 +149,16 @@ class Dispatcher:
         self.respond_error(msg, errno.EIO, f"{msg.topic}: internal error: {exc!r}")
 
     # ------------------------------------------------------------ dispatch
-    def dispatch(self, msg: Message) -> None:
+    def dispatch(self, msg: Message) -> bool:
+        """Handle a request; True if its handler may answer it later (it streams, is a
+        coroutine, or returned NO_REPLY): the caller's disconnect must then reach it."""
         try:
-            self._dispatch(msg)
+            return self._dispatch(msg)
         except Exception as exc:  # a peer's bad message must never escape to the loop
             self.respond_exception(msg, exc)
+            return False
 
-    def _dispatch(self, msg: Message) -> None:
+    def _dispatch(self, msg: Message) -> bool:
         m = self.methods.get(msg.topic)
         limit = DEFAULT_MAX_PAYLOAD if m is None else m.max_payload
         size = msg.payload_size()
@@ -165,18 +168,21 @@ class Dispatcher:
         if m is None:
             if self.fallback is None or not self.fallback(msg):
                 self.respond_error(msg, errno.ENOSYS, f"unknown method {msg.topic}")
-            return
+            return False
         if not msg.role & m.roles:
             who = "the instance owner" if m.roles == OWNER else "this role"
             self.respond_error(msg, errno.EPERM,
                                f"{msg.topic}: permission denied (only {who} may call it)")
-            return
+            return False
         req = parse(msg, m.schema)
         rv = m.fn(msg, req)
         if inspect.iscoroutine(rv):
             self.spawn(self._finish(msg, rv, m.streaming))
-        elif not m.streaming and rv is not NO_REPLY:
-            self.respond(msg, rv)
+            return True
+        if m.streaming or rv is NO_REPLY:
+            return True
+        self.respond(msg, rv)
+        return False
 
     async def _finish(self, msg: Message, coro, streaming: bool) -> None:
         try:

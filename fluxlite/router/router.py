@@ -95,7 +95,6 @@ class Router:
                 return
             if isinstance(source, bytes) and source:
                 msg.route = [source]
-                self._client(source).peers.add((msg.service, msg.nodeid))
             else:
                 msg.route.append(source)
             self.route_request(msg)
@@ -157,16 +156,29 @@ class Router:
     def _deliver_local(self, msg: Message, target) -> None:
         if isinstance(target, bytes):
             self._track(target, msg)
+            self._note_peer(msg)
             if not self.links.send_client(target, m.encode(msg)):
                 self.client_gone(target, "client disconnected")
-        else:
-            target.dispatch(msg)
+        elif target.dispatch(msg):
+            self._note_peer(msg)
+
+    def _note_peer(self, msg: Message) -> None:
+        """A local client's request that may be answered later (a stream, a wait, one
+        that left this broker): its service gets `<service>.disconnect` when the
+        client goes.  Flux's connector tells every service the client used; one
+        that answered at once holds nothing of it, and each job shell would cost
+        rank 0 a disconnect per service."""
+        route = msg.route
+        if len(route) == 1 and type(route[0]) is bytes and route[0] \
+                and not msg.flags & m.NORESPONSE:   # (a disconnect itself, among others)
+            self._client(route[0]).peers.add((msg.service, msg.nodeid))
 
     def _send_up(self, msg: Message) -> None:
         if not self.links.parent_connected():
             self._fail(msg, errno.EHOSTUNREACH, "no route upstream: not connected to a parent")
             return
         self._track(PARENT, msg)
+        self._note_peer(msg)
         self.links.send_parent(m.encode(msg))
 
     def _send_down(self, child: int, msg: Message) -> None:
@@ -176,6 +188,7 @@ class Router:
                        f"rank {msg.nodeid} is unreachable: rank {child} is {state}")
             return
         self._track(child, msg)
+        self._note_peer(msg)
         if not self.links.send_child(child, m.encode(msg)):
             self._untrack(child, msg, force=True)
             self._fail(msg, errno.EHOSTUNREACH,

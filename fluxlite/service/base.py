@@ -67,8 +67,9 @@ class Service:
         self.dispatcher.stop()
 
     # dispatch -------------------------------------------------------------
-    def dispatch(self, msg: Message) -> None:
-        self.dispatcher.dispatch(msg)
+    def dispatch(self, msg: Message) -> bool:
+        """True if the request may be answered later (see Dispatcher.dispatch)."""
+        return self.dispatcher.dispatch(msg)
 
     def _builtin(self, msg: Message) -> bool:
         """Every service answers `<name>.ping` and handles `<name>.disconnect`."""

@@ -58,12 +58,15 @@ class Links:
 
 
 class Service:
+    """A service that keeps every request to answer later (as a stream or a wait)."""
+
     def __init__(self):
         self.got: list[Message] = []
         self.dropped: list = []
 
     def dispatch(self, msg):
         self.got.append(msg)
+        return True
 
     def drop_streams(self, match):
         self.dropped.append(match)
@@ -242,6 +245,23 @@ def test_vanished_client_disconnects_every_service_it_talked_to():
     assert jm.got[-1].route == [CLIENT] and jm.got[-1].flags & m.NORESPONSE
 
 
+def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
+    """A service that answered at once holds nothing of the client's; one that kept
+    the request, and a service on another rank (it may keep it), are told."""
+    r, links = router(rank=1, down=(3,))
+    answered, held = _Answer(r, 1), Service()
+    r.services.update({"kvs": answered, "job-manager": held})
+    r.deliver(req("kvs.get"), CLIENT)
+    r.deliver(req("job-manager.wait"), CLIENT)
+    r.deliver(req("sched.alloc"), CLIENT)                # not on rank 1: sent up
+    r.deliver(req("job-exec.kill", nodeid=3), CLIENT)    # down to rank 3
+    links.sent.clear()
+    r.client_gone(CLIENT, "client connection closed")
+    assert [m_.topic for m_ in held.got] == ["job-manager.wait", "job-manager.disconnect"]
+    told = sorted((hop, msg.topic) for hop, msg in links.sent)
+    assert told == [(PARENT, "sched.disconnect"), (3, "job-exec.disconnect")]
+
+
 def test_vanished_client_loses_its_services_and_fails_requests_to_it():
     r, links = router(rank=0)
     r.add_client_service(CLIENT, "svc", pid=42)
@@ -349,6 +369,7 @@ class _Answer:
 
     def dispatch(self, msg):
         self.router.respond(msg.response({"rank": self.rank}))
+        return False
 
     def drop_streams(self, match):
         pass
