@@ -322,13 +322,14 @@ class JobShell:
             env.update({"FLUX_" + k[len("FLUXLITE_"):]: env[k] for k in FLUX_MIRRORED if k in env})
         cwd = self.jobspec["attributes"]["system"].get("cwd") or "/"
         on_output = self._on_output
+        templated = any("{{" in a for a in self.command)   # most commands have no tag
         for localid in range(self.nlocal):
             rank = self.first_task + localid
             tenv = dict(env, FLUXLITE_TASK_RANK=str(rank), FLUXLITE_TASK_LOCAL_ID=str(localid))
             if compat:
                 tenv.update(FLUX_TASK_RANK=str(rank), FLUX_TASK_LOCAL_ID=str(localid))
-            values = self.mustache_values(rank)
-            argv = [mustache.render(a, values) for a in self.command]
+            argv = ([mustache.render(a, self.mustache_values(rank)) for a in self.command]
+                    if templated else self.command)
             task = Task(self, localid, rank, argv, tenv, cwd)
             self.tasks.append(task)
             await self.plugins.call("task.init", task)
