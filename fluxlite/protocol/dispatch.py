@@ -37,8 +37,7 @@ import errno
 import functools
 import inspect
 import traceback
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import msgspec
 
@@ -52,8 +51,7 @@ ANY = ROLE_OWNER | ROLE_USER
 NO_REPLY = object()  # a handler returns this when it answers later (or never) itself
 
 
-@dataclass(frozen=True)
-class Method:
+class Method(NamedTuple):   # (built for every handler of every job shell: cheap)
     topic: str
     fn: Callable
     schema: type | None
@@ -81,9 +79,10 @@ def declared_handlers(cls: type) -> tuple[tuple[str, tuple], ...]:
                  if hasattr(fn, "__fluxlite_method__"))
 
 
-def declared_methods(obj) -> list[Method]:
-    """The handlers an object's class declares with @handler, bound to the object."""
-    return [Method(topic, getattr(obj, name), schema, streaming, roles, max_payload)
+def declared_methods(obj, prefix: str = "") -> list[Method]:
+    """The handlers an object's class declares with @handler, bound to the object (their
+    topics after `prefix`)."""
+    return [Method(prefix + topic, getattr(obj, name), schema, streaming, roles, max_payload)
             for name, (topic, schema, streaming, roles, max_payload)
             in declared_handlers(type(obj))]
 
@@ -120,9 +119,8 @@ class Dispatcher:
         self.methods[method.topic] = method
 
     def add_object(self, obj, prefix: str = "") -> None:
-        for m in declared_methods(obj):
-            self.add(Method(prefix + m.topic, m.fn, m.schema, m.streaming, m.roles,
-                            m.max_payload))
+        for m in declared_methods(obj, prefix):
+            self.add(m)
 
     # ------------------------------------------------------------- answers
     def respond(self, msg: Message, payload=None) -> None:

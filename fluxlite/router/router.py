@@ -60,7 +60,8 @@ class ClientState:
 
     def __init__(self):
         self.services: set[str] = set()            # services it registered
-        self.peers: set[tuple[str, int]] = set()   # (service, nodeid) it sent requests to
+        # (service, nodeid) -> its requests there that may still be answered
+        self.peers: dict[tuple[str, int], int] = {}
         self.subscriptions: list[str] = []
         self.pid: int | None = None
 
@@ -171,7 +172,25 @@ class Router:
         route = msg.route
         if len(route) == 1 and type(route[0]) is bytes and route[0] \
                 and not msg.flags & m.NORESPONSE:   # (a disconnect itself, among others)
-            self._client(route[0]).peers.add((msg.service, msg.nodeid))
+            peers = self._client(route[0]).peers
+            key = (msg.service, msg.nodeid)
+            peers[key] = peers.get(key, 0) + 1
+
+    def _answered(self, ident: bytes, msg: Message) -> None:
+        """A response on its way to the client that asked: once it is the last one (not
+        a stream's next), the service holds nothing more for that request."""
+        if msg.flags & m.STREAMING and not msg.errnum:
+            return
+        st = self.clients.get(ident)
+        if st is None:
+            return
+        key = (msg.service, msg.nodeid)
+        n = st.peers.get(key)
+        if n is not None:
+            if n <= 1:
+                del st.peers[key]
+            else:
+                st.peers[key] = n - 1
 
     def _send_up(self, msg: Message) -> None:
         if not self.links.parent_connected():
@@ -210,6 +229,7 @@ class Router:
             if not self.tracker.dispatch(msg):
                 log.debug("unmatched internal response", topic=msg.topic, tag=msg.matchtag)
         elif isinstance(hop, bytes):
+            self._answered(hop, msg)
             if not self.links.send_client(hop, m.encode(msg)):
                 self.client_gone(hop, "client disconnected")
         elif hop == PARENT:

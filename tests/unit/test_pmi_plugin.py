@@ -117,7 +117,6 @@ class Conn:
 
 async def start(ntasks=2, leader=False):
     shell = Shell(ntasks, leader)
-    shell.pmi.shell_init()
     conns = []
     for r in range(ntasks):
         t = Task(r)
@@ -236,6 +235,29 @@ async def test_abort_raises_an_exec_exception_with_the_code():
         for c in (c0, c1):
             c.close()
         shell.pmi.shell_exit()
+
+
+async def test_a_task_that_ends_before_any_spoke_pmi_still_fails_the_barrier():
+    """The server is made when a task first speaks; a task that ended before that
+    (exit 5 before MPI_Init) is still known to be gone when the other enters the
+    barrier."""
+    shell, (c0, c1) = await start(2)
+    try:
+        c1.close()
+        t1 = shell.tasks[1]
+        t1.status = 5 << 8
+        shell.pmi.task_exit(t1)
+        assert shell.pmi._server is None
+        await c0.ask(INIT)
+        await c0.send(b"cmd=barrier_in\n")
+        out = await c0.recv()
+        assert out["cmd"] == "barrier_out" and out["rc"] == "-1" and "rank_1" in out["msg"]
+    finally:
+        c0.close()
+        shell.pmi.shell_exit()
+        for t in shell.tasks:
+            t.done.cancel()
+        await asyncio.sleep(0)
 
 
 @pytest.mark.parametrize("leader", [False, True], ids=["follower", "leader"])

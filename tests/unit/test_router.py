@@ -247,7 +247,7 @@ def test_vanished_client_disconnects_every_service_it_talked_to():
 
 def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
     """A service that answered at once holds nothing of the client's; one that kept
-    the request, and a service on another rank (it may keep it), are told."""
+    the request, and a service on another rank that has not answered yet, are told."""
     r, links = router(rank=1, down=(3,))
     answered, held = _Answer(r, 1), Service()
     r.services.update({"kvs": answered, "job-manager": held})
@@ -255,6 +255,10 @@ def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
     r.deliver(req("job-manager.wait"), CLIENT)
     r.deliver(req("sched.alloc"), CLIENT)                # not on rank 1: sent up
     r.deliver(req("job-exec.kill", nodeid=3), CLIENT)    # down to rank 3
+    r.deliver(req("kvs.lookup", nodeid=0, tag=8), CLIENT)  # sent up, and answered
+    up = links.sent[-1][1]
+    r.deliver(up.response({"value": 1}), PARENT)
+    assert links.sent[-1][0] == CLIENT
     links.sent.clear()
     r.client_gone(CLIENT, "client connection closed")
     assert [m_.topic for m_ in held.got] == ["job-manager.wait", "job-manager.disconnect"]

@@ -62,7 +62,8 @@ class PMI(ShellPlugin):
 
     def __init__(self, shell):
         super().__init__(shell)
-        self.server: pmi1.PMI1Server | None = None
+        self._server: pmi1.PMI1Server | None = None
+        self._gone_before: list[int] = []   # tasks that ended before any spoke PMI
         self.socks: dict[int, socket.socket] = {}
         self.theirs: list[socket.socket] = []
         self.seq = 0
@@ -76,12 +77,19 @@ class PMI(ShellPlugin):
         self.gathering_seq = 0
         self.broken = ""          # leader: why no barrier can complete any more
 
-    def shell_init(self) -> None:
-        s = self.shell
-        first = s.first_task
-        self.server = pmi1.PMI1Server(kvsname=fluid.f58_plain(s.jobid), size=s.ntasks,
-                                      ranks=list(range(first, first + s.nlocal)))
-        self.server.kvs["PMI_process_mapping"] = process_mapping(list(s.info["counts"]))
+    @property
+    def server(self) -> pmi1.PMI1Server:
+        """The PMI-1 server of this shell's tasks, made when one first speaks (most
+        jobs never do, and the shell would start later for every one of them)."""
+        if self._server is None:
+            s = self.shell
+            first = s.first_task
+            self._server = pmi1.PMI1Server(kvsname=fluid.f58_plain(s.jobid), size=s.ntasks,
+                                           ranks=list(range(first, first + s.nlocal)))
+            self._server.kvs["PMI_process_mapping"] = process_mapping(list(s.info["counts"]))
+            for rank in self._gone_before:   # closed already; a barrier must not wait for it
+                self._server.task_gone(rank, "")
+        return self._server
 
     # ----------------------------------------------------------- per task
     def task_init(self, task) -> None:
@@ -100,7 +108,11 @@ class PMI(ShellPlugin):
     def task_exit(self, task) -> None:
         # the task's end is closed with it; anything it left unread is moot
         if task.rank in self.socks:
-            self._apply(self.server.task_gone(task.rank, ""))
+            if self._server is None:   # no task here spoke PMI yet: no barrier to fail
+                self._close(task.rank)
+                self._gone_before.append(task.rank)
+            else:
+                self._apply(self.server.task_gone(task.rank, ""))
         # one line for a task that left PMI unfinished on its own (not one killed
         # because the job is ending)
         if task.rank in self.unfinished and not task.signaled and not self.ending:
