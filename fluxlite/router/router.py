@@ -56,12 +56,12 @@ class Links(Protocol):
 class ClientState:
     """What the broker remembers about one local client."""
 
-    __slots__ = ("services", "peers", "subscriptions", "pid")
+    __slots__ = ("services", "owed", "subscriptions", "pid")
 
     def __init__(self):
         self.services: set[str] = set()            # services it registered
-        # (service, nodeid) -> its requests there that may still be answered
-        self.peers: dict[tuple[str, int], int] = {}
+        # its requests that may still be answered: (matchtag, service, nodeid) -> how many
+        self.owed: dict[tuple[int, str, int], int] = {}
         self.subscriptions: list[str] = []
         self.pid: int | None = None
 
@@ -157,47 +157,50 @@ class Router:
     def _deliver_local(self, msg: Message, target) -> None:
         if isinstance(target, bytes):
             self._track(target, msg)
-            self._note_peer(msg)
+            self._note_owed(msg)
             if not self.links.send_client(target, m.encode(msg)):
                 self.client_gone(target, "client disconnected")
-        elif target.dispatch(msg):
-            self._note_peer(msg)
+        else:
+            ident = self._note_owed(msg)
+            if not target.dispatch(msg) and ident is not None:
+                self._settle(ident, msg)   # answered or refused at once: nothing held
 
-    def _note_peer(self, msg: Message) -> None:
+    def _note_owed(self, msg: Message) -> bytes | None:
         """A local client's request that may be answered later (a stream, a wait, one
-        that left this broker): its service gets `<service>.disconnect` when the
-        client goes.  Flux's connector tells every service the client used; one
-        that answered at once holds nothing of it, and each job shell would cost
-        rank 0 a disconnect per service."""
+        that left this broker): until its last answer, the service gets
+        `<service>.disconnect` if the client goes.  Flux's connector tells every
+        service the client used; one that answered at once holds nothing of it, and
+        each job shell would cost rank 0 a disconnect per service.  Returns the
+        client, or None for a request of no local client."""
         route = msg.route
         if len(route) == 1 and type(route[0]) is bytes and route[0] \
                 and not msg.flags & m.NORESPONSE:   # (a disconnect itself, among others)
-            peers = self._client(route[0]).peers
-            key = (msg.service, msg.nodeid)
-            peers[key] = peers.get(key, 0) + 1
+            owed = self._client(route[0]).owed
+            key = (msg.matchtag, msg.service, msg.nodeid)
+            owed[key] = owed.get(key, 0) + 1
+            return route[0]
+        return None
 
-    def _answered(self, ident: bytes, msg: Message) -> None:
-        """A response on its way to the client that asked: once it is the last one (not
-        a stream's next), the service holds nothing more for that request."""
-        if msg.flags & m.STREAMING and not msg.errnum:
-            return
+    def _settle(self, ident: bytes, msg: Message) -> None:
+        """The last answer to a request noted by _note_owed (a response carries its
+        request's matchtag, topic and nodeid); one never noted changes nothing."""
         st = self.clients.get(ident)
         if st is None:
             return
-        key = (msg.service, msg.nodeid)
-        n = st.peers.get(key)
+        key = (msg.matchtag, msg.service, msg.nodeid)
+        n = st.owed.get(key)
         if n is not None:
             if n <= 1:
-                del st.peers[key]
+                del st.owed[key]
             else:
-                st.peers[key] = n - 1
+                st.owed[key] = n - 1
 
     def _send_up(self, msg: Message) -> None:
         if not self.links.parent_connected():
             self._fail(msg, errno.EHOSTUNREACH, "no route upstream: not connected to a parent")
             return
         self._track(PARENT, msg)
-        self._note_peer(msg)
+        self._note_owed(msg)
         self.links.send_parent(m.encode(msg))
 
     def _send_down(self, child: int, msg: Message) -> None:
@@ -207,7 +210,7 @@ class Router:
                        f"rank {msg.nodeid} is unreachable: rank {child} is {state}")
             return
         self._track(child, msg)
-        self._note_peer(msg)
+        self._note_owed(msg)
         if not self.links.send_child(child, m.encode(msg)):
             self._untrack(child, msg, force=True)
             self._fail(msg, errno.EHOSTUNREACH,
@@ -229,7 +232,8 @@ class Router:
             if not self.tracker.dispatch(msg):
                 log.debug("unmatched internal response", topic=msg.topic, tag=msg.matchtag)
         elif isinstance(hop, bytes):
-            self._answered(hop, msg)
+            if not msg.flags & m.STREAMING or msg.errnum:   # not a stream's next answer
+                self._settle(hop, msg)
             if not self.links.send_client(hop, m.encode(msg)):
                 self.client_gone(hop, "client disconnected")
         elif hop == PARENT:
@@ -301,7 +305,7 @@ class Router:
             if self.services.get(name) == ident:
                 del self.services[name]
                 log.debug("service removed", service=name, reason=reason)
-        for service, nodeid in st.peers:
+        for service, nodeid in dict.fromkeys((svc, nid) for _, svc, nid in st.owed):
             if self.services.get(service) == ident:
                 continue
             msg = Message.request(f"{service}.disconnect", None, nodeid=nodeid,

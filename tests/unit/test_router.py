@@ -266,6 +266,33 @@ def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
     assert told == [(PARENT, "sched.disconnect"), (3, "job-exec.disconnect")]
 
 
+class _WatchesAndAnswers:
+    """kvs as it is: a watch is kept, a get answered at once."""
+
+    def __init__(self, router_):
+        self.router, self.got = router_, []
+
+    def dispatch(self, msg):
+        self.got.append(msg.topic)
+        if msg.topic == "kvs.watch":
+            return True
+        self.router.respond(msg.response({}))
+        return False
+
+
+def test_an_answer_at_once_does_not_settle_a_kept_request():
+    """A client with a watch open also does a get that is answered at once, and
+    another that fails: when it goes, the watch's service is still told."""
+    r, links = router(rank=0)
+    kvs = _WatchesAndAnswers(r)
+    r.services["kvs"] = kvs
+    r.deliver(req("kvs.watch", flags=m.STREAMING, tag=1), CLIENT)
+    r.deliver(req("kvs.get", tag=2), CLIENT)
+    r.deliver(req("kvs.get", nodeid=9, tag=3), CLIENT)     # no rank 9: refused
+    r.client_gone(CLIENT, "client connection closed")
+    assert kvs.got == ["kvs.watch", "kvs.get", "kvs.disconnect"]
+
+
 def test_vanished_client_loses_its_services_and_fails_requests_to_it():
     r, links = router(rank=0)
     r.add_client_service(CLIENT, "svc", pid=42)
