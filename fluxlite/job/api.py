@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import itertools
 import time
 
 from ..errors import FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
@@ -80,7 +81,6 @@ def wait_many(h, ids):
     held by the job-manager at once (ten thousand held waits would be its largest
     cost while the jobs are pending).  Waitable jobs are not purged before they are
     waited for, so a later wait still finds its job."""
-    import itertools
     rest = iter(ids)
     waits = collections.deque(wait_async(h, i) for i in itertools.islice(rest, WAIT_WINDOW))
     while waits:

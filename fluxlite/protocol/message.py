@@ -182,10 +182,10 @@ def decode(frames: list[bytes], max_payload: int | None = None) -> Message:
     if type(h) is not list or len(h) != _HEADER_LEN:
         raise ProtocolError("header is not an array of 11 fields")
     mtype, flags, topic, nodeid, matchtag, seq, errnum, errstr, userid, role, route = h
-    int_ = int   # one test per field, written out: a generator costs a microsecond here
-    if not (type(mtype) is int_ and type(flags) is int_ and type(nodeid) is int_
-            and type(matchtag) is int_ and type(seq) is int_ and type(errnum) is int_
-            and type(userid) is int_ and type(role) is int_ and type(topic) is str
+    # one test per field, written out: a generator costs a microsecond here
+    if not (type(mtype) is int and type(flags) is int and type(nodeid) is int
+            and type(matchtag) is int and type(seq) is int and type(errnum) is int
+            and type(userid) is int and type(role) is int and type(topic) is str
             and type(errstr) is str and type(route) is list):
         raise ProtocolError("header field of the wrong type")
     if mtype not in TYPE_NAMES:

@@ -97,10 +97,9 @@ class Store:
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (log INTEGER, seq INTEGER, "
                         "data BLOB, PRIMARY KEY (log, seq)) WITHOUT ROWID")
         self.next_id = 1
-        self.nbytes = 0
         self.flush_delay = flush_delay
         self.pending_bytes = 0               # encoded bytes waiting to be written out
-        # what this turn's commits added, written out by flush()
+        # what commits added since the last write-out, written out by flush()
         self.logs: list[Log] = []            # logs with pending entries
         self.blobs: dict[int, bytes] = {}    # blob id -> compressed map
         self.deleted: list[int] = []         # ids whose rows go
@@ -135,9 +134,10 @@ class Store:
         else:
             for kind, node, *old in reversed(self.undo):
                 if kind == "put":
-                    self.blobs.pop(node.id, None)
+                    self.pending_bytes -= len(self.blobs.pop(node.id, b""))
                 else:   # an append: back to its length and pending entries before
                     node.n, kept = old
+                    self.pending_bytes -= sum(map(len, node.pending[kept:]))
                     del node.pending[kept:]
         self.undo.clear()
         self.removals.clear()
@@ -200,7 +200,6 @@ class Store:
         self._begin()
         blob = Blob(self._new_id())
         data = zlib.compress(pack(value), 1)
-        self.nbytes += len(data)
         self.pending_bytes += len(data)
         self.blobs[blob.id] = data
         self.undo.append(("put", blob))
@@ -222,7 +221,6 @@ class Store:
         self.undo.append(("append", lg, lg.n, len(lg.pending)))
         for e in entries:
             data = pack(e)
-            self.nbytes += len(data)
             self.pending_bytes += len(data)
             lg.pending.append(data)
         lg.n += len(entries)

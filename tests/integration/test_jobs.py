@@ -576,3 +576,14 @@ def test_labelled_file_output_ends_an_unfinished_last_line(inst1, tmp_path):
     inst1.cli("run", "-n2", "-l", "--output", str(out), "sh", "-c", r'printf "a\nb"',
               check=True)
     assert sorted(out.read_text().splitlines()) == ["0: a", "0: b", "1: a", "1: b"]
+
+
+def test_a_jobspec_the_job_manager_refuses_is_one_line_and_no_job(inst1):
+    """The CLI builds without checking; the job-manager's check at submit names the
+    field, the command prints it on one line and exits 1, and no job is made."""
+    cp = inst1.cli("submit", "--setattr=system.duration=abc", "true")
+    assert cp.returncode == 1, cp.stderr
+    assert cp.stderr.strip().splitlines() == [
+        "fluxlite submit: jobspec: attributes.system.duration: expected `float`, "
+        "got `str`"]
+    assert inst1.cli("jobs", "-a", "-n", "-o", "{id}").stdout.strip() == ""

@@ -108,9 +108,8 @@ class PMI(ShellPlugin):
     def task_exit(self, task) -> None:
         # the task's end is closed with it; anything it left unread is moot
         if task.rank in self.socks:
-            if self._server is None:   # no task here spoke PMI yet: no barrier to fail
-                self._close(task.rank)
-                self._gone_before.append(task.rank)
+            if self._server is None:
+                self._gone_unheard(task.rank)
             else:
                 self._apply(self.server.task_gone(task.rank, ""))
         # one line for a task that left PMI unfinished on its own (not one killed
@@ -134,7 +133,17 @@ class PMI(ShellPlugin):
             return
         except OSError:
             data = b""
-        self._apply(self.server.feed(rank, data))
+        if not data and self._server is None:
+            self._gone_unheard(rank)
+        else:
+            self._apply(self.server.feed(rank, data))
+
+    def _gone_unheard(self, rank: int) -> None:
+        """A task's PMI connection ended (it exited, or closed it) before any task here
+        spoke PMI: no server to tell yet, and no barrier to fail; the server, if one is
+        made later, learns it is gone (and does not wait for it)."""
+        self._close(rank)
+        self._gone_before.append(rank)
 
     def _apply(self, effects: list) -> None:
         for e in effects:
