@@ -64,14 +64,19 @@ from ..util.proctitle import set_title
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 
-def _recv_chunk(sock: socket.socket) -> bytes | None:
-    """What the other side sent: None if nothing yet, b"" once it is gone."""
+_CHUNK = 256 << 10   # bytes read at once (a recv(n) would allocate n bytes every time)
+
+
+def _recv_chunk(sock: socket.socket, buf: bytearray) -> memoryview | None:
+    """What the other side sent, read into `buf`: None if nothing yet, empty once it
+    is gone.  Valid until the next read into `buf`."""
     try:
-        return sock.recv(1 << 20)
+        n = sock.recv_into(buf)
     except (BlockingIOError, InterruptedError):
         return None
     except OSError:
-        return b""
+        n = 0
+    return memoryview(buf)[:n]
 
 
 def _unpacker() -> msgpack.Unpacker:
@@ -91,6 +96,7 @@ class _Server:
         self.tmpdirs: dict[int, str] = {}                 # pid -> its private directory
         self.sel = selectors.DefaultSelector()
         self.unpacker = _unpacker()
+        self._buf = bytearray(_CHUNK)
         self.exiting = False
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -127,7 +133,7 @@ class _Server:
             self.exiting = True
 
     def _read_requests(self) -> None:
-        data = _recv_chunk(self.sock)
+        data = _recv_chunk(self.sock, self._buf)
         if data is None:
             return
         if not data:
@@ -397,6 +403,7 @@ class Spawner:
         self.procs: dict[int, SpawnedProcess] = {}
         self._next = 1
         self._unpacker = _unpacker()
+        self._buf = bytearray(_CHUNK)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.on_exit = None  # callback(pid) when any process exits
         self.closed = False
@@ -409,7 +416,7 @@ class Spawner:
         self._loop.add_reader(self.sock.fileno(), self._on_readable)
 
     def _on_readable(self) -> None:
-        data = _recv_chunk(self.sock)
+        data = _recv_chunk(self.sock, self._buf)
         if data is None:
             return
         if not data:
