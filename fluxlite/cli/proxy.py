@@ -20,6 +20,10 @@ from ..errors import FluxliteError, UsageError
 from .common import HELP, NO_INTERSPERSED, handle, parse_jobid
 
 NATIVE = ("local://", "ipc://", "tcp://")
+# after the instance goes away: how long COMMAND may take to end by itself (it may
+# be what ended it, `fluxlite shutdown`, which sees the same end a moment later)
+# before it is told (SIGHUP) and proxy says the connection was lost
+LOST_GRACE = 2.0
 
 
 def instance_uri(h, jobid: int) -> str:
@@ -89,9 +93,9 @@ def proxy(nohup, target, command):
     """Run COMMAND (default: $SHELL) with FLUXLITE_URI set to the instance TARGET
     names (a job id or a URI, as `fluxlite uri`).
 
-    If the instance goes away while COMMAND runs, proxy says so, sends it SIGHUP
-    and SIGCONT (unless -n) and exits 1 once it has ended; otherwise proxy exits
-    with COMMAND's status."""
+    If the instance goes away while COMMAND runs (and COMMAND does not end within
+    two seconds), proxy says so, sends it SIGHUP and SIGCONT (unless -n) and exits
+    1 once it has ended; otherwise proxy exits with COMMAND's status."""
     target_uri = resolve(target)
     argv = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
     with handle(target_uri) as h:
@@ -140,17 +144,20 @@ def _wait(h, child: subprocess.Popen) -> str | None:
         # a stream that lasts as long as the instance: membership changes on rank 0
         for _ in h.stream("overlay.watch", nodeid=0):
             pass
-        return "the instance ended the stream"
+        why = "the instance ended the stream"
     except _ChildExited:
         child.wait()
         return None
     except FluxliteError as exc:
-        if child.poll() is not None:
-            return None
-        return exc.message
+        why = exc.message
     finally:
         h.remove_fd(pidfd)
         os.close(pidfd)
+    try:
+        child.wait(LOST_GRACE)
+        return None
+    except subprocess.TimeoutExpired:
+        return why
 
 
 def _status(code: int) -> int:
