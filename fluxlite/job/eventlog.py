@@ -22,10 +22,6 @@ from ..util import fluid
 PATHS = {"eventlog": "eventlog", "exec": "guest.exec.eventlog", "output": "guest.output",
          "input": "guest.input", "main": "eventlog"}
 
-# output data a job shell puts in one KVS commit, at most (about): the KVS decodes
-# no commit larger than protocol.schema.BULK_PAYLOAD
-COMMIT_BYTES = 1 << 20
-
 
 def job_key(jobid: int, *parts: str) -> str:
     return ".".join(["job", fluid.dothex(jobid), *parts])

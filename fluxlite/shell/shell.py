@@ -112,8 +112,6 @@ class JobShell:
         self.exit_code = 0
         self.h: AsyncHandle | None = None
         self._outstanding = 0
-        self._batch: list[dict] = []     # commits of this loop turn, sent as one
-        self._batch_bytes = 0
         self._drained = asyncio.Event()
         self._drained.set()
 
@@ -152,39 +150,20 @@ class JobShell:
         """Append an entry to the job's exec eventlog."""
         self.commit([{"key": self.info["exec_key"], "append": [jel.entry(name, context)]}])
 
-    def output_append(self, entries: list[dict], nbytes: int = 0) -> None:
-        self.commit([{"key": self.info["output_key"], "append": entries}], nbytes)
+    def output_append(self, entries: list[dict]) -> None:
+        self.commit([{"key": self.info["output_key"], "append": entries}])
 
-    def commit(self, ops: list[dict], nbytes: int = 0) -> None:
-        """A KVS commit.  Commits made close together go out as one, in their order,
-        up to about eventlog.COMMIT_BYTES of data (`nbytes`, what these ops carry): a job
-        costs rank 0 fewer messages.  The shell waits for every outstanding commit
-        before exiting."""
+    def commit(self, ops: list[dict]) -> None:
+        """A KVS commit; the shell waits for every outstanding commit before exiting."""
         if self.h is None or not self.h.connected:
             return
-        if self._batch and self._batch_bytes + nbytes > jel.COMMIT_BYTES:
-            self._send_batch()
-        if not self._batch:
-            # sent two turns of the loop later: what a task's exit brings (the end of
-            # its output, then doom's shell.task-exit) goes out in one commit
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, self._send_batch)
-            self._outstanding += 1
-            self._drained.clear()
-        self._batch += ops
-        self._batch_bytes += nbytes
-
-    def _send_batch(self) -> None:
-        ops, self._batch, self._batch_bytes = self._batch, [], 0
-        if not ops:
-            return
-        if self.h is None or not self.h.connected:
-            self._committed(None)
-            return
-        self.h.rpc("kvs.commit", {"ops": ops}).on_response = self._committed
+        p = self.h.rpc("kvs.commit", {"ops": ops})
+        self._outstanding += 1
+        self._drained.clear()
+        p.on_response = self._committed
 
     def _committed(self, msg) -> None:
-        if msg is not None and msg.errnum:
+        if msg.errnum:
             print(f"fluxlite-shell[{self.rank}]: kvs commit failed: {msg.errstr}",
                   file=sys.stderr, flush=True)
         self._outstanding -= 1

@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import os
 
-from ...job.eventlog import COMMIT_BYTES, LineBuffer, encode_data, entry, label_lines
+from ...job.eventlog import LineBuffer, encode_data, entry, label_lines
 from ...util import mustache
 from ..plugin import ShellPlugin
 
 
 LINE_LIMIT = 64 << 10  # a partial line longer than this goes out anyway
+COMMIT_BYTES = 1 << 20  # output data in one KVS commit, at most (about)
 
 
 def expand_path(template: str, values: dict[str, str]) -> str:
@@ -125,12 +126,12 @@ class Output(ShellPlugin):
         for e in batch:
             n = len(e.get("context", {}).get("data", ""))
             if chunk and size + n > COMMIT_BYTES:
-                self.shell.output_append(chunk, size)
+                self.shell.output_append(chunk)
                 chunk, size = [], 0
             chunk.append(e)
             size += n
         if chunk:
-            self.shell.output_append(chunk, size)
+            self.shell.output_append(chunk)
 
     def shell_exit(self) -> None:
         for fd in set(self.files.values()):
