@@ -247,6 +247,18 @@ def test_proxy_says_when_the_instance_goes_away(inst4):
     wait_inactive(inst4, f58)
 
 
+def test_proxy_command_that_ends_its_instance_keeps_its_own_status(inst4):
+    """A COMMAND that shuts its instance down and then ends by itself (within
+    proxy's grace) is not told the connection was lost: proxy exits with its status."""
+    f58 = nested(inst4)
+    cp = inst4.cli("proxy", f58, "sh", "-c", "fluxlite shutdown; sleep 0.3; echo done; exit 3",
+                   timeout=60)
+    assert cp.returncode == 3, cp.stderr
+    assert cp.stdout.strip().splitlines()[-1] == "done"
+    assert "lost connection" not in cp.stderr, cp.stderr
+    wait_inactive(inst4, f58)
+
+
 @pytest.mark.parametrize("args,said", [
     (("uri", "foo:bar"), "unsupported target 'foo:bar'"),
     (("uri", "ƒ1"), "unknown job"),
