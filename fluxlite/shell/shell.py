@@ -10,6 +10,9 @@ Life of a shell:
     the leader waits until every critical shell is done or lost
     shell.exit, then exit with the largest task exit code (128+signal if signalled)
 
+A job's only shell does not wait at the barriers (as Flux's shell): it tells
+job-exec it entered and goes on, and waits for the answers before it exits.
+
 The leader tracks which shells are done or lost, so it never waits for one
 that is gone; it keeps the job's critical ranks (pushed by job-exec) and
 hands each new set to `shell.critical-ranks` callbacks.
@@ -18,6 +21,7 @@ hands each new set to `shell.critical-ranks` callbacks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 
@@ -157,14 +161,18 @@ class JobShell:
         """A KVS commit; the shell waits for every outstanding commit before exiting."""
         if self.h is None or not self.h.connected:
             return
-        p = self.h.rpc("kvs.commit", {"ops": ops})
+        self._no_wait(self.h.rpc("kvs.commit", {"ops": ops}), "kvs commit failed")
+
+    def _no_wait(self, p, what: str) -> None:
+        """An RPC the shell does not wait for now, but sees answered before it exits
+        (an error answer is a line on its stderr, after `what`)."""
         self._outstanding += 1
         self._drained.clear()
-        p.on_response = self._committed
+        p.on_response = functools.partial(self._answered, what)
 
-    def _committed(self, msg) -> None:
+    def _answered(self, what: str, msg) -> None:
         if msg.errnum:
-            print(f"fluxlite-shell[{self.rank}]: kvs commit failed: {msg.errstr}",
+            print(f"fluxlite-shell[{self.rank}]: {what}: {msg.errstr}",
                   file=sys.stderr, flush=True)
         self._outstanding -= 1
         if self._outstanding == 0:
@@ -241,28 +249,45 @@ class JobShell:
         for p in self.plugins.plugins:
             self.dispatcher.add_object(p, prefix=f"{self.service}.")
         await self.plugins.call("shell.init", strict=True)
-        resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
-                                                         "shell_rank": self.rank})
+        # a job's only shell has no one to wait for at a barrier (as Flux's shell, whose
+        # barriers are no-ops then): job-exec hears it enter (its exec eventlog, the
+        # job's start) but the shell goes on, and sees the answer before it exits
+        alone = self.nshells == 1
+        if alone:
+            self._no_wait(self.h.rpc("job-exec.shell-init", {"id": self.jobid,
+                                                             "shell_rank": self.rank}),
+                          "init barrier")
+            critical, seq, lost = set(self.critical_ranks), self.critical_seq, ()
+        else:
+            resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
+                                                             "shell_rank": self.rank})
+            crit = resp.get("critical") or {}
+            critical, seq = idset.decode(crit.get("ranks", "")), crit.get("seq", 0)
+            lost = resp.get("lost") or ()
         if registered is not None:
             await registered.get()
         if self.is_leader:
-            crit = resp.get("critical") or {}
-            announce = self._adopt_critical(idset.decode(crit.get("ranks", "")),
-                                            crit.get("seq", 0))
+            announce = self._adopt_critical(critical, seq)
             if announce is not None:
                 await announce
             # shells lost before the barrier were never announced one by one
-            for notice in resp.get("lost") or ():
+            for notice in lost:
                 self._lost_shell(notice)
         await self._start_tasks()
-        try:
-            await self.h.call("job-exec.shell-start", {"id": self.jobid,
-                                                       "shell_rank": self.rank})
-        except FluxliteError as exc:
-            # the job is being terminated (e.g. a task could not start): let tasks end
-            print(f"fluxlite-shell[{self.rank}]: start barrier: {exc}", file=sys.stderr)
-        else:
+        if alone:
+            self._no_wait(self.h.rpc("job-exec.shell-start", {"id": self.jobid,
+                                                              "shell_rank": self.rank}),
+                          "start barrier")
             await self.plugins.call("shell.start")
+        else:
+            try:
+                await self.h.call("job-exec.shell-start", {"id": self.jobid,
+                                                           "shell_rank": self.rank})
+            except FluxliteError as exc:
+                # the job is being terminated (e.g. a task could not start): let tasks end
+                print(f"fluxlite-shell[{self.rank}]: start barrier: {exc}", file=sys.stderr)
+            else:
+                await self.plugins.call("shell.start")
         self._started.set()
         await asyncio.gather(*(t.done for t in self.tasks))
         await asyncio.gather(*self._exit_callbacks)
@@ -430,5 +455,5 @@ class JobShell:
         try:
             await asyncio.wait_for(self._drained.wait(), 10)
         except asyncio.TimeoutError:
-            print(f"fluxlite-shell[{self.rank}]: output commits still pending at exit",
+            print(f"fluxlite-shell[{self.rank}]: requests still unanswered at exit",
                   file=sys.stderr, flush=True)

@@ -327,8 +327,19 @@ def test_eventlogs(inst4):
     assert cp.returncode != 0 and "error parsing jobid" in cp.stderr
 
 
+def test_one_shell_eventlog_order(inst4):
+    """A job's only shell does not wait for job-exec's barrier answers, but it exits
+    only once they came: every exec eventlog still has its barriers before the end."""
+    cp = inst4.cli("submit", "--cc=1-20", "--wait", "true", check=True, timeout=120)
+    for jobid in map(fluid.parse, cp.stdout.split()):
+        assert exec_events(inst4, jobid) == ["init", "starting", "shell.init", "shell.start",
+                                             "shell.task-exit", "shell-exit", "complete",
+                                             "done"]
+
+
 # --------------------------------------------------------------------- plugins
-def test_user_plugin_callbacks(inst4, tmp_path):
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_user_plugin_callbacks(inst4, tmp_path, nodes):
     log = tmp_path / "calls.log"
     plugin = tmp_path / "recorder.py"
     plugin.write_text(textwrap.dedent(f"""
@@ -349,15 +360,16 @@ def test_user_plugin_callbacks(inst4, tmp_path):
             def shell_tasks_complete(self): self._note("shell.tasks-complete")
             def shell_exit(self): self._note("shell.exit")
     """))
-    inst4.cli("run", "-N2", "-o", f"plugins={plugin}", "sh", "-c", "exit 0", check=True)
+    inst4.cli("run", f"-N{nodes}", "-o", f"plugins={plugin}", "sh", "-c", "exit 0", check=True)
     lines = log.read_text().splitlines()
-    for rank in ("0", "1"):
+    for rank in map(str, range(nodes)):
         mine = [line.split(" ", 1)[1] for line in lines if line.startswith(rank + " ")]
         assert mine[0] == "shell.init" and mine[-1] == "shell.exit"
         assert mine.index("shell.start") > mine.index(f"task.exec {rank}")
         assert f"task.exit {rank} 0" in mine
     leader = [line for line in lines if line.startswith("0 ")]
-    assert "0 critical [0, 1] 0" in leader and "0 shell.tasks-complete" in leader
+    assert f"0 critical {list(range(nodes))} 0" in leader
+    assert "0 shell.tasks-complete" in leader
 
 
 def test_broken_user_plugin_fails_the_job(inst1, tmp_path):
