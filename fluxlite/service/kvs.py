@@ -27,6 +27,7 @@ burst of thousands of pending jobs leaves little behind once they are purged.
 from __future__ import annotations
 
 import errno
+import functools
 import sys
 from typing import Annotated
 
@@ -88,14 +89,20 @@ def _stored(node) -> list:
     return out
 
 
-def _split(key: str) -> list[str]:
+def _split(key: str) -> tuple[str, ...]:
     if not isinstance(key, str) or not key:
         raise UsageError("invalid key: must be a non-empty dotted path")
+    return _components(key)
+
+
+@functools.lru_cache(maxsize=512)
+def _components(key: str) -> tuple[str, ...]:
+    """A key's path (remembered: a running job's few keys are written a dozen times)."""
     parts = key.strip(".").split(".")
     if not all(parts):
         raise UsageError(f"invalid key {key!r}: empty path component")
     # names that recur under every job ("eventlog", "jobspec", "0000") are held once
-    return [sys.intern(p) for p in parts]
+    return tuple(sys.intern(p) for p in parts)
 
 
 class KVSService(Service):
@@ -172,6 +179,8 @@ class KVSService(Service):
                     if op.get("prune"):
                         self._prune(parts, undo)
                 elif "append" in op:
+                    if isinstance(old, _Dir):
+                        raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
                     if old is not _MISSING and not isinstance(old, (list, Log)):
                         raise UsageError(f"cannot append to {key!r}: it is not a list")
                     self._append(parent, leaf, old, op["append"], undo)
@@ -196,7 +205,7 @@ class KVSService(Service):
             self._notify(key)
         return self.version
 
-    def _prune(self, parts: list[str], undo: list) -> None:
+    def _prune(self, parts: tuple[str, ...], undo: list) -> None:
         """Remove the directories above `parts` that its unlink left empty, up to the
         top-level one, which stays ("job"): a purged job's path, job.0000.0004.b200,
         would otherwise stay behind for good."""
@@ -225,7 +234,11 @@ class KVSService(Service):
     def append(self, key: str, *entries) -> None:
         self.commit([{"key": key, "append": list(entries)}])
 
-    def _check_op(self, op) -> tuple[list[str], dict]:
+    @staticmethod
+    def _check_op(op) -> tuple[tuple[str, ...], dict]:
+        """An operation's shape (the tree is checked as it is applied: a commit must not
+        turn a directory into a value or a value into a directory, and the undo log
+        takes back what came before a refused operation)."""
         if not isinstance(op, dict) or "key" not in op:
             raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
         parts = _split(op["key"])
@@ -234,21 +247,9 @@ class KVSService(Service):
                                 "append or unlink")
         if "append" in op and not isinstance(op["append"], list):
             raise ProtocolError("kvs.commit: 'append' must be a list")
-        # a commit must not turn a directory into a value or a value into a directory
-        node = self.root
-        for i, part in enumerate(parts):
-            if not isinstance(node, _Dir):
-                raise FluxliteError(f"{'.'.join(parts[:i])!r} is not a directory",
-                                    errno.ENOTDIR)
-            if part not in node:
-                break
-            node = node[part]
-        else:
-            if isinstance(node, _Dir) and not op.get("unlink"):
-                raise FluxliteError(f"key {op['key']!r} is a directory", errno.EISDIR)
         return parts, op
 
-    def _parent(self, parts: list[str], create: bool, undo: list | None = None):
+    def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None):
         """The directory holding `parts[-1]` (None if absent and not created)."""
         node = self.root
         for i, part in enumerate(parts[:-1]):

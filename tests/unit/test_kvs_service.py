@@ -97,8 +97,23 @@ def test_directories_and_values_do_not_turn_into_each_other(kvs):
     kvs.svc.commit([{"key": "d.leaf", "value": 1}])
     assert errnum_of(kvs.svc.commit, [{"key": "d", "value": 2}]) == errno.EISDIR
     assert errnum_of(kvs.svc.commit, [{"key": "d.leaf.below", "value": 3}]) == errno.ENOTDIR
+    assert errnum_of(kvs.svc.commit, [{"key": "d", "append": ["e"]}]) == errno.EISDIR
     assert errnum_of(kvs.svc.lookup, "d") == errno.EISDIR
     assert kvs.svc.lookup("d.leaf") == 1
+    # refused half way: what came before in the same commit is taken back
+    assert errnum_of(kvs.svc.commit, [{"key": "e.x", "value": 1},
+                                      {"key": "d.leaf.below", "value": 3}]) == errno.ENOTDIR
+    assert not kvs.svc.exists("e.x") and not kvs.svc.exists("e")
+
+
+def test_a_commit_applies_its_operations_in_order(kvs):
+    """As a Flux KVS transaction: an operation sees what the ones before it did."""
+    kvs.svc.commit([{"key": "d.leaf", "value": 1}])
+    kvs.svc.commit([{"key": "d", "unlink": True}, {"key": "d", "value": 2}])
+    assert kvs.svc.lookup("d") == 2
+    kvs.svc.commit([{"key": "v", "value": 1}, {"key": "v", "unlink": True},
+                    {"key": "v.below", "value": 3}])
+    assert kvs.svc.lookup("v.below") == 3
 
 
 @pytest.mark.parametrize("op, errnum", [
