@@ -7,12 +7,19 @@ interpreter start-up), and creates its own ZeroMQ context after the fork.
 
 Broker and spawner talk over a Unix stream socket carrying msgpack maps:
 
-    broker  -> spawner  {op: spawn, tag, kind: exec|shell, argv, env, cwd, pgid, setsid,
-                         ctty, stdio: inherit|null|log, info, tmpdir_in}
+    broker  -> spawner  {op: spawn, tag, kind: exec|shell, tmpdir_in, child}
+                        child: msgpack bytes of {argv, env, cwd, pgid, setsid, ctty,
+                        stdio: inherit|null|log, info}
                         {op: kill, tag, signum, below}  {op: killall}
     spawner -> broker   {op: started, tag, pid}
                         {op: failed, tag, error, errno}  (the child's errno, else EIO)
                         {op: exited, tag, pid, status}
+
+`child` is what only the new process reads, and only it unpacks it: a
+job's environment and jobspec are hundreds of small objects, and built in the
+spawner they would be written across as many of its memory pages, each one
+shared with the shells it forked before and so copied (a page fault) at the
+first write: ~200 faults a job, most of the spawner's own work.
 
 `setsid` puts the process in a session of its own (`pgid` is ignored then) and
 `ctty` makes its stdin that session's controlling terminal; without `setsid`,
@@ -62,6 +69,10 @@ from ..util import procs
 from ..util.proctitle import set_title
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def _unpackb(data: bytes):
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
 _CHUNK = 256 << 10   # bytes read at once (a recv(n) would allocate n bytes every time)
@@ -225,9 +236,7 @@ class _Server:
         tmpdir = None
         if req.get("tmpdir_in"):
             # short (sockets live there); mkdtemp makes it 0700 whatever the umask
-            tmpdir = tempfile.mkdtemp(prefix="j", dir=req["tmpdir_in"])
-            if isinstance(req.get("info"), dict):
-                req["info"]["tmpdir"] = tmpdir
+            tmpdir = req["tmpdir"] = tempfile.mkdtemp(prefix="j", dir=req["tmpdir_in"])
         pid = None
         try:
             pid = self._fork(req, tag, kind)
@@ -276,6 +285,9 @@ class _Server:
 
     def _child(self, req: dict, kind: str, errpipe_w: int) -> None:
         signal.set_wakeup_fd(-1)
+        req.update(_unpackb(req.pop("child", None) or b"\x80"))
+        if kind == "shell" and req.get("tmpdir") and isinstance(req.get("info"), dict):
+            req["info"]["tmpdir"] = req["tmpdir"]
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                     signal.SIGPIPE, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
@@ -504,9 +516,10 @@ class Spawner:
         self._next += 1
         p = SpawnedProcess(tag, kind)
         self.procs[tag] = p
-        self._send({"op": "spawn", "tag": tag, "kind": kind, "argv": argv, "env": env,
-                    "cwd": cwd, "pgid": pgid, "setsid": setsid, "ctty": ctty, "stdio": stdio,
-                    "info": info, "tmpdir_in": tmpdir_in})
+        self._send({"op": "spawn", "tag": tag, "kind": kind, "tmpdir_in": tmpdir_in,
+                    "child": _packb({"argv": argv, "env": env, "cwd": cwd, "pgid": pgid,
+                                     "setsid": setsid, "ctty": ctty, "stdio": stdio,
+                                     "info": info})})
         return p
 
     def kill(self, proc: SpawnedProcess, signum: int, *, below: bool = False) -> None:
