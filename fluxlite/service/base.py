@@ -54,7 +54,7 @@ class Service:
         self.dispatcher = Dispatcher(ctx.respond, self.log, fallback=self._builtin)
         self.dispatcher.add_object(self)
         # streams opened by clients, so a vanished client's watchers can be dropped
-        self._streams: dict[tuple, list] = {}
+        self._streams: dict[tuple, dict[int, list]] = {}   # route -> matchtag -> cancels
 
     # lifecycle hooks ------------------------------------------------------
     async def start(self) -> None:
@@ -103,15 +103,14 @@ class Service:
     def track_stream(self, msg: Message, on_cancel) -> None:
         """Remember a request answered later (a stream, a wait) so that its client's
         disconnect cancels it."""
-        self._streams.setdefault(tuple(msg.route), []).append((msg.matchtag, on_cancel))
+        self._streams.setdefault(tuple(msg.route), {}).setdefault(msg.matchtag, []).append(
+            on_cancel)
 
     def untrack_stream(self, msg: Message) -> None:
         key = tuple(msg.route)
         entries = self._streams.get(key)
-        if entries:
-            entries[:] = [e for e in entries if e[0] != msg.matchtag]
-            if not entries:
-                del self._streams[key]
+        if entries and entries.pop(msg.matchtag, None) is not None and not entries:
+            del self._streams[key]
 
     def disconnect(self, msg: Message) -> None:
         """A client went away: cancel every stream it opened here."""
@@ -121,11 +120,12 @@ class Service:
     def drop_streams(self, match) -> None:
         """Cancel the streams whose route satisfies `match` (a vanished client or subtree)."""
         for route in [r for r in self._streams if match(r)]:
-            for _, on_cancel in self._streams.pop(route, []):
-                try:
-                    on_cancel()
-                except Exception:
-                    self.log.error("stream cancel failed", exc_info=True)
+            for cancels in self._streams.pop(route, {}).values():
+                for on_cancel in cancels:
+                    try:
+                        on_cancel()
+                    except Exception:
+                        self.log.error("stream cancel failed", exc_info=True)
 
     def is_owner(self, msg: Message) -> bool:
         """Whether the request comes from the instance owner (role and uid both)."""
