@@ -65,14 +65,11 @@ import traceback
 
 import msgpack
 
+from ..protocol.message import pack, unpack
 from ..util import procs
 from ..util.proctitle import set_title
 
 _packb = msgpack.Packer(use_bin_type=True).pack
-
-
-def _unpackb(data: bytes):
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
 _CHUNK = 256 << 10   # bytes read at once (a recv(n) would allocate n bytes every time)
@@ -285,7 +282,9 @@ class _Server:
 
     def _child(self, req: dict, kind: str, errpipe_w: int) -> None:
         signal.set_wakeup_fd(-1)
-        req.update(_unpackb(req.pop("child", None) or b"\x80"))
+        child = req.pop("child", None)
+        if child:
+            req.update(unpack(child))
         if kind == "shell" and req.get("tmpdir") and isinstance(req.get("info"), dict):
             req["info"]["tmpdir"] = req["tmpdir"]
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
@@ -517,7 +516,7 @@ class Spawner:
         p = SpawnedProcess(tag, kind)
         self.procs[tag] = p
         self._send({"op": "spawn", "tag": tag, "kind": kind, "tmpdir_in": tmpdir_in,
-                    "child": _packb({"argv": argv, "env": env, "cwd": cwd, "pgid": pgid,
+                    "child": pack({"argv": argv, "env": env, "cwd": cwd, "pgid": pgid,
                                      "setsid": setsid, "ctty": ctty, "stdio": stdio,
                                      "info": info})})
         return p

@@ -249,18 +249,10 @@ class JobShell:
         for p in self.plugins.plugins:
             self.dispatcher.add_object(p, prefix=f"{self.service}.")
         await self.plugins.call("shell.init", strict=True)
-        # a job's only shell has no one to wait for at a barrier (as Flux's shell, whose
-        # barriers are no-ops then): job-exec hears it enter (its exec eventlog, the
-        # job's start) but the shell goes on, and sees the answer before it exits
-        alone = self.nshells == 1
-        if alone:
-            self._no_wait(self.h.rpc("job-exec.shell-init", {"id": self.jobid,
-                                                             "shell_rank": self.rank}),
-                          "init barrier")
+        resp = await self._barrier("init")
+        if resp is None:   # alone: the critical ranks are those the shell started with
             critical, seq, lost = set(self.critical_ranks), self.critical_seq, ()
         else:
-            resp = await self.h.call("job-exec.shell-init", {"id": self.jobid,
-                                                             "shell_rank": self.rank})
             crit = resp.get("critical") or {}
             critical, seq = idset.decode(crit.get("ranks", "")), crit.get("seq", 0)
             lost = resp.get("lost") or ()
@@ -274,20 +266,14 @@ class JobShell:
             for notice in lost:
                 self._lost_shell(notice)
         await self._start_tasks()
-        if alone:
-            self._no_wait(self.h.rpc("job-exec.shell-start", {"id": self.jobid,
-                                                              "shell_rank": self.rank}),
-                          "start barrier")
-            await self.plugins.call("shell.start")
+        try:
+            await self._barrier("start")
+        except FluxliteError as exc:
+            # the job is being terminated (e.g. a task could not start): let tasks end
+            print(f"fluxlite-shell[{self.rank}]: start barrier: {exc}", file=sys.stderr,
+                  flush=True)
         else:
-            try:
-                await self.h.call("job-exec.shell-start", {"id": self.jobid,
-                                                           "shell_rank": self.rank})
-            except FluxliteError as exc:
-                # the job is being terminated (e.g. a task could not start): let tasks end
-                print(f"fluxlite-shell[{self.rank}]: start barrier: {exc}", file=sys.stderr)
-            else:
-                await self.plugins.call("shell.start")
+            await self.plugins.call("shell.start")
         self._started.set()
         await asyncio.gather(*(t.done for t in self.tasks))
         await asyncio.gather(*self._exit_callbacks)
@@ -300,6 +286,17 @@ class JobShell:
         else:
             self.send_leader("tasks-done", {"shell_rank": self.rank})
         await self.plugins.call("shell.exit")
+
+    async def _barrier(self, name: str) -> dict | None:
+        """Enter job-exec's `name` barrier and wait for every shell.  A job's only shell
+        has no one to wait for (Flux's shell makes its barriers no-ops then): job-exec
+        still hears it enter (the exec eventlog, the job's start), but the shell goes on
+        at once, sees the answer before it exits, and gets None here."""
+        topic, payload = f"job-exec.shell-{name}", {"id": self.jobid, "shell_rank": self.rank}
+        if self.nshells == 1:
+            self._no_wait(self.h.rpc(topic, payload), f"{name} barrier")
+            return None
+        return await self.h.call(topic, payload)
 
     def _load_user_plugins(self) -> None:
         paths = self.options.get("plugins")
