@@ -8,7 +8,7 @@ import asyncio
 def preload() -> None:
     """Import everything a job shell needs, so a forked shell starts warm.
 
-    The spawner calls this before it forks any shell; nothing here opens a socket."""
+    The spawner calls this before it forks any shell; nothing here is left open."""
     import subprocess  # noqa: F401
 
     from ..client import aio  # noqa: F401
@@ -19,6 +19,35 @@ def preload() -> None:
     # the handlers each class declares, looked up once here rather than in every shell
     for cls in (JobShell, *ShellPlugin.__subclasses__()):
         declared_handlers(cls)
+    _warm()
+
+
+def _warm() -> None:
+    """Run an event loop's life a few times, as every shell will.
+
+    CPython specialises code and fills its type caches on first use, writing to
+    code and type objects; done here, before any fork, those writes are not
+    repeated (each a page copied) in every shell."""
+    import os
+
+    async def turn(loop) -> None:
+        r, w = os.pipe()
+        readable = loop.create_future()
+        loop.add_reader(r, lambda: readable.done() or readable.set_result(os.read(r, 1)))
+        loop.call_soon(os.write, w, b"x")
+        await readable
+        loop.remove_reader(r)
+        os.close(r)
+        os.close(w)
+        event = asyncio.Event()
+        loop.call_soon(event.set)
+        await event.wait()
+        await asyncio.gather(asyncio.ensure_future(asyncio.sleep(0)), asyncio.sleep(0))
+
+    for _ in range(10):
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(turn(loop))
+        loop.close()
 
 
 def run_forked_shell(info: dict, env: dict | None = None) -> int:
@@ -30,4 +59,7 @@ def run_forked_shell(info: dict, env: dict | None = None) -> int:
     from ..util.proctitle import set_title
     set_title(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} rank={info['shell_rank']}")
     from .shell import JobShell
-    return asyncio.run(JobShell(info, env).run())
+    # not asyncio.run: the process ends (os._exit) as soon as this returns, and the
+    # shell has already closed its connection, so cancelling what is left and closing
+    # the loop would only delay the exit that job-exec is waiting for
+    return asyncio.new_event_loop().run_until_complete(JobShell(info, env).run())
