@@ -37,7 +37,8 @@ a job shell exits, whatever is left in its session is killed too.
 
 The spawner knows no job shell: what a "shell" process runs is the `entry`
 function the broker gives start_spawner() (fluxlite.shell.main.run_forked_shell),
-and `preload` imports its modules before the first fork.
+and `preload` (fluxlite.shell.main.prepare_spawner) imports its modules and warms
+them before the first fork.
 
 With `tmpdir_in`, the spawner makes a private directory there for the process
 (a shell finds it as `tmpdir` in its info) and removes it once the process is
@@ -356,8 +357,8 @@ def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
                   env: dict[str, str] | None = None) -> "Spawner":
     """Fork the spawner.  Call before this process creates any ZeroMQ context.
 
-    `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
-    needs, once, before the first fork; `close_fds` are the broker's own (its
+    `entry(info, env)` is what a "shell" process runs; `preload()` imports (and warms)
+    what it needs, once, before the first fork; `close_fds` are the broker's own (its
     overlay's listening socket), which the spawner and its shells must not hold;
     `env` is the environment of every child whose request names none (default:
     this process's)."""

@@ -8,7 +8,8 @@ import asyncio
 def preload() -> None:
     """Import everything a job shell needs, so a forked shell starts warm.
 
-    The spawner calls this before it forks any shell; nothing here is left open."""
+    The launcher calls it for the image its brokers are forked from, and the spawner
+    (through `prepare_spawner`) before it forks any shell; nothing here opens a socket."""
     import subprocess  # noqa: F401
 
     from ..client import aio  # noqa: F401
@@ -19,15 +20,17 @@ def preload() -> None:
     # the handlers each class declares, looked up once here rather than in every shell
     for cls in (JobShell, *ShellPlugin.__subclasses__()):
         declared_handlers(cls)
-    _warm()
 
 
-def _warm() -> None:
-    """Run an event loop's life a few times, as every shell will.
+def prepare_spawner() -> None:
+    """What the spawner runs once, before its first fork: the imports, then an event
+    loop's life ten times, as every shell will live it.
 
     CPython specialises code and fills its type caches on first use, writing to
-    code and type objects; done here, before any fork, those writes are not
-    repeated (each a page copied) in every shell."""
+    code and type objects; done here, those writes are not repeated (each a page
+    copied) in every shell.  Not in the launcher: its image is for brokers too, and
+    the spawner does it off the instance's start-up path."""
+    preload()
     import os
 
     async def turn(loop) -> None:
@@ -45,6 +48,7 @@ def _warm() -> None:
         await asyncio.gather(asyncio.ensure_future(asyncio.sleep(0)), asyncio.sleep(0))
 
     for _ in range(10):
+        # the loop's self-pipe is a socket pair, closed with it
         loop = asyncio.new_event_loop()
         loop.run_until_complete(turn(loop))
         loop.close()
