@@ -17,11 +17,11 @@ from .spawner import start_spawner
 
 def run_broker(cfg: BrokerConfig) -> int:
     """Run one broker to completion; returns its exit code."""
-    from ..shell.main import prepare_spawner, run_forked_shell
+    from ..shell.main import preload, run_forked_shell, warm_spawner
     set_title(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
     cfg.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
                                 os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"),
-                                entry=run_forked_shell, preload=prepare_spawner,
+                                entry=run_forked_shell, preload=preload, warm=warm_spawner,
                                 close_fds=() if cfg.bind_fd is None else (cfg.bind_fd,),
                                 env=cfg.env)
     a = cfg.attrs

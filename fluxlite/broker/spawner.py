@@ -36,9 +36,10 @@ SIGTERM, on a closed socket or on `killall` it SIGKILLs every descendant.  When
 a job shell exits, whatever is left in its session is killed too.
 
 The spawner knows no job shell: what a "shell" process runs is the `entry`
-function the broker gives start_spawner() (fluxlite.shell.main.run_forked_shell),
-and `preload` (fluxlite.shell.main.prepare_spawner) imports its modules and warms
-them before the first fork.
+function the broker gives start_spawner() (fluxlite.shell.main.run_forked_shell);
+`preload` (fluxlite.shell.main.preload) imports its modules before the first fork,
+and `warm` (fluxlite.shell.main.warm_spawner) runs once the first shell is forked,
+so later shells start warm and an instance that runs no job never pays for it.
 
 With `tmpdir_in`, the spawner makes a private directory there for the process
 (a shell finds it as `tmpdir` in its info) and removes it once the process is
@@ -95,8 +96,10 @@ def _unpacker() -> msgpack.Unpacker:
 # ---------------------------------------------------------------- spawner side
 class _Server:
     def __init__(self, sock: socket.socket, name: str, shell_log: str | None, entry,
-                 env: dict[str, str]):
+                 env: dict[str, str], warm=None):
         self.sock = sock
+        self.warm = warm    # run once, after the first shell is forked
+        self.shell_forked = False
         self.env = env      # what a child gets when its request names no environment
         self.name = name
         self.shell_log = shell_log
@@ -127,10 +130,22 @@ class _Server:
                     except BlockingIOError:
                         pass
                 self._reap()
+            if self.shell_forked and self.warm is not None:
+                self._warm()
         self._killall()
         self._reap_all()
         for path in self.tmpdirs.values():
             shutil.rmtree(path, ignore_errors=True)
+
+    def _warm(self) -> None:
+        """Warm up while the first shell starts: the spawner is idle then, and the
+        writes the warm-up makes stay here instead of being copied into each shell."""
+        warm, self.warm = self.warm, None
+        try:
+            warm()
+        except Exception:  # only a lost optimisation; the shells start as they would
+            traceback.print_exc()
+        gc.freeze()
 
     def _on_term(self, signum, frame) -> None:
         self.exiting = True
@@ -278,6 +293,7 @@ class _Server:
                         "errno": int(num) if num.isdigit() else errno.EIO})
             return None
         self.children[pid] = (tag, kind)
+        self.shell_forked = self.shell_forked or kind == "shell"
         self._send({"op": "started", "tag": tag, "pid": pid})
         return pid
 
@@ -353,12 +369,13 @@ def _exec_error(req: dict, exc: BaseException) -> str:
 
 
 def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
-                  preload=None, close_fds: tuple[int, ...] = (),
+                  preload=None, warm=None, close_fds: tuple[int, ...] = (),
                   env: dict[str, str] | None = None) -> "Spawner":
     """Fork the spawner.  Call before this process creates any ZeroMQ context.
 
-    `entry(info, env)` is what a "shell" process runs; `preload()` imports (and warms)
-    what it needs, once, before the first fork; `close_fds` are the broker's own (its
+    `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
+    needs, once, before the first fork; `warm()` runs once the first shell is
+    forked; `close_fds` are the broker's own (its
     overlay's listening socket), which the spawner and its shells must not hold;
     `env` is the environment of every child whose request names none (default:
     this process's)."""
@@ -386,7 +403,7 @@ def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
             # collector, so a forked shell's collections neither walk it nor write
             # to its pages (each write copies a page the shell shares with us)
             gc.freeze()
-            _Server(child_sock, name, shell_log, entry, env).run()
+            _Server(child_sock, name, shell_log, entry, env, warm).run()
         except BaseException:
             traceback.print_exc()
             code = 1

@@ -9,7 +9,7 @@ def preload() -> None:
     """Import everything a job shell needs, so a forked shell starts warm.
 
     The launcher calls it for the image its brokers are forked from, and the spawner
-    (through `prepare_spawner`) before it forks any shell; nothing here opens a socket."""
+    before it forks any shell; nothing here opens a socket."""
     import subprocess  # noqa: F401
 
     from ..client import aio  # noqa: F401
@@ -22,15 +22,15 @@ def preload() -> None:
         declared_handlers(cls)
 
 
-def prepare_spawner() -> None:
-    """What the spawner runs once, before its first fork: the imports, then an event
-    loop's life ten times, as every shell will live it.
+def warm_spawner() -> None:
+    """What the spawner runs once, after it forks its first shell: an event loop's
+    life ten times, as every shell will live it.
 
     CPython specialises code and fills its type caches on first use, writing to
-    code and type objects; done here, those writes are not repeated (each a page
-    copied) in every shell.  Not in the launcher: its image is for brokers too, and
-    the spawner does it off the instance's start-up path."""
-    preload()
+    code and type objects; done in the spawner, those writes are not repeated
+    (each a page copied) in every later shell.  Not in the launcher, nor before the
+    first shell: an instance that runs no job (`start --size 64 true`) would pay
+    for it in every broker while the instance starts."""
     import os
 
     async def turn(loop) -> None:
