@@ -95,6 +95,12 @@ def _split(key: str) -> tuple[str, ...]:
     return _components(key)
 
 
+def _is_a_directory(key: str) -> FluxliteError:
+    """A write aimed at a directory: say what would be allowed instead."""
+    return FluxliteError(f"key {key!r} is a directory: a value cannot replace it (write "
+                         f"below it as {key}.NAME, or unlink it first)", errno.EISDIR)
+
+
 @functools.lru_cache(maxsize=512)
 def _components(key: str) -> tuple[str, ...]:
     """A key's path (remembered: a running job's few keys are written a dozen times)."""
@@ -144,7 +150,8 @@ class KVSService(Service):
                 raise NotFound(f"key {key!r} not found")
             node = node[part]
         if isinstance(node, _Dir):
-            raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
+            raise FluxliteError(f"key {key!r} is a directory, not a value: read a key "
+                                f"below it ({key}.NAME) or list it with kvs ls", errno.EISDIR)
         return node
 
     def exists(self, key: str) -> bool:
@@ -180,13 +187,13 @@ class KVSService(Service):
                         self._prune(parts, undo)
                 elif "append" in op:
                     if isinstance(old, _Dir):
-                        raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
+                        raise _is_a_directory(key)
                     if old is not _MISSING and not isinstance(old, (list, Log)):
                         raise UsageError(f"cannot append to {key!r}: it is not a list")
                     self._append(parent, leaf, old, op["append"], undo)
                 else:
                     if isinstance(old, _Dir):
-                        raise FluxliteError(f"key {key!r} is a directory", errno.EISDIR)
+                        raise _is_a_directory(key)
                     undo.append((parent, leaf, old))
                     parent[leaf] = self._keep(op["value"])
                     self.store.drop(_stored(old))
@@ -261,7 +268,9 @@ class KVSService(Service):
                 if undo is not None:
                     undo.append((node, part, _MISSING))
             elif not isinstance(nxt, _Dir):
-                raise FluxliteError(f"{'.'.join(parts[:i + 1])!r} is not a directory",
+                held = ".".join(parts[:i + 1])
+                raise FluxliteError(f"{held!r} is not a directory: it holds a value, so no "
+                                    f"key can go below it (unlink {held!r} first)",
                                     errno.ENOTDIR)
             node = nxt
         return node, parts[-1]
@@ -335,7 +344,8 @@ class KVSService(Service):
                     raise NotFound(f"directory {key!r} not found")
                 node = node[part]
         if not isinstance(node, _Dir):
-            raise FluxliteError(f"{key!r} is not a directory", errno.ENOTDIR)
+            raise FluxliteError(f"{key!r} is not a directory: it holds a value "
+                                "(read it with kvs get)", errno.ENOTDIR)
         return {"entries": [k + ("." if isinstance(v, _Dir) else "") for k, v in
                             sorted(node.items())]}
 
