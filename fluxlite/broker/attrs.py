@@ -133,6 +133,8 @@ ATTRIBUTES: dict[str, Attr] = {
     "size": Attr(None, _uint, False, "number of brokers in the instance", config=False),
     "broker.pid": Attr(None, _uint, False, "process id of this broker", config=False),
     "hostname": Attr(None, _text, False, "host name this rank reports", config=False),
+    "hostlist": Attr(None, _text, False, "every rank's host name, in rank order (an RFC 29 "
+                     "hostlist)", config=False),
     "local-uri": Attr(None, _text, False, "URI clients on this rank connect to", config=False),
     "rundir": Attr(None, _text, False, "private run directory (mode 0700)", config=False),
     "instance-level": Attr("0", _uint, False, "nesting depth: 0 for a top-level instance"),

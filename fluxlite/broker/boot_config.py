@@ -70,6 +70,7 @@ class Place:
     parents: tuple[int | None, ...]  # the topology: parents[r] is r's parent
     curve_cert: str | None
     enable_ipv6: bool
+    hosts: tuple[str, ...]           # every rank's host name, in rank order
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,13 @@ class BootConfig:
         rank = self.rank_of(hostname)
         if not self.hosts:
             return Place(hostname, 0, 1, None, None, None, None, (), (None,),
-                         self.curve_cert, self.enable_ipv6)
+                         self.curve_cert, self.enable_ipv6, (hostname,))
         me = self.hosts[rank]
         parent_uri = self.hosts[me.parent].connect if me.parent is not None else None
         children = self.children(rank)
         return Place(hostname, rank, self.size, me.bind if children else None, me.connect,
                      me.parent, parent_uri, children, self.parents, self.curve_cert,
-                     self.enable_ipv6)
+                     self.enable_ipv6, tuple(e.host for e in self.hosts))
 
 
 def uses_tcp(place: Place) -> bool:
@@ -160,6 +161,7 @@ def run(place: Place, attrs: dict[str, str], command: list[str], *,
                        initial_program=(command or None) if place.rank == 0 else None,
                        initial_pgid=os.getpgrp(), interactive=False)
     cfg.topology = topology
+    cfg.hosts = place.hosts
     cfg.insecure = insecure
     if cert is not None:
         cfg.curve = Curve(public=cert.public, secret=cert.secret)

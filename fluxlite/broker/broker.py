@@ -36,7 +36,7 @@ from ..overlay.overlay import Overlay, OverlayCallbacks, Timeouts
 from ..router.local import LocalEndpoint
 from ..router.router import Router
 from ..service.base import ServiceContext
-from ..util import fsd, idset, procs, tree
+from ..util import fsd, hostlist, idset, procs, tree
 from ..util import log as blog
 from . import attrs as battrs
 from . import state as st
@@ -73,6 +73,9 @@ class BrokerConfig:
         self.bind_fd: int | None = None  # the TCP socket bind_endpoint names, already bound
         self.nested = False
         self.insecure = False   # plain TCP links (tests only)
+        # every rank's host name, in rank order, where the bootstrap learnt them (a
+        # config's hosts, a PMI exchange); else every rank is on this host
+        self.hosts: tuple[str, ...] | None = None
 
 
 class Broker:
@@ -110,6 +113,8 @@ class Broker:
         a["size"] = str(self.size)
         a["broker.pid"] = str(os.getpid())
         a["hostname"] = os.uname().nodename
+        self.hosts = self.cfg.hosts or (a["hostname"],) * self.size
+        a["hostlist"] = hostlist.encode(self.hosts)
         a["local-uri"] = self.local_uri
         a["rundir"] = self.rundir
         a["tbon.level"] = str(self.topology.level(self.rank))
@@ -215,7 +220,8 @@ class Broker:
     def _context(self) -> ServiceContext:
         r = self.router
         return ServiceContext(rank=self.rank, size=self.size, owner=self.userid,
-                              hostname=self.attrs["hostname"], attrs=self.attrs,
+                              hostname=self.attrs["hostname"], hosts=self.hosts,
+                              attrs=self.attrs,
                               rpc=r.rpc, send=r.send_noresponse, respond=r.respond,
                               publish=r.publish, state=lambda: self.sm.state,
                               at_least=self.sm.at_least)

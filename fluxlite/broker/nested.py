@@ -59,17 +59,19 @@ class _Boot:
     bind_fd: int | None = None           # its listening socket, when it is TCP
     parent_ep: str | None = None
     resources: dict[int, list[int]] | None = None
+    hosts: tuple[str, ...] = ()          # every rank's host name, in rank order
     curve: Curve | None = None           # keys of the TCP links, if there are any
 
 
 def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None) -> _Boot:
     """Two rounds over PMI, as Flux's boot_pmi does.  First every broker puts its
-    host name (and, nested, its cores).  Then a broker with children binds ipc://
-    if they all share its host, else tcp://ADDRESS:PORT on its host's address, and
-    every broker puts that endpoint and the public half of a CURVE keypair made
-    for this instance.  After the second barrier each broker gets its parent's
-    endpoint and key and, if it listens on TCP, its children's keys: only they
-    may connect (ZAP).  Rank 0 of a nested instance also gets everybody's cores."""
+    host name (and, nested, its cores), and reads everybody's.  Then a broker with
+    children binds ipc:// if they all share its host, else tcp://ADDRESS:PORT on
+    its host's address, and every broker puts that endpoint and the public half
+    of a CURVE keypair made for this instance.  After the second barrier each
+    broker gets its parent's endpoint and key and, if it listens on TCP, its
+    children's keys: only they may connect (ZAP).  Rank 0 of a nested instance
+    also gets everybody's cores."""
     rank, size = client.rank, client.size
     k = tree.parse_topo(attrs["tbon.topo"])
     children = tree.children(rank, size, k)
@@ -84,8 +86,11 @@ def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None) -
         if cores is not None:
             client.put(f"fluxlite.cores.{rank}", cores)
         client.barrier()
+        # everybody's host, as Flux's brokers read every business card: the hostlist
+        # attribute, and whether this broker's children share its host
+        boot.hosts = tuple(_get(client, "host", r) for r in range(size))
         if children:
-            if all(_get(client, "host", c) == host for c in children):
+            if all(boot.hosts[c] == host for c in children):
                 boot.bind = f"ipc://{boot.rundir}/tbon"
             else:
                 boot.bind, boot.bind_fd = _listen_tcp(host)
@@ -203,6 +208,7 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool,
                        env=instance_env(os.environ if env is None else env,
                                         f"local://{rundir}/local"))
     cfg.resources = boot.resources
+    cfg.hosts = boot.hosts
     cfg.curve = boot.curve
     cfg.bind_fd = boot.bind_fd
     cfg.nested = nested

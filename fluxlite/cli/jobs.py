@@ -4,8 +4,8 @@ Reads `job-manager.list` and prints a table, one line per job, through a
 Flux-style format (outputs.md: the default table, `-o long`, or any
 `-o '{field}...'` string), in Flux's job-list order unless --sort says
 otherwise (`flux_order`).  Fields computed here rather than by the service:
-F58 ids, user names, STATUS, runtime, nodelist (every rank of this machine has
-the same hostname), inactive_reason, success, dependencies as Flux shows them.
+F58 ids, user names, STATUS, runtime, nodelist (from the `hostlist` attribute),
+inactive_reason, success, dependencies as Flux shows them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import click
 from ..errors import NotFound
 from ..job import api
 from ..job import states as st
-from ..util import fluid, idset
+from ..util import fluid, hostlist, idset
 from .common import HELP, handle, parse_jobid
 from .outformat import OutputFormat
 
@@ -207,12 +207,14 @@ def username(userid: int) -> str:
     return _users[userid]
 
 
-def job_values(job: dict, hostname: str, now: float) -> dict:
-    """Every format field of one job, from its `job-manager.list` entry."""
+def job_values(job: dict, hosts: list[str], now: float) -> dict:
+    """Every format field of one job, from its `job-manager.list` entry; `hosts` is
+    every rank's host name (the decoded `hostlist` attribute), or [] to leave the
+    nodelist empty."""
     state, result = job["state"], job.get("result") or ""
     active = state != st.INACTIVE
     ranks = job.get("ranks") or ""
-    nodelist = ",".join([hostname] * len(idset.decode(ranks)))
+    nodelist = hostlist.of_ranks(hosts, sorted(idset.decode(ranks))) if hosts else ""
     t_run = job.get("t_run") or 0.0
     end = job.get("t_cleanup") or job.get("t_inactive") or now
     runtime = max(0.0, end - t_run) if t_run else 0.0
@@ -311,7 +313,7 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
                               userid=None if all_users else userid)
         need_host = as_json or {"nodelist", "contextual_info"} & (
             set(out.fields) | {k for k, _ in sort_keys})
-        hostname = h.getattr("hostname") if need_host and found else ""
+        hosts = hostlist.decode(h.getattr("hostlist")) if need_host and found else []
     known = {j["id"] for j in found}
     unknown = list(dict.fromkeys(i for i in ids if i not in known))
     if words:
@@ -319,7 +321,7 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
     if instances:
         found = [j for j in found if j.get("instance")]
     now = time.time()
-    pairs = [(j, job_values(j, hostname, now)) for j in flux_order(found)]
+    pairs = [(j, job_values(j, hosts, now)) for j in flux_order(found)]
     if sort_keys:
         pairs = _sort(pairs, sort_keys)
     if count:

@@ -33,12 +33,11 @@ def status(as_json, verbose, no_pretty):
     for r in st["ranks"]:
         if r["parent"] is not None:
             children.setdefault(r["parent"], []).append(r["rank"])
-    host = st["hostname"]
     now = st.get("now", time.time())
 
     def label(r: int) -> str:
         info = by_rank[r]
-        text = f"{r} {info.get('hostname') or host}: {info['status']}"
+        text = f"{r} {info['hostname']}: {info['status']}"
         if info["state"] == "torpid":
             text += " (torpid)"
         if verbose:

@@ -8,7 +8,7 @@ drained rank where a job still runs, from the scheduler), drained,
 offline or lost, with an UP mark (online or not).  `drain` and `undrain`
 take an idset of ranks (re-draining needs --force or --update, as in Flux);
 `drain` without arguments lists the draining and drained ranks.
-Every rank is a node of this machine, so NODELIST repeats one hostname.
+NODELIST names each rank's host (the `hostlist` attribute).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 
 import click
 
-from ..util import idset
+from ..util import hostlist, idset
 from ..util.fluid import utf8_locale
 from .common import HELP, handle
 from .outformat import OutputFormat
@@ -75,10 +75,6 @@ def _print(out: OutputFormat, rows: list[dict], no_header: bool) -> None:
         click.echo("\n".join(lines))
 
 
-def _nodes(hostname: str, ranks) -> str:
-    return ",".join([hostname] * len(ranks))
-
-
 @click.group(context_settings=HELP)
 def resource():
     """Show and change resources: list, status, drain, undrain."""
@@ -98,7 +94,7 @@ def list_(which, no_header, fmt, as_json):
     out = None if as_json else OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
     with handle() as h:
         view = h.call("sched.resource-status", nodeid=0)
-        hostname = "" if as_json else h.getattr("hostname")
+        hosts = [] if as_json else hostlist.decode(h.getattr("hostlist"))
     if as_json:
         click.echo(json.dumps(view))
         return
@@ -112,7 +108,8 @@ def list_(which, no_header, fmt, as_json):
         ranks = sorted(int(r) for r in cores)
         rows.append({"state": state, "nnodes": len(ranks), "ngpus": 0,
                      "ncores": sum(len(c) for c in cores.values()),
-                     "ranks": idset.encode(ranks), "nodelist": _nodes(hostname, ranks)})
+                     "ranks": idset.encode(ranks),
+                     "nodelist": hostlist.of_ranks(hosts, ranks)})
     _print(out, rows, no_header)
 
 
@@ -158,7 +155,9 @@ def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
         ranks = sorted(groups[key])
         rows.append({"state": STATUS_STATES[key[0]], "up": marks[key[1]],
                      "nnodes": len(ranks), "ncores": cores[key],
-                     "ranks": idset.encode(ranks), "nodelist": _nodes(st["hostname"], ranks),
+                     "ranks": idset.encode(ranks),
+                     "nodelist": hostlist.encode(st["ranks"][str(r)]["hostname"]
+                                                 for r in ranks),
                      "reason": key[2], "timestamp": key[3]})
     return rows
 

@@ -1,6 +1,6 @@
 """The job-manager's per-job state machine: events in, effects out, as data.
 
-    jm = Actions(hostname)
+    jm = Actions(hosts)           # every rank's host name, for R's nodelist
     effects = jm.handle(job, AllocAnswered(1, alloc={0: [0]}), now)
 
 The job-manager service (fluxlite/service/job_manager.py) owns the I/O and the
@@ -288,8 +288,8 @@ class Actions:
     """The machine.  It holds no job: each call is given one (a Job's fields are its
     state), so a pending job costs nothing here.  `started` is the queue's state."""
 
-    def __init__(self, hostname: str = ""):
-        self.hostname = hostname
+    def __init__(self, hosts: tuple[str, ...]):
+        self.hosts = hosts          # rank -> host name: R's nodelist
         self.started = True
 
     def handle(self, job: Job, event, now: float) -> list:
@@ -387,7 +387,7 @@ class Actions:
         job.alloc = alloc
         job.expiration = now + job.duration if job.duration else 0.0
         R = rset.build(alloc, starttime=now, expiration=job.expiration,
-                       hostname=self.hostname, nslots=job.req.nslots)
+                       hosts=self.hosts, nslots=job.req.nslots)
         self._post(job, fx, now, "alloc",
                    {"annotations": {"sched": {"resource_summary": ev.summary}}},
                    extra={"R": R})

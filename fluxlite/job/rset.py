@@ -2,7 +2,7 @@
 
     {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
                                  "starttime": T, "expiration": T+limit or 0,
-                                 "nslots": N, "nodelist": ["host,host"]}}
+                                 "nslots": N, "nodelist": ["node[0-1]"]}}
 
 Internally an allocation is {rank: [core ids]}.  `layout()` turns a jobspec's
 task count and an allocation into tasks per rank (block order: ranks in
@@ -13,11 +13,14 @@ that a jobspec chose.
 
 from __future__ import annotations
 
-from ..util import idset
+from typing import Sequence
+
+from ..util import hostlist, idset
 
 
 def build(alloc: dict[int, list[int]], *, starttime: float, expiration: float,
-          hostname: str, nslots: int | None = None) -> dict:
+          hosts: Sequence[str], nslots: int | None = None) -> dict:
+    """R for `alloc` (rank -> cores); `hosts` names every rank's host, in rank order."""
     groups: dict[str, list[int]] = {}
     for rank in sorted(alloc):
         groups.setdefault(idset.encode(alloc[rank]), []).append(rank)
@@ -26,7 +29,7 @@ def build(alloc: dict[int, list[int]], *, starttime: float, expiration: float,
     return {"version": 1, "execution": {
         "R_lite": r_lite, "starttime": starttime, "expiration": expiration,
         "nslots": sum(len(c) for c in alloc.values()) if nslots is None else nslots,
-        "nodelist": [",".join([hostname] * len(alloc))]}}
+        "nodelist": [hostlist.of_ranks(hosts, sorted(alloc))]}}
 
 
 def parse(R: dict) -> dict[int, list[int]]:

@@ -82,7 +82,7 @@ class ExecJob:
     """What job-exec keeps for one job: its I/O handles beside its Execution."""
 
     def __init__(self, msg, jobid: int, userid: int, jobspec: dict, R: dict,
-                 request: jschema.Request, hostname: str, attrs: dict):
+                 request: jschema.Request, hosts: tuple[str, ...], attrs: dict):
         self.msg = msg                 # the job-manager's job-exec.start stream
         self.id = jobid
         self.userid = userid
@@ -98,7 +98,7 @@ class ExecJob:
             shell_exit_timeout=fsd.parse_timeout(attrs["exec.shell-exit-timeout"]),
             kill_timeout=fsd.parse(attrs["exec.kill-timeout"]),
             expiration=R["execution"].get("expiration") or 0.0)
-        self.ex = ex.Execution(jobid, self.ranks, {r: hostname for r in self.ranks}, config,
+        self.ex = ex.Execution(jobid, self.ranks, {r: hosts[r] for r in self.ranks}, config,
                                service=self.service, taskmap=rset.taskmap(self.counts))
         self.barriers: dict[str, dict[int, object]] = {"init": {}, "start": {}}
         self.timers: dict[str, asyncio.TimerHandle] = {}
@@ -114,7 +114,7 @@ class JobExecService(Service):
     def __init__(self, ctx, *, kvs, known_job):
         super().__init__(ctx)
         self.jobs: dict[int, ExecJob] = {}
-        self.hostname = ctx.hostname
+        self.hosts = ctx.hosts      # rank -> host name: each shell is told its own
         self.kvs = kvs
         self.known_job = known_job   # (jobid) -> bool: the job-manager knows it
 
@@ -179,7 +179,7 @@ class JobExecService(Service):
     @handler("job-exec.start", schema=StartRequest, streaming=True,
               max_payload=BULK_PAYLOAD)
     def start_job(self, msg, r):
-        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, r.request.shared(), self.hostname,
+        job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, r.request.shared(), self.hosts,
                       self.ctx.attrs)
         self.jobs[r.id] = job
         self._apply(job, job.ex.start())
@@ -191,7 +191,7 @@ class JobExecService(Service):
                 "nshells": job.nshells, "ranks": job.ranks, "counts": job.counts,
                 "first_task": first, "ntasks": sum(job.counts), "service": job.service,
                 "leader_rank": job.ranks[0], "jobspec": job.jobspec, "R": job.R,
-                "cores": job.alloc[rank], "hostname": self.hostname,
+                "cores": job.alloc[rank], "hostname": self.hosts[rank],
                 "critical": job.ex.critical_info(),
                 "exec_key": job.exec_key, "output_key": eventlog_key(job.id, "output"),
                 "instance_level": level,

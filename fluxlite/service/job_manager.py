@@ -158,7 +158,7 @@ class JobManagerService(Service):
         self.gen = fluid.FluidGenerator(0)
         self.kvs = kvs
         self.level = int(ctx.attrs.get("instance-level") or 0)
-        self.actions = act.Actions(ctx.hostname)   # the per-job machine (and the queue)
+        self.actions = act.Actions(ctx.hosts)   # the per-job machine (and the queue)
         self._events: collections.deque = collections.deque()  # (job, event) to handle
         self._handling = False
         self._idle = asyncio.Event()

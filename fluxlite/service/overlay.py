@@ -75,8 +75,8 @@ class OverlayService(Service):
         ranks = []
         for r in range(size):
             state = ov.membership.get(r, "offline")
-            ranks.append({"rank": r, "state": state, "status": _subtree_status(ov, r),
-                          "parent": topo.parent(r),
+            ranks.append({"rank": r, "hostname": self.ctx.hosts[r], "state": state,
+                          "status": _subtree_status(ov, r), "parent": topo.parent(r),
                           "since": ov.membership_since.get(r, ov.started)})
         return {"size": size, "topo": self.ctx.attrs["tbon.topo"],
                 "hostname": ov.hostname, "now": time.time(), "ranks": ranks}

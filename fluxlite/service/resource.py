@@ -186,9 +186,8 @@ class ResourceService(Service):
 
     @handler("resource.status", schema=None, roles=ANY)
     def status(self, msg, req):
-        hostname = self.ctx.hostname
-        return {"hostname": hostname,
-                "ranks": {str(r): {"cores": idset.encode(c),
+        return {"hostname": self.ctx.hostname,
+                "ranks": {str(r): {"hostname": self.ctx.hosts[r], "cores": idset.encode(c),
                                    "online": r in self.online, "torpid": r in self.torpid,
                                    "lost": r in self.lost and r not in self.left,
                                    "drained": self.drained.get(r, (None, None))[1],

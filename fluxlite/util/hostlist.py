@@ -17,7 +17,7 @@ ValueError with a sentence saying what was wrong.  Nothing here does I/O.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, Sequence
 
 MAX_HOSTS = 1_000_000  # one bracket may not expand to more names than this
 
@@ -34,6 +34,12 @@ def decode(text: str) -> list[str]:
         if len(hosts) > MAX_HOSTS:
             raise ValueError(f"invalid hostlist {text!r}: more than {MAX_HOSTS} hosts")
     return hosts
+
+
+def of_ranks(hosts: Sequence[str], ranks: Iterable[int]) -> str:
+    """The hostlist of some ranks, given every rank's host name in rank order (the
+    `hostlist` attribute, decoded): a job's nodelist."""
+    return encode(hosts[r] for r in ranks)
 
 
 def encode(hosts: Iterable[str]) -> str:

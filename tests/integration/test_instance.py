@@ -13,6 +13,7 @@ from fluxlite.client.sync import Handle
 from fluxlite.errors import FluxliteError
 from fluxlite.protocol import message as m
 from fluxlite.testing import Instance, assert_no_leaks, fluxlite_command, tagged_processes
+from fluxlite.util import hostlist
 
 
 @pytest.mark.parametrize("size", [1, 4, 16])
@@ -38,6 +39,8 @@ def test_attributes(inst4):
     rundir = h.getattr("rundir")
     assert os.stat(rundir).st_mode & 0o777 == 0o700
     assert h.getattr("local-uri", 1).endswith("/local-1")
+    # every rank knows every rank's host (one machine here: four times its name)
+    assert h.getattr("hostlist", 3) == hostlist.encode([h.getattr("hostname")] * 4)
     cp = inst4.cli("getattr", "nosuch")
     assert cp.returncode != 0 and "unknown attribute 'nosuch'" in cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1

@@ -7,7 +7,7 @@ import re
 
 from fluxlite.job import api
 from fluxlite.testing import one_error_line
-from fluxlite.util import fluid
+from fluxlite.util import fluid, hostlist
 
 HEADER = "       JOBID USER     NAME       ST NTASKS NNODES     TIME INFO"
 
@@ -54,7 +54,7 @@ def test_default_table_has_flux_columns(inst4):
     user = pwd.getpwuid(os.getuid()).pw_name[:8]
     r = rows[ok]
     assert (r["user"], r["name"], r["st"], r["ntasks"], r["nnodes"], r["info"]) == \
-        (user, "hostname  ", "CD", "2", "2", f"{host},{host}")
+        (user, "hostname  ", "CD", "2", "2", hostlist.encode([host] * 2))
     assert re.fullmatch(r"\d+\.\d{3}s", r["time"])
     r = rows[bad]
     assert (r["name"], r["st"], r["info"]) == ("nosuchcom+", "F", host)

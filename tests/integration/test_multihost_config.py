@@ -2,6 +2,7 @@
 --config-path FILE` on each host, TCP links with CURVE, the hosts table as the
 ranks, lost ranks on kill -9 and a cut link, and peers without the key kept out."""
 
+import json
 import os
 import select
 import signal
@@ -19,7 +20,7 @@ from fluxlite.job import api
 from fluxlite.testing import fluxlite_command, jobid_of
 from fluxlite.testing import netns as testing_netns
 from fluxlite.testing.netns import NetnsHosts
-from fluxlite.util import curve, idset
+from fluxlite.util import curve, fluid, hostlist, idset
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -161,6 +162,24 @@ def test_tcp_attributes_and_endpoints(service, hosts):
     assert service.h.getattr("tbon.parent-endpoint", 2) == f"tcp://{hosts[0].name}:{PORT}"
     assert service.h.getattr("tbon.lost-timeout", 3) == f"{LOST}s"
     assert service.h.getattr("size", 0) == "4"
+
+
+def test_every_rank_knows_every_host(service, hosts):
+    """The config's hosts are the `hostlist` attribute on every rank, and what names
+    a job's or a rank's host (R, `jobs`, `overlay status`, `resource status`)."""
+    assert service.h.getattr("hostlist", 0) == hosts.hostlist
+    assert service.h.getattr("hostlist", 3) == hosts.hostlist
+    jobid = jobid_of(service.cli("submit", "-N3", "true"))
+    assert api.wait(service.h, jobid, timeout=60)["success"]
+    f58 = fluid.f58(jobid)
+    R = json.loads(service.cli("job", "info", f58, "R").stdout)
+    want = hostlist.encode(hosts.names[:3])
+    assert R["execution"]["nodelist"] == [want]
+    assert service.cli("jobs", "-n", "-o", "{nodelist}", f58).stdout == f"{want}\n"
+    cp = service.cli("overlay", "status", "--no-pretty")
+    assert cp.stdout.splitlines() == [f"{r} {hosts.names[r]}: full" for r in range(4)]
+    cp = service.cli("resource", "status", "-n", "-o", "{nodelist}")
+    assert cp.stdout == f"{hosts.hostlist}\n", cp.stderr
 
 
 def test_broker_with_another_certificate_cannot_join(service, hosts, site):

@@ -12,6 +12,7 @@ import pytest
 from fluxlite.testing import fluxlite_command, missing_prerequisite
 from fluxlite.testing import netns as testing_netns
 from fluxlite.testing.netns import NetnsHosts
+from fluxlite.util import hostlist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NETNS_EXEC = os.path.join(ROOT, "tests", "programs", "netns-exec")
@@ -68,11 +69,16 @@ def test_brokers_sharing_a_host_keep_ipc_between_them(hosts):
     # a chain 0-1-2-3 with ranks 0,1 on the first host and 2,3 on the second:
     # only the link 1-2 crosses hosts
     cp = mpiexec_start(hosts, "fluxlite run -N4 hostname | sort; fluxlite getattr "
-                              "tbon.endpoint", n=4, per_host=2, opts=["--topo", "kary:1"])
+                              "tbon.endpoint; fluxlite getattr hostlist; "
+                              "fluxlite jobs -a -n -o {nodelist}",
+                       n=4, per_host=2, opts=["--topo", "kary:1"])
     assert cp.returncode == 0, cp.stderr
     lines = cp.stdout.splitlines()
     assert lines[:4] == sorted(hosts.names[:1] * 2 + hosts.names[1:2] * 2), cp.stdout
     assert lines[4].startswith("ipc://"), cp.stdout
+    # the PMI exchange gave every broker everybody's host: the hostlist attribute
+    placed = hostlist.encode(hosts.names[:1] * 2 + hosts.names[1:2] * 2)
+    assert lines[5:] == [placed, placed], cp.stdout
 
 
 def test_batch_inside_nests_across_the_hosts(hosts, tmp_path):

@@ -4,6 +4,7 @@ import json
 
 from fluxlite.job import api
 from fluxlite.util import fluid
+from fluxlite.util.hostlist import encode as hl
 
 LIST_HEADER = "     STATE NNODES NCORES NGPUS NODELIST"
 STATUS_HEADER = "     STATE UP NNODES NODELIST"  # as Flux's
@@ -29,14 +30,14 @@ def test_list_free_and_allocated(instance_factory):
     host = inst.getattr("hostname")
     out = inst.cli("resource", "list", check=True).stdout
     assert out.splitlines() == [LIST_HEADER,
-                                f"      free      4      8     0 {','.join([host] * 4)}",
+                                f"      free      4      8     0 {hl([host] * 4)}",
                                 " allocated      0      0     0 ",
                                 "      down      0      0     0 "]
 
     jobid = start_job(inst, "-N2", "sleep", "30")
     rows = table(inst.cli("resource", "list", check=True).stdout)
-    assert rows["free"] == ["2", "4", "0", f"{host},{host}"]
-    assert rows["allocated"] == ["2", "4", "0", f"{host},{host}"]
+    assert rows["free"] == ["2", "4", "0", hl([host] * 2)]
+    assert rows["allocated"] == ["2", "4", "0", hl([host] * 2)]
     assert rows["down"] == ["0", "0", "0"]
 
     # a node with one core taken counts as free and as allocated
@@ -54,12 +55,12 @@ def test_drain_and_undrain(instance_factory):
     inst = instance_factory(4, cores_per_rank=2)
     host = inst.getattr("hostname")
     out = inst.cli("resource", "status", env=UTF8, check=True).stdout
-    assert out.splitlines() == [STATUS_HEADER, f"     avail  ✔      4 {','.join([host] * 4)}"]
+    assert out.splitlines() == [STATUS_HEADER, f"     avail  ✔      4 {hl([host] * 4)}"]
 
     assert inst.cli("resource", "drain", "3", "disk", "is", "full", check=True).stdout == ""
     out = inst.cli("resource", "status", env=UTF8, check=True).stdout
     assert out.splitlines() == [STATUS_HEADER,
-                                f"     avail  ✔      3 {','.join([host] * 3)}",
+                                f"     avail  ✔      3 {hl([host] * 3)}",
                                 f"   drained  ✔      1 {host}"]
     out = inst.cli("resource", "status", "-n", "-s", "drained", "-o",
                    "{state} {up} {ranks} {reason}", env={"LC_ALL": "C"}, check=True).stdout
@@ -67,7 +68,7 @@ def test_drain_and_undrain(instance_factory):
     assert "disk is full" in inst.cli("resource", "status", "-o", "long", check=True).stdout
     rows = table(inst.cli("resource", "list", check=True).stdout)
     assert rows["down"] == ["1", "2", "0", host]
-    assert rows["free"] == ["3", "6", "0", ",".join([host] * 3)]
+    assert rows["free"] == ["3", "6", "0", hl([host] * 3)]
     listing = inst.cli("resource", "drain", check=True).stdout.splitlines()
     assert listing[0].split() == ["TIMESTAMP", "STATE", "RANKS", "REASON", "NODELIST"]
     assert len(listing) == 2 and listing[1].split()[2:] == ["drained", "3", "disk", "is",

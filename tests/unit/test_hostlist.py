@@ -67,3 +67,10 @@ def test_encode_rejects_names_that_are_not_names(bad):
 def test_round_trip_of_mixed_lists():
     hosts = ["login", "n000", "n001", "n099", "n100", "n1000", "gpu7", "gpu8", "n002"]
     assert hostlist.decode(hostlist.encode(hosts)) == hosts
+
+
+def test_of_ranks_names_the_hosts_of_some_ranks():
+    hosts = ["n0", "n0", "n1", "n1", "gpu"]       # rank -> host, as the hostlist attribute
+    assert hostlist.of_ranks(hosts, [0, 1]) == "n[0,0]"
+    assert hostlist.of_ranks(hosts, [1, 2, 4]) == "n[0-1],gpu"
+    assert hostlist.of_ranks(hosts, []) == ""

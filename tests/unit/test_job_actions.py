@@ -19,6 +19,7 @@ from fluxlite.job import schema as jschema
 
 SPEC = js.Jobspec.from_command(["true"]).jobspec
 NOW = 1000.0
+HOSTS = ("node0", "node1", "node2")   # rank -> host name
 
 
 def new(jobid=1, urgency=16, spec=SPEC):
@@ -42,7 +43,7 @@ def others(fx):
 
 
 def submitted(m=None, job=None, deps=()):
-    m = m or act.Actions("host")
+    m = m or act.Actions(HOSTS)
     job = job or new()
     fx = feed(m, job, act.Submitted(SPEC, tuple(deps)))
     return m, job, fx
@@ -75,6 +76,7 @@ def test_normal_run_to_inactive():
     alloc, start = fx
     assert alloc.context == {"annotations": {"sched": {"resource_summary": "rank0/core[0-1]"}}}
     assert alloc.extra["R"]["execution"]["R_lite"][0]["rank"] == "0"
+    assert alloc.extra["R"]["execution"]["nodelist"] == ["node0"]
     assert start == act.StartExec(alloc.extra["R"]) and job.alloc == {0: [0, 1]}
     fx = feed(m, job, act.ExecStarted())
     assert posts(fx) == ["start"] and job.ran and others(fx) == []
@@ -336,7 +338,7 @@ def test_dependents_are_notified_at_start_and_end():
 
 # ----------------------------------------------------------------------- queue
 def test_queue_stopped_then_started():
-    m = act.Actions()
+    m = act.Actions(HOSTS)
     m.started = False
     _, job, fx = submitted(m)
     assert others(fx) == [] and job.state == states.SCHED
@@ -350,11 +352,18 @@ def test_queue_stopped_then_started():
 
 
 def test_queue_start_does_not_ask_for_a_held_job():
-    m = act.Actions()
+    m = act.Actions(HOSTS)
     m.started = False
     _, job, _ = submitted(m, new(urgency=0))
     m.started = True
     assert feed(m, job, act.QueueChanged()) == []
+
+
+def test_R_names_each_allocated_rank_host():
+    m, job, _ = submitted()
+    fx = feed(m, job, act.AllocAnswered(1, {"2": [0], "0": [1]}))
+    R = fx[0].extra["R"]["execution"]
+    assert R["nodelist"] == ["node[0,2]"]     # in rank order, as R_lite
 
 
 # -------------------------------------------------------------------- job-exec
@@ -407,7 +416,7 @@ def test_wait_is_answered_once_inactive():
 
 def test_a_pending_job_holds_no_containers_of_its_own():
     a, b = new(1), new(2)
-    m = act.Actions()
+    m = act.Actions(HOSTS)
     feed(m, a, act.Submitted(SPEC))
     feed(m, b, act.Submitted(SPEC))
     assert not hasattr(a, "__dict__")

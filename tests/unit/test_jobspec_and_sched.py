@@ -34,7 +34,8 @@ def test_other_durations_keep_bare_seconds():
 
 
 def sched_with(cores: dict[int, int], removed=()) -> SchedService:
-    ctx = ServiceContext(rank=0, size=len(cores), owner=0, hostname="h", attrs={},
+    ctx = ServiceContext(rank=0, size=len(cores), owner=0, hostname="h",
+                         hosts=("h",) * len(cores), attrs={},
                          rpc=None, send=None, respond=lambda msg: None, publish=None,
                          state=lambda: "run", at_least=lambda s: False)
     s = SchedService(ctx)

@@ -24,7 +24,8 @@ class KVS:
 
     def __init__(self):
         self.sent: list[Message] = []
-        ctx = ServiceContext(rank=0, size=1, owner=1000, hostname="h", attrs={},
+        ctx = ServiceContext(rank=0, size=1, owner=1000, hostname="h", hosts=("h",),
+                             attrs={},
                              rpc=None, send=None, respond=self.sent.append, publish=None,
                              state=lambda: "run", at_least=lambda s: False)
         self.svc = KVSService(ctx)

@@ -12,7 +12,7 @@ from fluxlite.service.kvs_store import Blob, Log
 
 @pytest.fixture
 def kvs():
-    ctx = ServiceContext(rank=0, size=1, owner=0, hostname="h", attrs={},
+    ctx = ServiceContext(rank=0, size=1, owner=0, hostname="h", hosts=("h",), attrs={},
                          rpc=None, send=None, respond=lambda msg: None, publish=None,
                          state=lambda: "run", at_least=lambda s: False)
     k = KVSService(ctx)

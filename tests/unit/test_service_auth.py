@@ -14,7 +14,8 @@ OWNER_UID, OTHER_UID = 1000, 2000
 
 
 def _service() -> Service:
-    ctx = ServiceContext(rank=0, size=1, owner=OWNER_UID, hostname="h", attrs={},
+    ctx = ServiceContext(rank=0, size=1, owner=OWNER_UID, hostname="h", hosts=("h",),
+                         attrs={},
                          rpc=None, send=None, respond=lambda m: None, publish=None,
                          state=lambda: "run", at_least=lambda s: False)
     return Service(ctx)

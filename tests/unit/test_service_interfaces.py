@@ -63,13 +63,14 @@ class _View:
 
 
 def test_overlay_status_from_a_plain_view():
-    ctx = ServiceContext(rank=0, size=3, owner=1000, hostname="h0",
+    ctx = ServiceContext(rank=0, size=3, owner=1000, hostname="h0", hosts=("h0", "h1", "h2"),
                          attrs={"tbon.topo": "kary:2"}, rpc=None, send=None,
                          respond=lambda m: None, publish=None, state=lambda: "run",
                          at_least=lambda s: False)
     svc = overlay.OverlayService(ctx, overlay=_View(), on_membership=lambda cb: None)
     out = svc.status(Message.request("overlay.status", {}), None)
-    assert [(r["rank"], r["state"], r["status"], r["since"]) for r in out["ranks"]] == [
-        (0, "online", "degraded", 100.0), (1, "online", "full", 101.0),
-        (2, "lost", "lost", 150.0)]
+    assert [(r["rank"], r["hostname"], r["state"], r["status"], r["since"])
+            for r in out["ranks"]] == [
+        (0, "h0", "online", "degraded", 100.0), (1, "h1", "online", "full", 101.0),
+        (2, "h2", "lost", "lost", 150.0)]
     assert out["hostname"] == "h0" and svc.health(None, None) == {"rank": 0}

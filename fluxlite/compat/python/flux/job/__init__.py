@@ -254,7 +254,7 @@ def _info(job: dict):
     result, returncode...) as attributes, `id` a JobID."""
     from fluxlite.cli.jobs import job_values
     import time
-    values = job_values(job, "", time.time())
+    values = job_values(job, [], time.time())
     attrs = {k.replace(".", "_"): v for k, v in values.items() if "." not in k}
     ex = job.get("exception") or {}
     attrs.update(id=JobID(job["id"]), exception=_Result(
