@@ -375,8 +375,8 @@ def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
 
     `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
     needs, once, before the first fork; `warm()` runs once the first shell is
-    forked; `close_fds` are the broker's own (its
-    overlay's listening socket), which the spawner and its shells must not hold;
+    forked; `close_fds` are the broker's own (its overlay's listening socket),
+    which the spawner and its shells must not hold;
     `env` is the environment of every child whose request names none (default:
     this process's)."""
     env = dict(os.environ) if env is None else env

@@ -313,7 +313,7 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
                               userid=None if all_users else userid)
         need_host = as_json or {"nodelist", "contextual_info"} & (
             set(out.fields) | {k for k, _ in sort_keys})
-        hosts = hostlist.decode(h.getattr("hostlist")) if need_host and found else []
+        hosts = api.hosts(h) if need_host and found else []
     known = {j["id"] for j in found}
     unknown = list(dict.fromkeys(i for i in ids if i not in known))
     if words:

@@ -17,6 +17,7 @@ import json
 
 import click
 
+from ..job import api
 from ..util import hostlist, idset
 from ..util.fluid import utf8_locale
 from .common import HELP, handle
@@ -94,7 +95,7 @@ def list_(which, no_header, fmt, as_json):
     out = None if as_json else OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
     with handle() as h:
         view = h.call("sched.resource-status", nodeid=0)
-        hosts = [] if as_json else hostlist.decode(h.getattr("hostlist"))
+        hosts = [] if as_json else api.hosts(h)
     if as_json:
         click.echo(json.dumps(view))
         return

@@ -20,7 +20,7 @@ import itertools
 import time
 
 from ..errors import FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
-from ..util import fluid
+from ..util import fluid, hostlist
 from . import eventlog as jel
 from . import states
 
@@ -145,6 +145,12 @@ def list_jobs(h, states: str = "active", *, ids: list[int] | None = None,
     elif userid is not None:
         payload["userid"] = userid
     return h.call("job-manager.list", payload)["jobs"]
+
+
+def hosts(h) -> list[str]:
+    """Every rank's host name, in rank order (the `hostlist` attribute): what names a
+    job's nodes, with util.hostlist.of_ranks."""
+    return hostlist.decode(h.getattr("hostlist"))
 
 
 def stats(h) -> dict:

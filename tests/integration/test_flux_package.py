@@ -217,6 +217,7 @@ jobid = flux.job.submit(h, spec, waitable=True, urgency=16)
 flux.job.wait(h, jobid)
 rpc = flux.job.list.JobList(h, ids=[flux.job.JobID(str(jobid.f58))])
 print("statuses", {str(j.id.f58) == jobid.f58: j.status_abbrev for j in rpc.jobs()}, rpc.errors)
+print("nodelist", [j.nodelist for j in rpc.jobs()] == [h.attr_get("hostname")])
 print("output", open(f"step.{jobid.f58}.out").read().strip())
 long = flux.job.submit(h, flux.job.JobspecV1.from_command(["sleep", "60"]))
 for job in flux.job.list.JobList(h, ids=[long]).jobs():
@@ -231,6 +232,7 @@ def test_the_calls_maestros_flux_adapter_makes(inst, tmp_path):
                        + MAESTRO_PROGRAM) == [
         "version True",
         "statuses {True: 'CD'} []",
+        "nodelist True",
         "output hi",
         "cancelled ['CA']",
     ]

@@ -180,6 +180,13 @@ def test_every_rank_knows_every_host(service, hosts):
     assert cp.stdout.splitlines() == [f"{r} {hosts.names[r]}: full" for r in range(4)]
     cp = service.cli("resource", "status", "-n", "-o", "{nodelist}")
     assert cp.stdout == f"{hosts.hostlist}\n", cp.stderr
+    cp = service.cli("resource", "list", "-n", "-s", "all", "-o", "{nodelist}")
+    assert cp.stdout == f"{hosts.hostlist}\n", cp.stderr
+    # each job shell is told its own host, which its errors name
+    cp = service.cli("run", "-N2", "/nonexistent")
+    assert cp.returncode != 0
+    for r in (0, 1):
+        assert f"task {r} (host {hosts.names[r]}): start failed" in cp.stderr, cp.stderr
 
 
 def test_broker_with_another_certificate_cannot_join(service, hosts, site):

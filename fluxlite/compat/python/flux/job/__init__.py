@@ -215,7 +215,7 @@ def result(flux_handle, jobid, timeout: float | None = None):
     h = _handle(flux_handle)
     for _ in api.event_watch(h, _id(jobid), timeout=timeout):
         pass
-    return _info(api.info(h, _id(jobid)))
+    return _info(api.info(h, _id(jobid)), api.hosts(h))
 
 
 def cancel(flux_handle, jobid, reason: str | None = None) -> None:
@@ -249,12 +249,12 @@ def kill_async(flux_handle, jobid, signum: int | None = None) -> _Done:
     return _Done(lambda: kill(flux_handle, jobid, signum))
 
 
-def _info(job: dict):
+def _info(job: dict, hosts: list[str]):
     """A JobInfo-like object: the `flux jobs` fields (status_abbrev, name, state,
-    result, returncode...) as attributes, `id` a JobID."""
+    result, returncode, nodelist from `hosts`...) as attributes, `id` a JobID."""
     from fluxlite.cli.jobs import job_values
     import time
-    values = job_values(job, [], time.time())
+    values = job_values(job, hosts, time.time())
     attrs = {k.replace(".", "_"): v for k, v in values.items() if "." not in k}
     ex = job.get("exception") or {}
     attrs.update(id=JobID(job["id"]), exception=_Result(
@@ -298,7 +298,8 @@ class JobList:
         if self.ids:
             payload["ids"] = self.ids
         found = self._h.call("job-manager.list", payload)["jobs"]
-        out = [_info(j) for j in found if self._wanted(j)
+        hosts = api.hosts(self._h) if found else []
+        out = [_info(j, hosts) for j in found if self._wanted(j)
                and (not self.since or (j.get("t_inactive") or 0) > self.since
                     or j["state"] != states.INACTIVE)]
         return out[:self.max_entries] if self.max_entries else out
