@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+from ..protocol.admission import raise_nofile_limit
 from ..util.proctitle import set_title
 from ..util import log as blog
 from .broker import Broker, BrokerConfig
@@ -24,6 +25,9 @@ def run_broker(cfg: BrokerConfig) -> int:
                                 entry=run_forked_shell, preload=preload, warm=warm_spawner,
                                 close_fds=() if cfg.bind_fd is None else (cfg.bind_fd,),
                                 env=cfg.env)
+    # descriptors: as many as allowed (the spawner, forked above, keeps the limit its
+    # shells and tasks inherit); the connection guards keep a reserve below it
+    raise_nofile_limit()
     a = cfg.attrs
     cfg.logs = blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
                    level=a["log-level"], stderr_level=a["log-stderr-level"],

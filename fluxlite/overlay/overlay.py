@@ -41,6 +41,7 @@ import zmq
 
 from ..errors import ConnectFailed, ProtocolError
 from ..protocol import message as m
+from ..protocol.admission import ConnectionGuard
 from ..protocol.frames import monitor_event, peer_uid, recv_frames_from
 from ..protocol.message import Message
 from ..protocol.transport import Channel
@@ -79,6 +80,10 @@ class OverlayCallbacks:
     child_gone: Callable[[int, str, str], None]      # (rank, "lost"|"offline", reason)
     membership: Callable[[dict], None]               # rank 0: {state: set(ranks)} changed
     shutdown: Callable[[str], None]                  # the parent asks us to shut down
+
+# connections to the child socket that have not said anything yet, kept at most
+# (per peer address on TCP, and in all); the oldest is closed past either
+PENDING_PER_ADDRESS, PENDING_LIMIT = 64, 256
 
 ONLINE, TORPID, LOST, OFFLINE = "online", "torpid", "lost", "offline"
 HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -165,11 +170,14 @@ class Overlay:
             self._secure_server(sock)
             if self.bind_fd is not None:
                 sock.setsockopt(zmq.USE_FD, self.bind_fd)   # ZeroMQ owns it from here
-        if self.zap is not None:
-            self._watch(sock, zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | HANDSHAKE_FAILED,
-                        self._on_tcp_child_event)
-        else:
-            self._watch(sock, zmq.EVENT_DISCONNECTED, self._on_child_disconnect_hint)
+        tcp = self.bind_endpoint.startswith("tcp://")
+        # children say hello at once: a connection that does not is bounded
+        self.guard = ConnectionGuard(
+            "overlay", pending=PENDING_LIMIT,
+            per_address=PENDING_PER_ADDRESS if tcp else None,
+            address_of=_peer_address if tcp else None)
+        self._watch(sock, zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | HANDSHAKE_FAILED,
+                    self._on_child_event)
         old = os.umask(0o077)  # an ipc socket only this user may connect to
         try:
             sock.bind(self.bind_endpoint)
@@ -306,7 +314,8 @@ class Overlay:
 
     # ----------------------------------------------------------- receives
     def _on_child_frames(self, got) -> None:
-        frames, peer = got
+        frames, peer, fd = got
+        self.guard.spoke(fd)
         if len(frames) < 2:
             return
         ident = frames[0]
@@ -450,22 +459,30 @@ class Overlay:
             if c.state in (ONLINE, TORPID):
                 self._send_child_control(c, "keepalive")
 
-    def _on_tcp_child_event(self, event: int, value: int) -> None:
-        """A TCP child socket's monitor.  A peer whose CURVE handshake fails before
-        ZAP is asked (it holds another certificate, so it encrypted to another server
-        key) is refused by libzmq alone, and the event names no peer: its address is
-        taken when the connection is accepted (the event's value is its descriptor)
-        and logged when that connection closes after a failed handshake."""
+    def _on_child_event(self, event: int, value: int) -> None:
+        """The child socket's monitor.  Every accepted connection (the event's value
+        is its descriptor) is bounded by the guard until it speaks.  On TCP, a peer
+        whose CURVE handshake fails before ZAP is asked (it holds another
+        certificate, so it encrypted to another server key) is refused by libzmq
+        alone, and the event names no peer: its address is taken when the
+        connection is accepted and logged when that connection closes after a
+        failed handshake."""
         if event == zmq.EVENT_ACCEPTED:
-            self._accepted[value] = _peer_address(value)
+            self.guard.accepted(value)
+            if self.zap is not None:
+                entry = self.guard.pending.get(value)
+                self._accepted[value] = entry[1] if entry else _peer_address(value)
         elif event & HANDSHAKE_FAILED:
-            self._handshake_failures.append(event)
+            if self.zap is not None:
+                self._handshake_failures.append(event)
         elif event == zmq.EVENT_DISCONNECTED:
+            ours = self.guard.closed(value)
             address = self._accepted.pop(value, None)
             if self._handshake_failures:
                 failed = self._handshake_failures.pop(0)
-                # ZAP logs the peers it refuses itself
-                if failed != zmq.EVENT_HANDSHAKE_FAILED_AUTH and address and self.zap:
+                # ZAP logs the peers it refuses itself; the guard those it closed
+                if failed != zmq.EVENT_HANDSHAKE_FAILED_AUTH and address and self.zap \
+                        and not ours:
                     self.zap.refused_handshake(address)
             self._on_child_disconnect_hint(event, value)
 

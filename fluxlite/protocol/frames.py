@@ -12,6 +12,7 @@ import zmq
 # these run several times per message on every hop.
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _NOBLOCK, _SNDMORE = int(zmq.NOBLOCK), int(zmq.SNDMORE)
+_SRCFD = int(zmq.SRCFD)
 # libzmq's calls without pyzmq's Python-level wrappers (zmq.Socket.send only adds
 # the draft routing_id/group arguments): these run for every frame on every hop.
 # A frame received with copy=False says itself whether more follow; asking the
@@ -45,19 +46,24 @@ def send_frames(sock: zmq.Socket, frames: list[bytes], flags: int = _NOBLOCK) ->
     _send(sock, frames[-1], flags)
 
 
-def recv_frames_from(sock: zmq.Socket) -> tuple[list[bytes], str | None]:
+def recv_frames_from(sock: zmq.Socket) -> tuple[list[bytes], str | None, int]:
     """As recv_frames, plus the sender's "Peer-Address" (on an ipc socket libzmq
-    appends the peer's uid:gid:pid, read with SO_PEERCRED: who really sent it)."""
+    appends the peer's uid:gid:pid, read with SO_PEERCRED: who really sent it) and
+    the descriptor of the connection it came on (-1 if unknown)."""
     frame = _recv(sock, _NOBLOCK, False)
     try:
         peer = frame.get("Peer-Address")
     except zmq.ZMQError:
         peer = None
+    try:
+        fd = frame.get(_SRCFD)
+    except zmq.ZMQError:
+        fd = -1
     frames = [frame.bytes]
     while frame.more:
         frame = _recv(sock, _NOBLOCK, False)
         frames.append(frame.bytes)
-    return frames, peer
+    return frames, peer, fd
 
 
 def peer_uid(peer: str | None) -> int | None:

@@ -18,6 +18,10 @@ Bounds, so that no client can grow this broker's memory without limit:
   flight fail), and it is sent a `disconnect` control message with the reason as
   soon as it reads again, so its handle fails every RPC instead of hanging.
 
+- at most PENDING_LIMIT connections that have not sent a message are kept
+  (the oldest is closed), and none is accepted when descriptors run short
+  (protocol/admission.py): a broker never runs out of descriptors.
+
 A client killed without a word is noticed when its connection closes: the
 endpoint then probes every client it knows with a `keepalive` control message,
 which the vanished one's socket refuses (see docs/protocol.md section 3).
@@ -34,7 +38,8 @@ import zmq
 
 from ..errors import ProtocolError
 from ..protocol import message as m
-from ..protocol.frames import peer_uid, recv_frames_from
+from ..protocol.admission import ConnectionGuard
+from ..protocol.frames import monitor_event, peer_uid, recv_frames_from
 from ..protocol.message import Message
 from ..protocol.transport import Channel
 from ..util.log import get_logger
@@ -46,6 +51,8 @@ log = get_logger("local")
 PROBE_DELAY = 0.05
 # a dropped slow client's `disconnect` is retried this often, this many times
 _OVERFLOW_RETRY, _OVERFLOW_TRIES = 0.25, 240
+# connections that have not sent a message yet, kept at most (the oldest is closed)
+PENDING_LIMIT = 256
 
 
 class LocalEndpoint:
@@ -74,9 +81,11 @@ class LocalEndpoint:
         os.chmod(path, 0o600)
         self.sock = sock
         self.channel = Channel(sock, self._on_frames, recv=recv_frames_from)
+        # connections that never speak are bounded (any owner process may open them)
+        self.guard = ConnectionGuard("local", pending=PENDING_LIMIT)
         # a client killed without saying goodbye: only its connection closing tells us
-        self.monitor = Channel(sock.get_monitor_socket(events=zmq.EVENT_DISCONNECTED),
-                               self._on_disconnect)
+        self.monitor = Channel(sock.get_monitor_socket(
+            events=zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED), self._on_monitor)
         self._probe_timer: asyncio.TimerHandle | None = None
         self._last_disconnect = 0.0
         self._overflowed: dict[bytes, tuple[str, int]] = {}   # ident -> (reason, tries left)
@@ -84,7 +93,8 @@ class LocalEndpoint:
 
     # ------------------------------------------------------------ receiving
     def _on_frames(self, got) -> None:
-        frames, peer = got
+        frames, peer, fd = got
+        self.guard.spoke(fd)
         if len(frames) != 3:
             log.warning("malformed message from local client dropped", nframes=len(frames))
             return
@@ -157,7 +167,15 @@ class LocalEndpoint:
         self._arm_overflow()
 
     # ------------------------------------------------------------- liveness
-    def _on_disconnect(self, frames: list[bytes]) -> None:
+    def _on_monitor(self, frames: list[bytes]) -> None:
+        try:
+            event, fd = monitor_event(frames)
+        except ValueError:
+            return
+        if event == zmq.EVENT_ACCEPTED:
+            self.guard.accepted(fd)
+            return
+        self.guard.closed(fd)
         self._last_disconnect = time.monotonic()
         self._schedule_probe()
 
