@@ -77,8 +77,7 @@ def split_broker_opts(values) -> list[str]:
 
 
 # RFC 36 sentinels: any run of non-word characters (the comment: '#', '//', '--'),
-# then the tag and a colon.  fluxlite's own tag is always read; Flux's only with
-# Flux compatibility on (fluxlite.util.compat), and otherwise warned about.
+# then the tag and a colon.  Flux's tag and fluxlite's own are both always read.
 _SENTINEL = re.compile(r"^([^\w]*)(fluxlite|FLUXLITE|flux|FLUX):(.*)$")
 
 
@@ -90,23 +89,15 @@ def _directive_words(body: str) -> list[str]:
     return list(lexer)
 
 
-def read_directives(script: str, name: str = "script", *, compat: bool | None = None,
-                    warn=None) -> list[str]:
-    """Options from the directives at the top of a script: '# fluxlite: -N2' lines,
-    and, with Flux compatibility on, Flux's '# flux: -N2' ones.
+def read_directives(script: str, name: str = "script") -> list[str]:
+    """Options from the directives at the top of a script: Flux's '# flux: -N2' lines
+    or fluxlite's own '# fluxlite: -N2' ones.
 
     Flux's rules (RFC 36): directives start at the first one and end at the first
     nonblank line that does not begin with the directive's comment prefix; one
     found after that is an error (orphan), as is a change of sentinel (say
     '# fluxlite:' then '#flux:') or a directive that is not an option.  Each line
-    is checked on its own, so an error names the line.  With compatibility off, each
-    '# flux:' line is not a directive: `warn(text)` (default: stderr) is called
-    once for it, naming the fluxlite equivalent."""
-    from ..util.compat import flux_compat
-    compat = flux_compat() if compat is None else compat
-    if warn is None:
-        def warn(text):
-            print(f"fluxlite batch: {text}", file=sys.stderr)
+    is checked on its own, so an error names the line."""
     args: list[str] = []
     sentinel = prefix = None
     disabled_after = None
@@ -114,14 +105,6 @@ def read_directives(script: str, name: str = "script", *, compat: bool | None = 
         if lineno == 1 and line.startswith("#!"):
             continue
         m = _SENTINEL.match(line)
-        tag = m.group(2).lower() if m else None
-        if tag == "flux" and not compat:
-            body = m.group(3).strip()
-            warn(f"{name} line {lineno}: '{m.group(2)}:' directive ignored (Flux "
-                 f"compatibility is off): write it '{m.group(1)}fluxlite: {body}', or turn "
-                 "compatibility on with `eval \"$(fluxlite compat env)\"` or "
-                 "`fluxlite start --flux-compat`")
-            continue
         if m is None:
             if (sentinel is not None and disabled_after is None and line.strip()
                     and not line.startswith(prefix.rstrip())):
@@ -176,7 +159,7 @@ def merge_directives(ctx: click.Context, params: dict, directives: list[str]) ->
 @click.command(context_settings=NO_INTERSPERSED)
 @apply(SLOTS + COMMON + INSTANCE + output_options("fluxlite-{{id}}.out"))
 @click.option("--wrap", is_flag=True, help="Wrap the arguments in a /bin/sh script.")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print the job id.")
+@click.option("--quiet", is_flag=True, help="Do not print the job id.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT [ARGS]...]")
 @click.pass_context
 def batch(ctx, **params):
@@ -184,8 +167,7 @@ def batch(ctx, **params):
 
     The script is stored with the job, so editing the file afterwards changes
     nothing.  '# fluxlite: OPTIONS' lines at its top add options (the command
-    line wins); with Flux compatibility on, so do Flux's '# flux: OPTIONS'
-    ones.  Instance jobs default to exit-timeout=none (set -o exit-timeout= to
+    line wins), as do Flux's '# flux: OPTIONS' ones.  Instance jobs default to exit-timeout=none (set -o exit-timeout= to
     change it) and --persist.
     """
     wrap, args = params.pop("wrap"), params.pop("args")

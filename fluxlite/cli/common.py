@@ -10,6 +10,24 @@ NO_INTERSPERSED = {"allow_interspersed_args": False, "help_option_names": ["-h",
 HELP = {"help_option_names": ["-h", "--help"]}
 
 
+def is_eventlog(value) -> bool:
+    """A KVS value that is an eventlog: a list of {timestamp, name[, context]} entries."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(e, dict) and "timestamp" in e and "name" in e for e in value)
+
+
+def echo_value(value) -> None:
+    """Print a KVS value as Flux does: a string as it is, an eventlog one compact JSON
+    object a line (scripts read them line by line), anything else as JSON."""
+    import json
+    if isinstance(value, str):
+        click.echo(value)
+    elif is_eventlog(value):
+        click.echo("\n".join(json.dumps(e, separators=(",", ":")) for e in value))
+    else:
+        click.echo(json.dumps(value))
+
+
 def handle(uri: str | None = None):
     """A blocking handle to the instance at FLUXLITE_URI (or `uri`)."""
     from ..client.sync import Handle

@@ -283,7 +283,8 @@ def info(jobid, key):
         except NotFound:
             yet = "" if state == states.INACTIVE else " yet"
             raise NotFound(f"job {fluid.f58(jobid)} has no {key}{yet}") from None
-    click.echo(json.dumps(value))
+    from .common import echo_value
+    echo_value(value)
 
 
 @job.command("raise", context_settings=HELP)

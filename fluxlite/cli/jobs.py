@@ -26,12 +26,17 @@ from ..util import fluid, hostlist, idset
 from .common import HELP, handle, parse_jobid
 from .outformat import OutputFormat
 
-FORMATS = {
-    "default": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status_abbrev:>2.2} "
-                "{ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h} {contextual_info}"),
-    "long": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status:>9.9} "
+FORMATS = {  # as Flux's: a QUEUE column only when some job names a queue
+    "default": ("{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+} "
+                "{status_abbrev:>2.2} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h} "
+                "{contextual_info}"),
+    "long": ("{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+} {status:>9.9} "
              "{ntasks:>6} {nnodes:>6h} {t_submit!d:%b%d %R::>12} {t_remaining!F:>12h} "
              "{contextual_time!F:>8h} {contextual_info}"),
+    "deps": ("{id.f58:>12} ?:{queue:<8.8} {name:<10.10+} {urgency:<3} {priority:<12} "
+             "{state:<8.8} {dependencies}"),
+    "endreason": ("{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+} "
+                  "{status_abbrev:>2.2} {t_inactive!d:%b%d %R::>12h} {inactive_reason}"),
     "instances": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status_abbrev:>2.2} "
                   "{nnodes:>6h} {depth:>5h} {contextual_time!F:>8h} {uri}"),
 }
@@ -51,8 +56,35 @@ HEADINGS = {  # the first ones are suggested when a field is unknown
     "expiration": "EXPIRATION", "t_remaining": "T_REMAINING", "uri": "URI",
     "instance": "INSTANCE", "depth": "DEPTH", "contextual_time": "TIME",
     "contextual_info": "INFO", "dependencies": "DEPENDENCIES", "success": "SUCCESS",
-    "inactive_reason": "INACTIVE-REASON",
+    "inactive_reason": "INACTIVE-REASON", "queue": "QUEUE", "cwd": "CWD",
+    "t_depend": "T_DEPEND", "annotations": "ANNOTATIONS",
 }
+
+
+class Headings(dict):
+    """HEADINGS, and any {annotations.KEY...} or {user.KEY} (Flux's annotations; the
+    heading is the key's last part, upper case)."""
+
+    def __contains__(self, field) -> bool:
+        return dict.__contains__(self, field) or _is_annotation(field)
+
+    def __getitem__(self, field):
+        if dict.__contains__(self, field):
+            return dict.__getitem__(self, field)
+        return field.rsplit(".", 1)[-1].upper()
+
+
+def _is_annotation(field) -> bool:
+    return isinstance(field, str) and field.startswith(("annotations.", "sched.", "user."))
+
+
+def _annotation(job: dict, field: str):
+    """The value of {annotations.sched.reason_pending} and the like ("" when unset)."""
+    path = field.split(".")
+    value = job.get("annotations") or {}
+    for part in path[1:] if path[0] == "annotations" else path:
+        value = value.get(part, "") if isinstance(value, dict) else ""
+    return value if not isinstance(value, dict) else json.dumps(value)
 
 # -f words: groups of states, single states, or results
 FILTER_GROUPS = {"pending": set(st.PENDING), "running": set(st.RUNNING),
@@ -99,6 +131,43 @@ def _sort_keys(ctx, param, value):
                                      "such as id, t_submit, priority, name or -runtime")
         keys.append((name, word.startswith("-")))
     return keys
+
+
+def _since(ctx, param, value):
+    """--since WHEN: seconds since the epoch; -FSD counts back from now."""
+    if value is None:
+        return None
+    import time
+    from ..job.depend import parse_phrase
+    from ..util import fsd
+    text = value.strip()
+    try:
+        if text.startswith("-"):
+            return time.time() - fsd.parse(text[1:])
+        try:
+            return datetime.datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            when = parse_phrase(text)
+        if when is None:
+            raise ValueError(text)
+        return when
+    except ValueError:
+        raise click.BadParameter(f"invalid datetime {value!r}: expected -FSD (e.g. -1h) or "
+                                 "a date and time such as '2026-12-01 10:00'") from None
+
+
+def _include_ranks(text: str, hosts: list[str]) -> set[int]:
+    """-i HOSTS|RANKS: the broker ranks named by an idset or a hostlist."""
+    try:
+        return idset.decode(text)
+    except ValueError:
+        pass
+    try:
+        names = set(hostlist.decode(text))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is neither an idset of ranks nor a hostlist",
+                                 param_hint="--include") from None
+    return {r for r, h in enumerate(hosts) if h in names}
 
 
 def _sort(pairs: list, keys: list) -> list:
@@ -214,7 +283,10 @@ def job_values(job: dict, hosts: list[str], now: float) -> dict:
     state, result = job["state"], job.get("result") or ""
     active = state != st.INACTIVE
     ranks = job.get("ranks") or ""
-    nodelist = hostlist.of_ranks(hosts, sorted(idset.decode(ranks))) if hosts else ""
+    if ranks and ("," in ranks or "-" in ranks):
+        ranks = f"[{ranks}]"  # Flux's bracketed idset
+    nodelist = hostlist.of_ranks(hosts, sorted(idset.decode(job.get("ranks") or ""))) \
+        if hosts else ""
     t_run = job.get("t_run") or 0.0
     end = job.get("t_cleanup") or job.get("t_inactive") or now
     runtime = max(0.0, end - t_run) if t_run else 0.0
@@ -258,7 +330,9 @@ def job_values(job: dict, hosts: list[str], now: float) -> dict:
         "contextual_time": ctime, "contextual_info": info,
         "dependencies": _dependencies(job.get("dependencies") or []),
         "success": "" if active else result == "COMPLETED",
-        "inactive_reason": inactive_reason(job),
+        "inactive_reason": inactive_reason(job), "queue": job.get("queue") or "",
+        "cwd": job.get("cwd") or "", "t_depend": job.get("t_submit") or 0.0,
+        "annotations": json.dumps(job["annotations"]) if job.get("annotations") else "",
     }
 
 
@@ -288,9 +362,18 @@ def job_values(job: dict, hosts: list[str], now: float) -> dict:
 @click.option("--instances", is_flag=True,
               help="Only jobs that are fluxlite instances (batch/alloc), with their size "
                    "(NNODES), DEPTH (nesting level) and URI.")
+@click.option("-q", "--queue", "queues", default=None, metavar="QUEUE,...",
+              help="Only jobs submitted to these queues.")
+@click.option("--name", default=None, metavar="NAME", help="Only jobs of this name.")
+@click.option("--since", default=None, callback=_since, metavar="WHEN",
+              help="Only jobs active since WHEN: -FSD (-1h: the last hour) or a date and "
+                   "time (YYYY-MM-DD[ HH:MM[:SS]], HH:MM, yesterday...).  Implies -a.")
+@click.option("-i", "--include", default=None, metavar="HOSTS|RANKS",
+              help="Only jobs that ran on these hosts (a hostlist) or broker ranks "
+                   "(an idset).")
 @click.argument("jobids", nargs=-1)
 def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count, no_header,
-         fmt, as_json, instances, jobids):
+         fmt, as_json, instances, queues, name, since, include, jobids):
     """List jobs: by default your pending and running ones, in Flux's order (pending by
     priority, then running, then inactive, latest first).
 
@@ -304,14 +387,14 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
         raise SystemExit(0 if active else 1)
     if instances and fmt == "default":
         fmt = "instances"
-    out = None if as_json else OutputFormat(fmt, HEADINGS, FORMATS)
+    out = None if as_json else OutputFormat(fmt, Headings(HEADINGS), FORMATS)
     ids = [parse_jobid(j) for j in jobids]
-    which = "all" if show_all or words or ids else "active"
+    which = "all" if show_all or words or ids or since is not None else "active"
     with handle() as h:
         summary = stats_line(h)[0] if stats else None
         found = api.list_jobs(h, which, ids=ids,
                               userid=None if all_users else userid)
-        need_host = as_json or {"nodelist", "contextual_info"} & (
+        need_host = as_json or include is not None or {"nodelist", "contextual_info"} & (
             set(out.fields) | {k for k, _ in sort_keys})
         hosts = api.hosts(h) if need_host and found else []
     known = {j["id"] for j in found}
@@ -320,8 +403,22 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
         found = [j for j in found if _matches(j, words)]
     if instances:
         found = [j for j in found if j.get("instance")]
+    if queues is not None:
+        wanted = {q.strip() for q in queues.split(",")}
+        found = [j for j in found if (j.get("queue") or "") in wanted]
+    if name is not None:
+        found = [j for j in found if j.get("name") == name]
+    if since is not None:
+        found = [j for j in found if j["state"] != st.INACTIVE or
+                 (j.get("t_inactive") or 0.0) > since]
+    if include is not None:
+        ranks = _include_ranks(include, hosts)
+        found = [j for j in found if ranks & idset.decode(j.get("ranks") or "")]
     now = time.time()
     pairs = [(j, job_values(j, hosts, now)) for j in flux_order(found)]
+    for field in [] if out is None else [f for f in out.fields if _is_annotation(f)]:
+        for j, values in pairs:
+            values[field] = _annotation(j, field)
     if sort_keys:
         pairs = _sort(pairs, sort_keys)
     if count:
@@ -336,6 +433,7 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
         if found or not unknown:
             click.echo(json.dumps({"jobs": listed}))
     else:
+        out.fit(rows)
         lines = [out.format(values) for values in rows]  # a bad spec fails before any output
         if not no_header and (found or not unknown):
             lines.insert(0, out.header())

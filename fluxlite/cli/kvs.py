@@ -7,7 +7,7 @@ import json
 import click
 
 from ..errors import UsageError
-from .common import HELP, handle
+from .common import HELP, echo_value, handle
 
 
 @click.group(context_settings=HELP)
@@ -25,11 +25,10 @@ def get(watch, keys):
             if len(keys) != 1:
                 raise UsageError("--watch takes one key")
             for resp in h.stream("kvs.watch", {"key": keys[0]}, nodeid=0):
-                click.echo(json.dumps(resp["value"]))
+                echo_value(resp["value"])
             return
         for key in keys:
-            value = h.call("kvs.get", {"key": key}, nodeid=0)["value"]
-            click.echo(value if isinstance(value, str) else json.dumps(value))
+            echo_value(h.call("kvs.get", {"key": key}, nodeid=0)["value"])
 
 
 @kvs.command(context_settings=HELP)

@@ -144,10 +144,13 @@ COMMON = [
                       "afterexcept (an exception ended it); or `singleton`: when no other "
                       "job of this --job-name is active (repeatable)."),
     click.Option(["--begin-time"], callback=_begin_time, default=None,
-                 metavar="now|+FSD|H:MM[:SS]|DATE",
+                 metavar="now|+FSD|H:MM[:SS]|DATE|WORDS",
                  help="Start no earlier than this: now, +FSD from now (+30s, +2h), the "
-                      "next clock time H:MM[:SS], or YYYY-MM-DD[ HH:MM[:SS]]."),
+                      "next clock time H:MM[:SS], YYYY-MM-DD[ HH:MM[:SS]], or words such "
+                      "as tomorrow, 'in 5 minutes' (as Flux reads them)."),
     click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
+    click.Option(["-q", "--queue"], default=None, metavar="NAME",
+                 help="Submit to the named queue (attributes.system.queue)."),
 ]
 
 TASKS = [
@@ -264,6 +267,19 @@ def _apply_env_rule(env: dict[str, str], rule: str, depth: int) -> None:
                 env[k] = v
 
 
+_warned: set[str] = set()  # each unknown shell option is warned about once a command
+
+
+def _warn_unknown_options(options: dict) -> None:
+    from ..job import shell_options
+    for name, close in shell_options.unknown(options):
+        if name not in _warned:
+            _warned.add(name)
+            prog = " ".join(click.get_current_context().command_path.split()[:2]) \
+                if click.get_current_context(silent=True) else "fluxlite"
+            click.echo(f"{prog}: {shell_options.warning(name, close)}", err=True)
+
+
 def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
                  extra_options: dict | None = None, system: dict | None = None) -> dict:
     """Build the jobspec for a submitting command from its parsed options (with
@@ -289,6 +305,8 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         output=params.get("output"), error=params.get("error"), validate=False)
     for key, val in (system or {}).items():
         spec.setattr(f"system.{key}", val)
+    if params.get("queue"):
+        spec.setattr("system.queue", params["queue"])
     deps = list(params.get("dependencies") or [])
     if params.get("begin_time") is not None:
         deps.append({"scheme": "begin-time", "value": params["begin_time"]})
@@ -296,6 +314,8 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         spec.setattr("system.dependencies", deps)
     for key, val in options.items():
         spec.setattr_shell_option(key, val)
+    if params.get("setopt"):
+        _warn_unknown_options(options)
     for key, val in (params.get("setattr") or {}).items():
         spec.setattr(key if key.startswith(("user.", "system.")) else f"system.{key}", val)
     return spec.jobspec

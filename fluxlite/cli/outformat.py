@@ -7,6 +7,10 @@ or the name of a predefined format ("long").  On top of str.format, as Flux:
   {f!F}         seconds as a short duration ("0.050s", "1.5m")
   {f!d:%b%d %R::>12}  a timestamp through strftime, then padded as a string
   {f!D}         a timestamp in ISO 8601
+  {f!H}         seconds as H:MM:SS (a nonzero duration is at least 0:00:01)
+  ?:{f}         drop the field (and its heading) when it is empty for every row
+  +:{f:<5}      widen the field to its longest value (and heading)
+  ?+:{f}        both
 The header row prints each field's heading with the field's width and
 alignment.  A field that is not in the command's table, an unknown format
 name or a malformed spec is a UsageError naming what was wrong.
@@ -17,7 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 import string
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..errors import UsageError
 
@@ -41,10 +45,12 @@ class _Formatter(string.Formatter):
         return kwargs[field_name], field_name  # dotted names are flat keys
 
     def convert_field(self, value, conversion):
-        if conversion in ("F", "d", "D") and not isinstance(value, (int, float)):
+        if conversion in ("F", "d", "D", "H") and not isinstance(value, (int, float)):
             return ""
         if conversion == "F":
             return fsd(value)
+        if conversion == "H":
+            return str(timedelta(seconds=round(1 if 0 < value < 1 else value)))
         if conversion == "d":
             return datetime.fromtimestamp(value)
         if conversion == "D":
@@ -76,16 +82,59 @@ class OutputFormat:
             raise UsageError(f"--format: No such format {fmt} "
                              f"({_no_such_format(fmt, headings, named)})")
         try:
-            self.items = list(string.Formatter().parse(fmt))
+            items = list(string.Formatter().parse(fmt))
         except ValueError as exc:
             raise UsageError(f"--format: {exc} in {fmt!r}") from None
-        self.fmt = fmt
+        # the ?: / +: sentinels end the text before their field
+        self.items, self.sentinels = [], []
+        for text, field, spec, conv in items:
+            mark = ""
+            if field is not None:
+                for s in ("?+:", "+?:", "?:", "+:"):
+                    if text.endswith(s):
+                        text, mark = text[: -len(s)], s
+                        break
+            self.items.append((text, field, spec, conv))
+            self.sentinels.append(mark)
+        self.fmt = self._rebuild(self.items)
         self.headings = headings
         self.fields = [f for _, f, _, _ in self.items if f is not None]
         for field in self.fields:
             if field not in headings:
                 raise UsageError(f"--format: unknown field {{{field}}}; valid fields include "
                                  + ", ".join(_suggest(field, list(headings))))
+
+    @staticmethod
+    def _rebuild(items) -> str:
+        out = []
+        for text, field, spec, conv in items:
+            out.append(text.replace("{", "{{").replace("}", "}}"))
+            if field is not None:
+                out.append("{" + field + (f"!{conv}" if conv else "") +
+                           (f":{spec}" if spec else "") + "}")
+        return "".join(out)
+
+    def fit(self, rows: list[dict]) -> None:
+        """Apply the ?: and +: sentinels to the rows about to be printed."""
+        if not any(self.sentinels):
+            return
+        items = []
+        for (text, field, spec, conv), mark in zip(self.items, self.sentinels):
+            if mark:
+                one = self._rebuild([("", field, "", conv)])
+                values = [self._apply(_Formatter().vformat, one, (), r) for r in rows]
+                if "?" in mark and all(v.strip() in _EMPTY + ("0",)
+                                       for v in values):
+                    if text.strip():
+                        items.append((text, None, None, None))
+                    continue
+                if "+" in mark:
+                    width = max([len(v) for v in values] + [len(self.headings[field])])
+                    spec = _widen(spec, width)
+            items.append((text, field, spec, conv))
+        self.items = items
+        self.sentinels = [""] * len(items)
+        self.fmt = self._rebuild(items)
 
     def header(self) -> str:
         out = []
@@ -109,6 +158,13 @@ class OutputFormat:
             raise UsageError(f"--format: unknown field {{{exc.args[0]}}}") from None
         except (ValueError, TypeError) as exc:
             raise UsageError(f"--format: {exc} in {self.fmt!r}") from None
+
+
+def _widen(spec: str, width: int) -> str:
+    """A format spec with its width (and precision, when it has one) set to `width`."""
+    m = re.match(r"^([^<>=^]?[<>=^])?(\d*)(\.\d+)?", spec)
+    precision = f".{width}" if m.group(3) else ""
+    return f"{m.group(1) or ''}{width}{precision}{spec[m.end():]}"
 
 
 def _suggest(field: str, valid: list[str], n: int = 8) -> list[str]:

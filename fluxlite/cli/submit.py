@@ -96,7 +96,7 @@ SUBMIT = [
                  help="Submit one copy per id in IDSET; {cc} in the command, in --output, "
                       "--error, --input, --job-name, --cwd and --env values, and "
                       "FLUXLITE_JOB_CC in the environment are the copy's id."),
-    click.Option(["-q", "--quiet"], is_flag=True, help="Do not print job ids."),
+    click.Option(["--quiet"], is_flag=True, help="Do not print job ids."),
     click.Option(["--wait"], is_flag=True,
                  help="Wait for the jobs to finish; exit with the largest exit code."),
     click.Option(["--watch"], is_flag=True, help="Wait for the jobs and show their output."),

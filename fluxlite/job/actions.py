@@ -57,7 +57,7 @@ class Job:
                  "instance", "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc",
                  "exceptions", "fatal", "status", "memo", "waiters", "ran",
                  "expiration", "sched_req", "nreq", "waited", "deps", "dependents",
-                 "flags")
+                 "flags", "queue", "cwd")
 
     def __init__(self, jobid: int, userid: int, jobspec: dict, req: Request, urgency: int,
                  t_submit: float = 0.0, flags: int = 0):
@@ -70,6 +70,10 @@ class Job:
         system = jobspec["attributes"]["system"]
         self.duration = system.get("duration", 0)
         self.instance = bool(system.get("shell", {}).get("options", {}).get("instance"))
+        queue, cwd = system.get("queue", ""), system.get("cwd", "")
+        # what `jobs` shows; interned, as most jobs share them
+        self.queue = sys.intern(queue) if isinstance(queue, str) else ""
+        self.cwd = sys.intern(cwd) if isinstance(cwd, str) else ""
         self.state = states.NEW
         self.t_submit = t_submit
         self.t_run = self.t_cleanup = self.t_inactive = 0.0
@@ -123,7 +127,7 @@ class Job:
             "expiration": self.expiration, "memo": self.memo,
             "instance": self.instance, "waited": self.waited,
             "depth": level + 1 if self.instance else 0,
-            "dependencies": list(self.deps),
+            "dependencies": list(self.deps), "queue": self.queue, "cwd": self.cwd,
         }
 
 

@@ -121,7 +121,8 @@ def parse_begin_time(text: str, now: float | None = None) -> float:
     now = time.time() if now is None else now
     t = str(text).strip()
     bad = UsageError(f"invalid begin-time {text!r}: expected +FSD (e.g. +30s, +2h), a "
-                     "clock time HH:MM[:SS], or a date YYYY-MM-DD[ HH:MM[:SS]]")
+                     "clock time HH:MM[:SS], a date YYYY-MM-DD[ HH:MM[:SS]], or words "
+                     "such as 'tomorrow' or 'in 5 minutes'")
     if t.startswith("+"):
         try:
             return now + fsd.parse(t[1:])
@@ -140,11 +141,26 @@ def parse_begin_time(text: str, now: float | None = None) -> float:
     try:
         at = datetime.datetime.fromisoformat(t)
     except ValueError:
-        raise bad from None
+        v = parse_phrase(t, now)
+        if v is None:
+            raise bad from None
+        return v
     v = at.timestamp()
     if not 0 <= v <= MAX_TIME:
         raise bad
     return v
+
+
+def parse_phrase(text: str, now: float | None = None) -> float | None:
+    """A time in words, as Flux reads them (parsedatetime): "tomorrow", "in 5 minutes",
+    "noon tomorrow", "yesterday"; None when the words name no time."""
+    import parsedatetime
+    cal = parsedatetime.Calendar(version=parsedatetime.VERSION_CONTEXT_STYLE)
+    base = datetime.datetime.fromtimestamp(time.time() if now is None else now)
+    at, ctx = cal.parseDT(text, sourceTime=base)
+    if not ctx.hasDateOrTime:
+        return None
+    return at.timestamp()
 
 
 def target(value: str, scheme: str) -> int:

@@ -1,14 +1,19 @@
 """Job shell options (`-o NAME[=VALUE]`): the one table, checked at submit.
 
-Each option names the plugin that reads it and how its value is checked.  An
-unknown option is an error, unless the job loads user plugins (`-o plugins=`):
-then the shell, once it has loaded them, requires each such option to be
-claimed by a plugin (ShellPlugin.options) and runs that plugin's checker.
+Each option names the plugin that reads it and how its value is checked.  As in
+Flux, shell options are an open namespace (plugins read what they like): a
+malformed value of a known option is an error at submit, but a name nothing
+here knows is accepted.  The submitting command warns about it once, naming
+close matches (`unknown()`), unless the job loads user plugins (`-o plugins=`):
+then the shell, once it has loaded them, runs the checker of the plugin that
+claims the option (ShellPlugin.options) and logs one warning for a name no
+plugin claims.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from ..errors import UsageError
 from ..util import fsd, mustache
@@ -48,6 +53,62 @@ def _plugins(v) -> None:
 
 def _any(v) -> None:
     return None
+
+
+def _verbose(v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError
+
+
+def _text(v) -> None:
+    if not isinstance(v, str) or not v:
+        raise ValueError
+
+
+_AFFINITY = re.compile(r"^(on|off|per-task|map:.+)$")
+
+
+def _affinity(v) -> None:
+    if not isinstance(v, str) or not _AFFINITY.match(v):
+        raise ValueError
+
+
+def _signal(v) -> None:
+    """Flux's `signal` option: 1 (SIGUSR1, 60 s before the time limit), or
+    {"signum": N, "timeleft": SECONDS} with either key left out."""
+    if isinstance(v, int) and not isinstance(v, bool) and v == 1:
+        return
+    if not isinstance(v, dict) or set(v) - {"signum", "timeleft"}:
+        raise ValueError
+    signum, timeleft = v.get("signum", 10), v.get("timeleft", 60)
+    if isinstance(signum, bool) or not isinstance(signum, int) or not 0 < signum < 65:
+        raise ValueError
+    if isinstance(timeleft, bool) or not isinstance(timeleft, (int, float)) or timeleft < 0:
+        raise ValueError
+
+
+def _rlimit(v) -> None:
+    if not isinstance(v, dict):
+        raise ValueError
+    for name, val in v.items():
+        _rlimit_value(val)
+        if name not in RLIMITS:
+            raise ValueError
+
+
+def _rlimit_value(v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < -1:
+        raise ValueError
+
+
+# the resource limits a job may set (-o rlimit.NAME=N, --rlimit), as Flux's rlimit plugin
+RLIMITS = ("as", "core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice",
+           "nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack")
+
+
+def _taskmap(v) -> None:
+    if not isinstance(v, dict) or not isinstance(v.get("scheme"), str):
+        raise ValueError
 
 
 def _output_path(flag: str):
@@ -95,6 +156,23 @@ OPTIONS = {
     "pmi": (_pmi, "pmi", "simple (default): serve PMI-1 to MPI tasks; off: no PMI"),
     "input": (_any, "input", "tasks read stdin from the job's input log (set by run), or "
                              "input.path=FILE"),
+    "verbose": (_verbose, "shell", "the shell's log lines on stderr: 1 (-o verbose), 2 more"),
+    "nosetpgrp": (_flag, "shell", "tasks stay in the shell's process group"),
+    "mpi": (_text, "mpi", "the MPI flavour to prepare for (none: nothing to prepare)"),
+    "cpu-affinity": (_affinity, "affinity", "bind tasks to their cores: on, off, per-task, "
+                                            "map:LIST"),
+    "gpu-affinity": (_affinity, "gpu-affinity", "CUDA_VISIBLE_DEVICES per job or task: on, "
+                                                "off, per-task, map:LIST"),
+    "signal": (_signal, "signal", "send signum this many seconds (timeleft) before the time "
+                                  "limit (--signal)"),
+    "rlimit": (_rlimit, "rlimit", "resource limits of the tasks (--rlimit)"),
+    "taskmap": (_taskmap, "taskmap", "how task ranks map to nodes (--taskmap)"),
+    "initrc": (_text, "shell", "a shell initrc (Flux's Lua; not read here)"),
+    "userrc": (_text, "shell", "a user's shell rc (Flux's Lua; not read here)"),
+    "stage-in": (_any, "stage-in", "files to stage in (Flux's stage-in plugin)"),
+    "hwloc": (_any, "hwloc", "hwloc.xmlfile, hwloc.restrict (Flux's hwloc options)"),
+    "pmi-simple": (_any, "pmi", "PMI-1 server tuning (Flux's pmi-simple.*)"),
+    "sysmon": (_any, "sysmon", "periodic resource use logging (Flux's sysmon plugin)"),
 }
 
 _MESSAGES = {
@@ -105,6 +183,17 @@ _MESSAGES = {
     "output.stderr.path": "output.stderr.path must be a file name",
     "output.mode": "output.mode must be truncate or append",
     "pmi": "pmi must be simple or off",
+    "verbose": "verbose takes no value, or a level 0, 1, 2...",
+    "nosetpgrp": "nosetpgrp takes no value, or true/false",
+    "mpi": "mpi must be a name, e.g. none",
+    "cpu-affinity": "cpu-affinity must be on, off, per-task or map:LIST",
+    "gpu-affinity": "gpu-affinity must be on, off, per-task or map:LIST",
+    "signal": "signal must be {\"signum\": N, \"timeleft\": SECONDS} (--signal=SIG@TIME)",
+    "rlimit": "rlimit must be {NAME: N}, NAME one of " + ", ".join(RLIMITS) +
+              " and N a number (-1: unlimited)",
+    "taskmap": "taskmap must be {\"scheme\": NAME, \"value\": ...} (--taskmap)",
+    "initrc": "initrc must be a file name",
+    "userrc": "userrc must be a file name",
 }
 
 
@@ -121,27 +210,49 @@ def parse_setopt(text: str) -> tuple[str, object]:
         return name, value
 
 
+_DOTTED = ("pty.", "output.", "input.", "stage-in.", "hwloc.", "pmi-simple.", "pmi.",
+           "sysmon.", "signal.", "taskmap.")
+
+
 def lookup(name: str):
-    """The table entry for an option name (other output.*, pty.*, input.* share one entry)."""
+    """The table entry for an option name (other output.*, pty.*, input.* ... share one
+    entry; rlimit.NAME is checked as one limit)."""
     if name in OPTIONS:
         return OPTIONS[name]
-    return OPTIONS.get(name.split(".", 1)[0]
-                       if name.startswith(("pty.", "output.", "input.")) else None)
+    if name.startswith("rlimit.") and name[7:] in RLIMITS:
+        return (_rlimit_value, "rlimit", "one resource limit")
+    if name.startswith(_DOTTED):
+        return OPTIONS.get(name.split(".", 1)[0])
+    return None
+
+
+def unknown(options: dict) -> list[tuple[str, list[str]]]:
+    """Options no built-in reads, each with close matches among known names; [] when
+    the job loads user plugins (the shell checks those once it has loaded them)."""
+    if "plugins" in options:
+        return []
+    import difflib
+    names = [n for n in OPTIONS if n != "instance"]
+    return [(name, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
+            for name in options if lookup(name) is None]
+
+
+def warning(name: str, close: list[str]) -> str:
+    """The one warning line for an option nothing here reads."""
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return (f"warning: shell option '{name}' is not known to fluxlite's shell{hint}; "
+            "accepted for a plugin that reads it")
 
 
 def validate(options: dict) -> None:
-    """Raise UsageError for an unknown or malformed shell option."""
+    """Raise UsageError for a malformed value of a known shell option (a name nothing
+    here knows is a plugin's: accepted, as Flux does)."""
     if not isinstance(options, dict):
         raise UsageError("shell options must be a map")
-    user_plugins = "plugins" in options
     for name, value in options.items():
         spec = lookup(name)
         if spec is None:
-            if user_plugins:
-                continue  # a user plugin may claim it; the shell checks at load time
-            known = ", ".join(sorted(n for n in OPTIONS if n not in ("instance", "pty")))
-            raise UsageError(f"unknown shell option {name!r} (known: {known}; "
-                             "user plugins loaded with -o plugins=PATH may add more)")
+            continue
         try:
             spec[0](value)
         except (ValueError, TypeError):

@@ -84,6 +84,8 @@ class JobShell:
         self.jobspec: dict = info["jobspec"]
         sysattrs = self.jobspec["attributes"]["system"]
         self.options: dict = dict(sysattrs.get("shell", {}).get("options", {}))
+        verbose = self.options.get("verbose", 0)  # -o verbose: 1, -o verbose=2: more
+        self.verbose: int = verbose if type(verbose) is int else 0
         self.command: list[str] = self.jobspec["tasks"][0]["command"]
         self.arg0 = os.path.basename(self.command[0])
         self.hostname: str = info["hostname"]
@@ -149,6 +151,11 @@ class JobShell:
         print(f"fluxlite-shell[{self.rank}]: {level}: {message}", file=sys.stderr, flush=True)
         self.output_append([jel.entry("log", {"rank": self.rank, "level": level,
                                               "message": message})])
+
+    def debug(self, message: str, level: int = 1) -> None:
+        """A log line shown only with -o verbose=LEVEL or more (INFO at 1, DEBUG above)."""
+        if self.verbose >= level:
+            self.log(message, "INFO" if level <= 1 else "DEBUG")
 
     def exec_event(self, name: str, context: dict | None = None) -> None:
         """Append an entry to the job's exec eventlog."""
@@ -246,6 +253,12 @@ class JobShell:
         for cls in builtin_plugins(self):
             self.plugins.add(cls(self))
         self._load_user_plugins()
+        if self.verbose:
+            self.debug(f"{fluid.f58(self.jobid)}: {self.ntasks} task(s) on {self.nshells} "
+                       f"node(s); this shell (host {self.hostname}, broker rank "
+                       f"{self.broker_rank}) runs tasks {self.first_task}-"
+                       f"{self.first_task + self.nlocal - 1}")
+            self.debug("plugins: " + ", ".join(p.name for p in self.plugins.plugins), 2)
         for p in self.plugins.plugins:
             self.dispatcher.add_object(p, prefix=f"{self.service}.")
         await self.plugins.call("shell.init", strict=True)
@@ -312,8 +325,9 @@ class JobShell:
         for name, value in self.options.items():
             if shell_options.lookup(name) is not None:
                 continue
-            if name not in claimed:
-                raise PluginError(f"unknown shell option {name!r}: no plugin claims it")
+            if name not in claimed:  # a plugin may read it all the same (Flux's are open)
+                self.log(shell_options.warning(name, []), "WARN")
+                continue
             try:
                 claimed[name](value)
             except (ValueError, TypeError) as exc:
@@ -353,10 +367,13 @@ class JobShell:
             argv = ([mustache.render(a, self.mustache_values(rank)) for a in self.command]
                     if templated else self.command)
             task = Task(self, localid, rank, argv, tenv, cwd)
+            task.setpgrp = not self.options.get("nosetpgrp")
             self.tasks.append(task)
             await self.plugins.call("task.init", task)
             await self.plugins.call("task.exec", task)
             task.start(on_output)
+            if self.verbose >= 2 and task.pid is not None:
+                self.debug(f"task {rank}: started {' '.join(argv)} (pid {task.pid})", 2)
             if task.start_error:
                 note = f"task {rank} (host {self.hostname}): start failed: {task.start_error}"
                 self.log(note, "FATAL")
@@ -369,6 +386,8 @@ class JobShell:
 
     def _task_exited(self, task: Task) -> None:
         self.exit_code = max(self.exit_code, task.exitcode or 0)
+        if self.verbose:
+            self.debug(f"task {task.rank}: {task.disposition()}")
 
         async def deliver():
             await self._started.wait()

@@ -37,6 +37,7 @@ class Task:
         self.stdout = subprocess.PIPE
         self.stderr = subprocess.PIPE
         self.start_new_session = False
+        self.setpgrp = True  # its own process group (-o nosetpgrp: the shell's)
 
     @property
     def exitcode(self) -> int | None:
@@ -57,7 +58,7 @@ class Task:
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=self.cwd, stdin=self.stdin, stdout=self.stdout,
                 stderr=self.stderr, close_fds=True, pass_fds=self.pass_fds,
-                process_group=None if self.start_new_session else 0,
+                process_group=0 if self.setpgrp and not self.start_new_session else None,
                 start_new_session=self.start_new_session)
         except OSError as exc:
             what = self.argv[0] if exc.filename in (None, self.argv[0]) else exc.filename
@@ -141,7 +142,7 @@ class Task:
 
     def kill_group(self) -> None:
         """SIGKILL what is left in the task's process group once the task is done."""
-        if self.pid is not None:
+        if self.pid is not None and (self.setpgrp or self.start_new_session):
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -152,6 +153,8 @@ class Task:
         if self.pid is None or self.status is not None:
             return
         try:
+            if not (self.setpgrp or self.start_new_session):
+                raise ProcessLookupError  # in the shell's group: the task alone
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
             try:

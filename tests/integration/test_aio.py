@@ -106,8 +106,8 @@ async def test_wait_timeout_is_rpc_timeout(h):
 
 async def test_bad_jobspec_raises_usage_error(h):
     bad = cmd("true")
-    bad.setattr_shell_option("no-such-option", 1)
-    with pytest.raises(UsageError, match="unknown shell option"):
+    bad.setattr_shell_option("exit-timeout", "bogus")
+    with pytest.raises(UsageError, match="invalid shell option exit-timeout"):
         await aio.submit(h, bad)
     bad = cmd("true").jobspec
     bad["version"] = 7

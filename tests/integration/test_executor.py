@@ -86,11 +86,11 @@ def test_failing_command_and_signal(inst):
 
 def test_a_job_that_cannot_be_submitted_fails_its_future(inst):
     spec = cmd("true")
-    spec.setattr_shell_option("no-such-option", 1)
+    spec.setattr_shell_option("exit-timeout", "bogus")
     with Executor(inst.uri) as ex:
         fut = ex.submit(spec)
         exc = fut.exception(timeout=WAIT)
-        assert "unknown shell option" in str(exc)
+        assert "invalid shell option exit-timeout" in str(exc)
         with pytest.raises(RuntimeError, match="could not be submitted"):
             fut.jobid(timeout=WAIT)
 

@@ -142,8 +142,19 @@ def test_begin_time_forms():
         "begin-time=12.500"
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "+5x", "+-5s", "25:00", "12:60", "", "+",
-                                 "2030-13-01", "noon"])
+def test_begin_time_in_words_as_flux_reads_them():
+    """Flux reads a begin-time in words (parsedatetime): tomorrow, in 5 minutes, noon."""
+    import datetime
+    base = datetime.datetime.fromtimestamp(NOW)
+    assert depend.parse_begin_time("in 5 minutes", NOW) == pytest.approx(NOW + 300, abs=1)
+    tomorrow = depend.parse_begin_time("tomorrow", NOW)
+    assert datetime.datetime.fromtimestamp(tomorrow).date() == \
+        (base + datetime.timedelta(days=1)).date()
+    assert datetime.datetime.fromtimestamp(depend.parse_begin_time("noon", NOW)).hour == 12
+
+
+@pytest.mark.parametrize("bad", ["+5x", "+-5s", "25:00", "12:60", "", "+",
+                                 "2030-13-01", "some words"])
 def test_begin_time_rejects(bad):
     with pytest.raises(UsageError, match="invalid begin-time"):
         depend.parse_begin_time(bad, NOW)
