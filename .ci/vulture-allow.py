@@ -82,3 +82,8 @@ service_unregister
 signal_watcher_create
 timer_watcher_create
 constraint              # job-list.list's request field (Flux's), accepted
+# flux.idset.IDset and flux.hostlist.Hostlist: Flux's methods
+delete
+expand
+set_flags
+uniq
