@@ -48,3 +48,42 @@ nbytes
 # there; the tests build sockets with them)
 server_socket_options
 client_socket_options
+
+# Flux's handle, futures, watchers and constants (fluxlite/compat/python/flux/core,
+# future.py, constants.py): the API Flux programs call
+FutureExt
+NULL
+attr_remove
+attr_set
+conf_get
+destroy
+error_string
+event_recv
+event_send
+event_subscribe
+event_unsubscribe
+fatal_error
+fd_watcher_create
+ffi
+future_create
+future_get
+get_flux
+get_rank
+get_reactor
+get_size
+is_ready
+msg_watcher_create
+reactor_run
+reactor_stop
+reactor_stop_error
+reset
+service_register
+service_unregister
+signal_watcher_create
+timer_watcher_create
+constraint              # job-list.list's request field (Flux's), accepted
+# flux.idset.IDset and flux.hostlist.Hostlist: Flux's methods
+delete
+expand
+set_flags
+uniq

@@ -32,6 +32,10 @@
 its class whichever way it is spelt, and agrees with what the same errno becomes
 when it arrives in a response (`Message.error()`).
 
+Every one is an OSError whose `errno` is its errnum and whose `strerror` is its
+sentence, as Flux's Python bindings raise them (code written for Flux catches
+`except OSError` and reads `.errno`); str() stays the sentence alone.
+
 A caller catches the kind of failure it cares about (`except NotFound`) rather
 than comparing numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
 of these into one line on stderr and exits with `exit_code`.
@@ -43,7 +47,7 @@ import errno as _errno
 import os
 
 
-class FluxliteError(Exception):
+class FluxliteError(OSError):
     """An error with a POSIX errno and a sentence that says what was wrong."""
 
     default_errnum = _errno.EIO
@@ -60,6 +64,14 @@ class FluxliteError(Exception):
         self.message = message or os.strerror(self.errnum)
         self.exit_code = exit_code
         super().__init__(self.message)
+        self.args = (self.message,)   # OSError's __new__ saw none (ours took them)
+
+    # OSError's own fields, read from ours (they survive pickling with __dict__)
+    errno = property(lambda self: self.errnum)
+    strerror = property(lambda self: self.message)
+
+    def __str__(self) -> str:
+        return self.message
 
     @property
     def errname(self) -> str:

@@ -132,6 +132,7 @@ ATTRIBUTES: dict[str, Attr] = {
     "rank": Attr(None, _uint, False, "this broker's rank", config=False),
     "size": Attr(None, _uint, False, "number of brokers in the instance", config=False),
     "broker.pid": Attr(None, _uint, False, "process id of this broker", config=False),
+    "version": Attr(None, _text, False, "fluxlite's version", config=False),
     "hostname": Attr(None, _text, False, "host name this rank reports", config=False),
     "hostlist": Attr(None, _text, False, "every rank's host name, in rank order (an RFC 29 "
                      "hostlist)", config=False),

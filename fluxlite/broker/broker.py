@@ -31,6 +31,7 @@ import time
 
 import zmq
 
+from .. import __version__
 from ..errors import ConnectFailed, FluxliteError
 from ..overlay.overlay import Overlay, OverlayCallbacks, Timeouts
 from ..router.local import LocalEndpoint
@@ -112,6 +113,7 @@ class Broker:
         a["rank"] = str(self.rank)
         a["size"] = str(self.size)
         a["broker.pid"] = str(os.getpid())
+        a["version"] = __version__
         a["hostname"] = os.uname().nodename
         self.hosts = self.cfg.hosts or (a["hostname"],) * self.size
         a["hostlist"] = hostlist.encode(self.hosts)
@@ -269,7 +271,8 @@ class Broker:
     async def _start_services(self) -> None:
         self.services = self._build_services()
         for svc in self.services:
-            self.router.services[svc.name] = svc
+            for name in (svc.name, *svc.aliases):
+                self.router.services[name] = svc
         for svc in self.services:
             await svc.start()
 

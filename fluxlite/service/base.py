@@ -48,6 +48,7 @@ class ServiceContext:
 
 class Service:
     name = ""
+    aliases: tuple[str, ...] = ()   # Flux's service names it also answers (attr, job-list)
 
     def __init__(self, ctx: ServiceContext):
         self.ctx = ctx

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
-from ..protocol.schema import Name, Pid, Struct, Text, Topic
+from ..protocol.schema import Meta, Name, Pid, Struct, Text, Topic
+from ..util.log import get_logger
 from .base import ANY, Service, handler
 
 
@@ -39,6 +40,12 @@ class DmesgFollowRequest(Struct, kw_only=True):
     new: bool = False   # only entries logged from now on
 
 
+class LogAppendRequest(Struct, kw_only=True):
+    level: Annotated[int, Meta(ge=0, le=7)] = 6    # a syslog level
+    message: Text
+    appname: Text = ""
+
+
 class ServiceAddRequest(Struct, kw_only=True):
     name: Name
     pid: Pid | None = None
@@ -59,6 +66,7 @@ class ShutdownRequest(Struct, kw_only=True):
 
 class BrokerService(Service):
     name = "broker"
+    aliases = ("attr", "log")   # Flux's attr.* and log.append topics
 
     def __init__(self, ctx, *, attributes: dict, check_attr, clients: ClientRegistry,
                  on_setattr, request_shutdown, start_time: float, logs=None):
@@ -72,6 +80,8 @@ class BrokerService(Service):
         self.start_time = start_time
         self._followers: list[list] = []        # [request, last seq sent] per `dmesg -f`
         self._follow_task = None
+        self.user_attrs: dict[str, str] = {}    # attributes made by attr.set
+        self.client_log = get_logger("client")
 
     def _client_ident(self, msg) -> bytes:
         if len(msg.route) != 1 or not isinstance(msg.route[0], bytes) or not msg.route[0]:
@@ -105,6 +115,46 @@ class BrokerService(Service):
         return {"attrs": [{"name": n, "value": self.ctx.attrs.get(n),
                            "writable": a.writable, "help": a.help}
                           for n, a in sorted(self.attributes.items())]}
+
+    # Flux's attr.* topics.  As in Flux, a name outside the table of attributes is a
+    # user's own attribute: attr.set creates it, attr.rm removes it; the table's are
+    # read-only or writable as they say, and cannot be removed.
+    @handler("attr.get", schema=NameRequest, roles=ANY)
+    def attr_get(self, msg, req):
+        if req.name in self.user_attrs:
+            return {"value": self.user_attrs[req.name], "flags": 0}
+        return {"value": self.getattr(msg, req)["value"], "flags": 0}
+
+    @handler("attr.set", schema=SetattrRequest)
+    def attr_set(self, msg, req):
+        if req.name in self.attributes:
+            self.setattr(msg, req)
+        else:
+            self.user_attrs[req.name] = req.value
+        return None
+
+    @handler("attr.rm", schema=NameRequest)
+    def attr_rm(self, msg, req):
+        if req.name in self.attributes:
+            raise PermissionDenied(f"attribute {req.name!r} is the broker's; only "
+                                   "attributes set with attr.set can be removed")
+        if self.user_attrs.pop(req.name, None) is None:
+            raise NotFound(f"no attribute {req.name!r}")
+        return None
+
+    @handler("attr.list", schema=None, roles=ANY)
+    def attr_list(self, msg, req):
+        names = [n for n in self.attributes if self.ctx.attrs.get(n) is not None]
+        return {"names": sorted([*names, *self.user_attrs])}
+
+    @handler("log.append", schema=LogAppendRequest, roles=ANY)
+    def log_append(self, msg, req):
+        """A client's line in this broker's log (dmesg), at its syslog level."""
+        level = "error" if req.level <= 3 else "warning" if req.level == 4 else \
+            "info" if req.level <= 6 else "debug"
+        getattr(self.client_log, level)(req.message, appname=req.appname,
+                                        userid=msg.userid)
+        return None
 
     @handler("broker.dmesg", schema=DmesgRequest)
     def dmesg(self, msg, req):

@@ -27,7 +27,7 @@ from typing import Annotated
 from ..errors import (FluxliteError, NoChild, NotFound, PermissionDenied, ProtocolError, TryAgain,
                       UsageError)
 from ..job import actions as act
-from ..job import depend, states
+from ..job import depend, joblist, states
 from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
@@ -118,6 +118,24 @@ class ListRequest(Struct, kw_only=True):
     userid: UserId | None = None     # only this user's jobs (None: everyone's)
 
 
+class JobListRequest(Struct, kw_only=True):
+    """Flux's job-list.list: bitmasks of states and results (0: any), a user
+    (-1 or FLUX_USERID_UNKNOWN: all), max_entries (0: all), since (t_inactive
+    after it); attrs and constraint are accepted and every field is returned."""
+    max_entries: Annotated[int, Meta(ge=0)] = 0
+    states: Annotated[int, Meta(ge=0)] = 0
+    results: Annotated[int, Meta(ge=0)] = 0
+    userid: int | None = None
+    since: float = 0.0
+    attrs: list[str] = []
+    constraint: AnyMap | None = None
+
+
+class JobListIdRequest(Struct, kw_only=True):
+    id: JobId
+    attrs: list[str] = []
+
+
 class JournalRequest(Struct, kw_only=True):
     full: bool = False    # history of every known job (else of the active ones only)
 
@@ -145,6 +163,7 @@ NUM_LIMIT = "job-manager.inactive-num-limit"
 
 class JobManagerService(Service):
     name = "job-manager"
+    aliases = ("job-list",)   # Flux's job-list topics, answered from the same table
 
     def __init__(self, ctx, *, kvs):
         super().__init__(ctx)
@@ -606,6 +625,18 @@ class JobManagerService(Service):
             out.append(job.info(self.level))
         out.sort(key=lambda j: (j["state"] == states.INACTIVE, -j["t_submit"]))
         return {"jobs": out}
+
+    # Flux's job-list service, answered from the same job table (joblist.py: its shape)
+    @handler("job-list.list", schema=JobListRequest, roles=ANY)
+    def job_list(self, msg, r):
+        found = [joblist.entry(j.info(self.level)) for j in reversed(self.jobs.values())]
+        found.sort(key=lambda e: e["state"] == joblist.STATE_BITS[states.INACTIVE])
+        out = [e for e in found if joblist.wanted(e, r.states, r.results, r.userid, r.since)]
+        return {"jobs": out[:r.max_entries] if r.max_entries else out}
+
+    @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
+    def job_list_id(self, msg, r):
+        return {"job": joblist.entry(self._job(r.id).info(self.level))}
 
     @handler("job-manager.stats", schema=None, roles=ANY)
     def stats(self, msg, r):

@@ -308,3 +308,108 @@ def test_the_pattern_of_radicals_flux_helper(inst, tmp_path):
         "events ['submit', 'submit', 'submit'] ['clean', 'clean', 'clean'] [True, True, True]",
         "cancel False",
     ]
+
+
+HANDLE_PROGRAM = r'''
+import errno, os, signal
+import flux, flux.constants
+from flux.future import FutureExt
+
+h = flux.Flux()
+r = h.rpc(b"broker.ping", {"seq": 7, "pad": "x"}).get()
+print("ping", r["seq"], r["pad"])
+h.attr_set("user.color", "blue")
+print("attr", h.attr_get("user.color"), h.get_rank(), h.get_size())
+h.attr_remove("user.color")
+for call in (lambda: h.attr_get("user.color"), lambda: h.attr_set("rank", "3"),
+             lambda: h.rpc("no-such-service.hello").get()):
+    try:
+        call()
+    except OSError as exc:
+        print("oserror", errno.errorcode[exc.errno])
+h.log(6, "hello from python")
+print("job-list", h.rpc("job-list.list", {"max_entries": 5}).get())
+
+ran = []
+def then_cb(fut, tag):
+    ran.append((tag, fut.get()["seq"]))
+    fut.get_flux().reactor_stop()
+h.rpc("broker.ping", {"seq": 3}).then(then_cb, "a")
+print("reactor", h.reactor_run(), ran)
+try:
+    f = h.rpc("broker.ping"); f.then(lambda f: None); f.then(lambda f: None)
+except OSError as exc:
+    print("double then", errno.errorcode[exc.errno])
+
+def service_cb(fh, mtype, msg, arg):
+    for i in range(msg.payload["n"]):
+        fh.respond(msg, {"i": i})
+h.service_register("pyecho").get()
+w = h.msg_watcher_create(service_cb, flux.constants.FLUX_MSGTYPE_REQUEST, "pyecho.many")
+w.start()
+got = []
+def stream_cb(fut):
+    got.append(fut.get()["i"])
+    fut.reset()
+    if len(got) == 3:
+        fut.get_flux().reactor_stop()
+h.rpc("pyecho.many", {"n": 3}, flags=flux.constants.FLUX_RPC_STREAMING).then(stream_cb)
+h.reactor_run()
+print("stream", got)
+w.stop()
+
+ticks = []
+def tick(fh, watcher, revents, arg):
+    ticks.append(1)
+    if len(ticks) == 3:
+        fh.reactor_stop()
+h.timer_watcher_create(0.0, tick, repeat=0.01).start()
+h.reactor_run()
+print("timer", len(ticks))
+def on_sig(fh, watcher, signum, arg):
+    print("signal", signum == signal.SIGUSR1)
+    fh.reactor_stop()
+with h.signal_watcher_create(signal.SIGUSR1, on_sig):
+    h.timer_watcher_create(0.01, lambda fh, *a: os.kill(os.getpid(), signal.SIGUSR1)).start()
+    h.reactor_run()
+def boom(fh, *a):
+    raise RuntimeError("from a callback")
+h.timer_watcher_create(0.0, boom).start()
+try:
+    h.reactor_run()
+except RuntimeError as exc:
+    print("raised", exc)
+
+fut = FutureExt(lambda f: f.fulfill({"v": 1}), flux_handle=h)
+print("ext", fut.get())
+fut.reset()
+fut.fulfill_error(errno.EINVAL, "bad")
+try:
+    fut.get()
+except OSError as exc:
+    print("ext error", errno.errorcode[exc.errno], exc.strerror)
+h.event_subscribe("pytest.ev")
+h.event_send("pytest.ev", {"k": 1})
+ev = h.event_recv()
+print("event", ev.topic, ev.payload)
+'''
+
+
+def test_handle_futures_watchers_and_any_topic(inst, tmp_path):
+    """flux.Flux as flux-core's t/python handle, futures and watchers tests use it:
+    rpc reaches any service (broker.ping, attr.*, job-list.*, a Python service),
+    errors are OSError with Flux's errno, then-callbacks and watchers run from the
+    reactor, and a callback's exception comes out of reactor_run."""
+    out = run_program(inst, tmp_path, HANDLE_PROGRAM)
+    assert out == [
+        "ping 7 x", "attr blue 0 1",
+        "oserror ENOENT", "oserror EINVAL", "oserror ENOSYS",
+        "job-list {'jobs': []}",
+        "reactor 0 [('a', 3)]", "double then EEXIST",
+        "stream [0, 1, 2]", "timer 3", "signal True", "raised from a callback",
+        "ext {'v': 1}", "ext error EINVAL bad",
+        "event pytest.ev {'k': 1}",
+    ]
+    dmesg = subprocess.run(fluxlite_command() + ["dmesg"], env=inst.env, capture_output=True,
+                           text=True, timeout=60)
+    assert "hello from python" in dmesg.stdout

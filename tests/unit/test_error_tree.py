@@ -118,3 +118,18 @@ def test_every_project_exception_is_in_the_tree_and_drawn():
                if c.__qualname__ not in doc and c.__qualname__ not in OUTSIDE]
     assert not outside, f"outside the error tree: {outside}"
     assert not undrawn, f"not drawn in errors.py's docstring: {undrawn}"
+
+
+def test_every_error_is_an_oserror_with_its_errno():
+    # as Flux's bindings raise: `except OSError` catches it and `.errno` is Flux's errno
+    import pickle
+    for cls, num in ((errors.NoChild, errno.ECHILD), (NotFound, errno.ENOENT),
+                     (errors.RPCTimeout, errno.ETIMEDOUT), (errors.InvalidValue, errno.EINVAL)):
+        e = cls("what went wrong")
+        assert isinstance(e, OSError)
+        assert (e.errno, e.strerror, str(e)) == (num, "what went wrong", "what went wrong")
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is cls and (back.errno, str(back)) == (num, "what went wrong")
+    e = FluxliteError("m", errno.EISDIR)
+    assert isinstance(e, OSError) and e.errno == errno.EISDIR and repr(e) == "FluxliteError('m')"
+    assert isinstance(errors.InvalidValue("v"), ValueError)

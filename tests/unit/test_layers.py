@@ -96,7 +96,7 @@ def test_imports_point_down():
 # the job room: job data (what a job is and how its states move, pure) sits below
 # both the client and the shell; the API on a handle (api, aio, executor, journal)
 # is the part of the room that talks to an instance
-JOB_DATA = {"jobspec", "schema", "eventlog", "states", "rset", "depend", "execution",
+JOB_DATA = {"jobspec", "schema", "eventlog", "states", "rset", "joblist", "depend", "execution",
             "actions", "shell_options"}
 JOB_API = {"api", "aio", "executor", "journal"}
 

@@ -17,7 +17,7 @@ from fluxlite.job.executor import Executor
 from fluxlite.util import fluid
 
 from .. import _handle, missing
-from .._rpc import STATE_BITS, rpc  # noqa: F401  (STATE_BITS: as Flux's flux.job has it)
+from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 
 __all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
@@ -94,7 +94,7 @@ class JobID(int):
     dec = property(lambda self: str(int(self)))
     f58 = property(lambda self: fluid.f58(int(self)))
     f58plain = property(lambda self: fluid.f58_plain(int(self)))
-    hex = property(lambda self: f"{int(self):#018x}")
+    hex = property(lambda self: f"{int(self):#x}")
     dothex = property(lambda self: fluid.dothex(int(self)))
     kvs = property(lambda self: "job." + fluid.dothex(int(self)))
 
@@ -308,12 +308,15 @@ class JobList:
 def job_list(flux_handle, max_entries: int = 1000, attrs=None, userid=None, states=0,
              results=0, since: float = 0.0, name=None, queue=None):
     """The job-list.list RPC: `.get()` is {"jobs": [...]} in job-list's shape."""
-    return rpc(flux_handle, "job-list.list", {"max_entries": max_entries, "states": states},
-               None, 0)
+    payload = {"max_entries": max_entries, "states": states, "results": results,
+               "since": since, "attrs": [*(attrs or [])]}
+    if userid is not None:
+        payload["userid"] = userid
+    return flux_handle.rpc("job-list.list", payload)
 
 
 def job_list_id(flux_handle, jobid, attrs=None):
-    return rpc(flux_handle, "job-list.list-id", {"id": _id(jobid)}, None, 0)
+    return flux_handle.rpc("job-list.list-id", {"id": _id(jobid), "attrs": [*(attrs or [])]})
 
 
 class FluxExecutor(Executor):

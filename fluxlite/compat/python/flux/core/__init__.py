@@ -1,0 +1,1 @@
+"""`flux.core`: the handle (flux.core.handle.Flux), its watchers and `inner`."""

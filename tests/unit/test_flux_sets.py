@@ -1,0 +1,53 @@
+"""flux.idset.IDset and flux.hostlist.Hostlist (fluxlite's `flux` package), the
+classes Flux programs build rank and host sets with."""
+
+import errno
+
+import pytest
+
+from fluxlite.compat.python.flux import hostlist, idset
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_idset_reads_changes_and_combines():
+    ids = idset.IDset("0-3,7")
+    assert (str(ids), repr(ids), len(ids), list(ids)) == ("0-3,7", "IDset('0-3,7')", 5,
+                                                          [0, 1, 2, 3, 7])
+    ids[5] = True
+    ids.clear(1, 2)
+    assert str(ids) == "0,3,5,7" and ids[5] and not ids[1]
+    assert (ids.first(), ids.last(), ids.next(3), ids.next(7)) == (0, 7, 5,
+                                                                  idset.IDSET_INVALID_ID)
+    ids.set_flags(idset.IDSET_FLAG_BRACKETS | idset.IDSET_FLAG_RANGE)
+    assert str(idset.IDset("0-3", flags=idset.IDSET_FLAG_BRACKETS)) == "[0,1,2,3]"
+    a = idset.decode("0-10")
+    assert str(a - "2-8") == "0-1,9-10" and str(a & [1, 2, 40]) == "1-2"
+    assert str(a.union("20", [30])) == "0-10,20,30" and a == idset.IDset(list(range(11)))
+    with pytest.raises(ValueError):
+        a.set(5, 1)
+    with pytest.raises(ValueError):
+        a.__contains__(-1)
+    with pytest.raises(TypeError):
+        a.equal("0-10")
+    with pytest.raises(OSError) as exc:
+        idset.decode("1-x")
+    assert exc.value.errno == errno.EINVAL
+
+
+def test_hostlist_keeps_order_and_folds():
+    hl = hostlist.decode("foo[0-3]")
+    assert (len(hl), hl[-1], list(hl[1:3]), repr(hl)) == (4, "foo3", ["foo1", "foo2"],
+                                                         "Hostlist('foo[0-3]')")
+    assert list(hl[idset.IDset("0,2")]) == ["foo0", "foo2"]
+    assert hl.append(["foo9", "bar"]) == 2 and str(hl) == "foo[0-3,9],bar"
+    assert hl.delete("foo[1-2]") == 2 and str(hl) == "foo[0,3,9],bar"
+    assert hl.index("foo[3,9]") == [1, 2] and hl.index("foo7", ignore_nomatch=True) == []
+    with pytest.raises(FileNotFoundError):
+        hl.find("foo7")
+    assert str(hostlist.decode("n[10,2,2]").uniq()) == "n[2,10]"
+    for bad in ("foo[", "foo[x-y]", "[]"):
+        with pytest.raises(ValueError):
+            hostlist.decode(bad)
+    with pytest.raises(TypeError):
+        hostlist.decode(["foo1", 42])
