@@ -83,6 +83,9 @@ def rebuild(jm) -> None:
         top = max(top, jobid)
         jm.jobs[jobid] = job
         if job.state == states.INACTIVE:
+            # whoever was to wait for it went with the last run (`job wait ID` still
+            # answers): purge limits apply to it as to any other
+            job.waited = True
             inactive.append(job)
             continue
         jm.n_active += 1
