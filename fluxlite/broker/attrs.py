@@ -138,6 +138,10 @@ ATTRIBUTES: dict[str, Attr] = {
                      "hostlist)", config=False),
     "local-uri": Attr(None, _text, False, "URI clients on this rank connect to", config=False),
     "rundir": Attr(None, _text, False, "private run directory (mode 0700)", config=False),
+    "statedir": Attr("", _text, False, "directory whose database keeps the KVS (jobs, their "
+                     "output, queues, drained ranks) across restarts; empty: nothing is kept"),
+    "content.backing-path": Attr("", _text, False, "the state database file itself "
+                                 "(default: STATEDIR/content.sqlite)"),
     "instance-level": Attr("0", _uint, False, "nesting depth: 0 for a top-level instance"),
     "jobid": Attr("", _text, False, "this instance's job id in its parent (nested only)"),
     "parent-uri": Attr("", _text, False, "URI of the enclosing instance (nested only)"),

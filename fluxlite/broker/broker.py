@@ -94,8 +94,9 @@ class Broker:
         self.sm = st.StateMachine()
         self.overlay: Overlay | None = None
         self.local: LocalEndpoint | None = None
+        self.links = _Links(self)
         self.router = Router(rank=self.rank, topology=self.topology,
-                             userid=self.userid, links=_Links(self))
+                             userid=self.userid, links=self.links)
         self.services: list = []
         self.exit_code = 0
         self.start_time = time.time()
@@ -243,6 +244,8 @@ class Broker:
         if self.rank == 0:
             from ..service import job_exec, job_manager, kvs, resource, sched
             store = kvs.KVSService(ctx)
+            if store.durable:
+                self.links.hold_until_durable(store.store)
             jm = job_manager.JobManagerService(ctx, kvs=store)
             out += [store,
                     resource.ResourceService(ctx, inventory=self._inventory(),
@@ -500,28 +503,65 @@ class Broker:
 
 
 class _Links:
-    """The router's way out: the overlay's sockets and the local endpoint."""
+    """The router's way out: the overlay's sockets and the local endpoint.
 
-    __slots__ = ("b",)
+    With a state directory, rank 0 acknowledges only what is on disk: while the
+    KVS store holds a change not yet written out (`dirty`), every message leaving
+    the broker waits, in order, and all go once the store's write-out (at the
+    end of the loop turn, one sync for all of the turn's commits) is durable."""
+
+    __slots__ = ("b", "store", "held")
 
     def __init__(self, broker: Broker):
         self.b = broker
+        self.store = None          # a durable kvs_store.Store, once one is in use
+        self.held: list = []       # (send, args) waiting for the store's write-out
+
+    def hold_until_durable(self, store) -> None:
+        self.store = store
+        store.on_durable.append(self._release)
+
+    def _hold(self, send, *args) -> bool:
+        """Whether the message must wait (it is then kept to be sent in order)."""
+        if self.store is None or not (self.held or self.store.dirty):
+            return False
+        self.held.append((send, args))
+        return True
+
+    def _release(self) -> None:
+        held, self.held = self.held, []
+        for send, args in held:
+            send(*args)
 
     def parent_connected(self) -> bool:
         return self.b.overlay is not None and self.b.overlay.parent_connected()
 
     def send_parent(self, frames: list[bytes]) -> None:
+        if not self._hold(self._send_parent, frames):
+            self._send_parent(frames)
+
+    def _send_parent(self, frames: list[bytes]) -> None:
         self.b.overlay.send_parent(frames)
 
     def child_state(self, rank: int) -> str:
         return self.b.overlay.child_state(rank) if self.b.overlay is not None else "offline"
 
     def send_child(self, rank: int, frames: list[bytes]) -> bool:
+        return self._hold(self._send_child, rank, frames) or self._send_child(rank, frames)
+
+    def _send_child(self, rank: int, frames: list[bytes]) -> bool:
         return self.b.overlay is not None and self.b.overlay.send_child(rank, frames)
 
     def send_children(self, frames: list[bytes]) -> None:
+        if not self._hold(self._send_children, frames):
+            self._send_children(frames)
+
+    def _send_children(self, frames: list[bytes]) -> None:
         if self.b.overlay is not None:
             self.b.overlay.send_children(frames)
 
     def send_client(self, ident: bytes, frames: list[bytes]) -> bool:
+        return self._hold(self._send_client, ident, frames) or self._send_client(ident, frames)
+
+    def _send_client(self, ident: bytes, frames: list[bytes]) -> bool:
         return self.b.local is not None and self.b.local.send(ident, frames)

@@ -44,6 +44,8 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     if not 1 <= size <= MAX_SIZE:
         raise UsageError(f"--size must be between 1 and {MAX_SIZE}, got {size}")
     k = tree.parse_topo(attrs["tbon.topo"])
+    from ..service import statedir
+    statedir.preflight(attrs)   # in use, damaged or foreign: one line, before any broker
     owns_rundir = rundir is None
     if rundir is None:
         rundir = make_rundir()

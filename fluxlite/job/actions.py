@@ -43,6 +43,7 @@ from ..util import idset
 from . import depend, rset, states
 from . import jobspec as js
 from .schema import Request
+from .schema import validate as validate_jobspec
 from .eventlog import eventlog_key
 
 _NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
@@ -140,6 +141,64 @@ def own(job: Job, field: str):
     return value
 
 
+def update(job: Job, name: str, ctx: dict, now: float, extra: dict | None = None) -> None:
+    """What one main-eventlog entry tells of a job, written into it: the one place a
+    Job's fields change by its history (Flux's event_job_update).  A live post and a
+    restart's replay both come here, so the table a replay rebuilds is the one the
+    live run had.  `extra` holds R for an `alloc` entry (its KVS key)."""
+    if name == "submit":
+        job.userid = ctx.get("userid", job.userid)
+        job.urgency = ctx.get("urgency", job.urgency)
+        job.priority = depend.priority(job.urgency)
+        job.flags = ctx.get("flags", 0)
+        job.t_submit = now
+    elif name == "dependency-add":
+        scheme, target, _ = depend.parse_description(ctx["description"])
+        own(job, "deps")[ctx["description"]] = (scheme, target)
+    elif name == "dependency-remove":
+        if ctx["description"] in job.deps:
+            del job.deps[ctx["description"]]
+    elif name == "urgency":
+        job.urgency = ctx["urgency"]
+        job.priority = depend.priority(job.urgency)
+    elif name == "priority":
+        job.priority = ctx["priority"]
+    elif name == "memo":
+        job.memo = {**job.memo, **ctx}
+    elif name == "alloc":
+        R = (extra or {}).get("R")
+        if R is not None:
+            job.alloc = rset.parse(R)
+            job.expiration = R["execution"].get("expiration", 0.0)
+    elif name == "start":
+        job.ran = True
+    elif name == "finish":
+        job.status = ctx["status"]
+    elif name == "exception":
+        own(job, "exceptions").append(ctx)
+        if ctx.get("severity", 0) == 0 and job.fatal is None:
+            job.fatal = ctx
+
+
+def replay(jobid: int, jobspec: dict, entries: list[dict], R: dict | None = None) -> Job:
+    """A job rebuilt from its jobspec and main eventlog (and R, if it was given
+    resources): the fields and state the live run left it in, but for what no
+    restart keeps (waiters, dependents, a request to the scheduler in flight)."""
+    first = entries[0]["context"] if entries and entries[0]["name"] == "submit" else {}
+    job = Job(jobid, first.get("userid", 0), jobspec, validate_jobspec(jobspec),
+              first.get("urgency", depend.URGENCY_DEFAULT))
+    machine = Actions(())
+    fx: list = []
+    extra = {"R": R} if R is not None else None
+    for e in entries:
+        name, ctx = e["name"], e.get("context") or {}
+        update(job, name, ctx, e["timestamp"], extra if name == "alloc" else None)
+        new = states.next_state(job.state, name, ctx)
+        if new != job.state:
+            machine._enter(job, fx, e["timestamp"], new)
+    return job
+
+
 # ---------------------------------------------------------------- events in
 class Dep(Struct, frozen=True):
     """One of a submitted job's dependencies, with its verdict when it names a job
@@ -228,6 +287,15 @@ class ExecFailed(Struct, frozen=True):
     errstr: str = ""
 
 
+class Restarted(Struct, frozen=True):
+    """The job-manager restarted from its state directory with this job active: a
+    job that held resources lost them with rank 0 (its shells are gone), and ends
+    with an exception saying so; any other is looked at again (_action)."""
+
+
+RESTART_NOTE = "rank 0 stopped while the job held resources: the instance restarted"
+
+
 # -------------------------------------------------------------- effects out
 class Post(Struct, frozen=True):
     """Append an entry to the main eventlog (the state has already moved); `extra`
@@ -235,6 +303,7 @@ class Post(Struct, frozen=True):
     name: str
     context: dict | None = None
     extra: dict | None = None
+    timestamp: float = 0.0
 
 
 class AskAlloc(Struct, frozen=True):
@@ -309,7 +378,7 @@ class Actions:
     # events ------------------------------------------------------------------
     def _on_Submitted(self, job: Job, ev: Submitted, fx: list, now: float) -> None:
         self._post(job, fx, now, "submit", {"userid": job.userid, "urgency": job.urgency,
-                                             "flags": 0, "version": 1},
+                                             "flags": job.flags, "version": 1},
                    extra={"jobspec": ev.jobspec})
         self._post(job, fx, now, "validate")
         for d in ev.deps:
@@ -323,7 +392,6 @@ class Actions:
                 self._post(job, fx, now, "dependency-remove", {"description": d.desc})
                 continue
             if verdict == depend.WAIT:
-                own(job, "deps")[d.desc] = (d.scheme, d.target)
                 self._post(job, fx, now, "dependency-add", {"description": d.desc})
                 if d.scheme == depend.BEGIN_TIME:
                     fx.append(BeginTimer(d.desc, d.at - now))
@@ -340,7 +408,6 @@ class Actions:
             if desc not in job.deps:
                 continue
             if verdict == depend.MET:
-                del job.deps[desc]
                 self._post(job, fx, now, "dependency-remove", {"description": desc})
             elif verdict == depend.NEVER:
                 self._raise(job, fx, now, Raise("dependency", 0, why))
@@ -350,17 +417,15 @@ class Actions:
                              now: float) -> None:
         if job.fatal is not None or job.state != states.DEPEND or ev.desc not in job.deps:
             return
-        del job.deps[ev.desc]
         self._post(job, fx, now, "dependency-remove", {"description": ev.desc})
 
     def _on_Raise(self, job: Job, ev: Raise, fx: list, now: float) -> None:
         self._raise(job, fx, now, ev)
 
     def _on_Urgency(self, job: Job, ev: Urgency, fx: list, now: float) -> None:
-        job.urgency = ev.urgency
+        was = job.priority
         self._post(job, fx, now, "urgency", {"userid": ev.userid, "urgency": ev.urgency})
-        new, was = depend.priority(ev.urgency), job.priority
-        job.priority = new
+        new = job.priority
         if job.state == states.SCHED and new != was:
             self._post(job, fx, now, "priority", {"priority": new})
             if job.sched_req and new > depend.PRIORITY_MIN:
@@ -368,8 +433,15 @@ class Actions:
             # held (priority 0) or released: _action withdraws or asks
 
     def _on_Memo(self, job: Job, ev: Memo, fx: list, now: float) -> None:
-        job.memo = {**job.memo, **ev.memo}
         self._post(job, fx, now, "memo", ev.memo)
+
+    def _on_Restarted(self, job: Job, ev: Restarted, fx: list, now: float) -> None:
+        if job.state in (states.RUN, states.CLEANUP) and job.alloc:
+            self._raise(job, fx, now, Raise("exec", 0, RESTART_NOTE, forward=False))
+            # no scheduler holds them now: released without a sched.free
+            self._post(job, fx, now, "release", {"ranks": "all", "final": True})
+            self._post(job, fx, now, "free")
+            self._post(job, fx, now, "clean")
 
     def _on_QueueChanged(self, job: Job, ev: QueueChanged, fx: list, now: float) -> None:
         pass  # _action asks or withdraws
@@ -388,9 +460,8 @@ class Actions:
             self._raise(job, fx, now, Raise("alloc", 0, ev.errstr))
             return
         alloc = {int(r): c for r, c in ev.alloc.items()}
-        job.alloc = alloc
-        job.expiration = now + job.duration if job.duration else 0.0
-        R = rset.build(alloc, starttime=now, expiration=job.expiration,
+        R = rset.build(alloc, starttime=now,
+                       expiration=now + job.duration if job.duration else 0.0,
                        hosts=self.hosts, nslots=job.req.nslots)
         self._post(job, fx, now, "alloc",
                    {"annotations": {"sched": {"resource_summary": ev.summary}}},
@@ -398,7 +469,6 @@ class Actions:
         fx.append(StartExec(R))
 
     def _on_ExecStarted(self, job: Job, ev: ExecStarted, fx: list, now: float) -> None:
-        job.ran = True
         self._post(job, fx, now, "start")
         if job.dependents:
             fx.append(NotifyDependents())
@@ -408,7 +478,6 @@ class Actions:
                                         forward=False))
 
     def _on_ExecFinished(self, job: Job, ev: ExecFinished, fx: list, now: float) -> None:
-        job.status = ev.status
         self._post(job, fx, now, "finish", {"status": ev.status})
 
     def _on_ExecReleased(self, job: Job, ev: ExecReleased, fx: list, now: float) -> None:
@@ -443,8 +512,10 @@ class Actions:
     # helpers -----------------------------------------------------------------
     def _post(self, job: Job, fx: list, now: float, name: str, context: dict | None = None,
               extra: dict | None = None) -> None:
-        """Log an entry and move the job's state by it."""
-        fx.append(Post(name, context, extra))
+        """Log an entry, update the job by it (`update`, as a replay does) and move
+        its state."""
+        fx.append(Post(name, context, extra, now))
+        update(job, name, context or {}, now, extra)
         new = states.next_state(job.state, name, context)
         if new != job.state:
             self._enter(job, fx, now, new)
@@ -471,12 +542,10 @@ class Actions:
             ex["wait_status"] = ev.wait_status
         if ev.context:
             ex["context"] = ev.context
-        own(job, "exceptions").append(ex)
         prior = job.state
         self._post(job, fx, now, "exception", ex)
-        if ev.severity != 0 or job.fatal is not None:
+        if job.fatal is not ex:
             return   # a second fatal exception is logged, and changes nothing more
-        job.fatal = ex
         if prior == states.RUN and ev.forward:
             fwd = {"id": job.id, "type": ev.type, "severity": ev.severity, "note": ev.note}
             if ev.wait_status is not None:
@@ -484,9 +553,7 @@ class Actions:
             fx.append(ForwardException(fwd))
 
     def _release(self, job: Job, fx: list, now: float, ranks: str, final: bool) -> None:
-        if job.state == states.RUN:
-            # job-exec ended without a finish (it failed): the job still has to end
-            self._enter(job, fx, now, states.CLEANUP)
+        # in RUN (job-exec ended without a finish: it failed), release enters CLEANUP
         self._post(job, fx, now, "release", {"ranks": ranks, "final": final})
         if final:
             fx.append(Free())

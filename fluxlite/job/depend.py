@@ -182,6 +182,24 @@ def description(dep: dict) -> str:
     return f"{AFTER_TYPES[dep['scheme']]}={dep['value']}"
 
 
+_SCHEME_OF = {name: scheme for scheme, name in reversed(AFTER_TYPES.items())}
+
+
+def parse_description(desc: str) -> tuple[str, int | None, float]:
+    """What a dependency-add entry's description names: (scheme, the job id it
+    waits on or None, the begin-time or 0.0); the inverse of `description()`, so
+    that an eventlog alone says what a job waits for."""
+    if desc == SINGLETON:
+        return SINGLETON, None, 0.0
+    name, _, value = desc.partition("=")
+    if name == BEGIN_TIME:
+        return BEGIN_TIME, None, float(value)
+    scheme = _SCHEME_OF.get(name) or (name if name in AFTER_TYPES else None)
+    if scheme is None:
+        raise UsageError(f"unknown dependency description {desc!r}")
+    return scheme, target(value, scheme), 0.0
+
+
 def verdict(scheme: str, jobid: int, *, started: bool, inactive: bool,
             result: str | None, excepted: bool = False) -> tuple[str, str]:
     """(MET | WAIT | NEVER, why) for a dependency of `scheme` on job `jobid` whose

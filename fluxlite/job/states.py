@@ -3,7 +3,8 @@
     NEW -> DEPEND -> PRIORITY -> SCHED -> RUN -> CLEANUP -> INACTIVE
 
 `validate` enters DEPEND, `depend` PRIORITY, `priority` SCHED, `alloc` RUN;
-`finish` or a fatal exception (severity 0) enters CLEANUP; `clean` INACTIVE.
+`finish` or a fatal exception (severity 0) enters CLEANUP (so does `release`
+in RUN, when job-exec failed before any finish); `clean` INACTIVE.
 The result and the exit code follow Flux: a job that ran with status 0 is
 COMPLETED, otherwise a fatal `cancel` is CANCELED, `timeout` TIMEOUT, and
 anything else FAILED.
@@ -29,6 +30,7 @@ _ON = {
     "priority": {PRIORITY: SCHED, SCHED: SCHED},
     "alloc": {SCHED: RUN},
     "finish": {RUN: CLEANUP},
+    "release": {RUN: CLEANUP},   # job-exec ended without a finish (it failed)
     "clean": {CLEANUP: INACTIVE},
 }
 

@@ -36,6 +36,7 @@ from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Si
                                Text, Urgency, UserId, WaitStatus)
 from ..util import fluid, fsd, procs
 from ..util.log import enabled as log_enabled
+from . import jm_restart
 from .base import ANY, Service, handler
 
 
@@ -192,6 +193,28 @@ class JobManagerService(Service):
         self._purge_timer = None
         self.journal: list = []  # job-manager.events-journal streams
         self._untrimmed = 0       # jobs purged since the heap was last trimmed
+        self.max_purged = 0       # the largest id of a purged job (ids are never reused)
+        self.checkpoint_queue = {"start": True}   # the queue state a restart restores
+        self._calm = asyncio.Event()   # set while no job is in RUN or CLEANUP
+        self._calm.set()
+
+    async def start(self) -> None:
+        """With a state directory, rebuild the table the last run left; the jobs
+        are looked at again once every service of the rank is up."""
+        if self.kvs.durable:
+            jm_restart.rebuild(self)
+            if self.n_running:
+                self._calm.clear()
+            asyncio.get_running_loop().call_soon(jm_restart.resume, self)
+
+    def checkpoint(self, *ops) -> None:
+        """Write what the job-manager keeps beside the eventlogs (with `ops`, in one
+        commit), where a restart finds it; nothing without a state directory."""
+        if not self.kvs.durable:
+            return
+        cp = {"version": 1, "epoch": self.gen.epoch, "max_jobid": self.max_purged,
+              "queue": self.checkpoint_queue}
+        self.kvs.commit([*ops, {"key": jm_restart.CHECKPOINT, "value": cp}])
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -235,8 +258,12 @@ class JobManagerService(Service):
     def _apply(self, job: Job, old: str, effects: list) -> None:
         if (old in _BUSY) != (job.state in _BUSY):
             self.n_running += 1 if job.state in _BUSY else -1
-            if not self.n_running and self.idle_waiters:
-                self._answer_idle()
+            if self.n_running:
+                self._calm.clear()
+            else:
+                self._calm.set()
+                if self.idle_waiters:
+                    self._answer_idle()
         ops: list = []
         entries: list = []   # consecutive entries go in one commit
         for e in effects:
@@ -244,7 +271,7 @@ class JobManagerService(Service):
             if kind is act.Post:
                 if e.extra:
                     ops += [{"key": job_key(job.id, k), "value": v} for k, v in e.extra.items()]
-                entries.append(entry(e.name, e.context))
+                entries.append(entry(e.name, e.context, e.timestamp))
                 continue
             if entries:
                 self._commit(job, ops, entries)
@@ -569,7 +596,6 @@ class JobManagerService(Service):
     def memo(self, msg, r):
         job = self._job(r.id)
         self._authorize(msg, job)
-        job.memo = {**job.memo, **r.memo}
         self._handle(job, act.Memo(r.memo))
         return {}
 
@@ -742,12 +768,17 @@ class JobManagerService(Service):
         if not r.start:
             self.actions.started = False
             self.stop_reason = r.reason or None
+            self.checkpoint_queue = ({"start": True} if r.nocheckpoint else
+                                     {"start": False, "reason": self.stop_reason})
+            self.checkpoint()
             for job in [j for j in self.jobs.values() if j.state == states.SCHED and j.sched_req]:
                 self._handle(job, act.QueueChanged())
             return {}
         if self.actions.started:
             return {}
         self.actions.started, self.stop_reason = True, None
+        self.checkpoint_queue = {"start": True}
+        self.checkpoint()
         waiting = [j for j in self.jobs.values() if self._unrequested(j)]
         for job in sorted(waiting, key=lambda j: (-j.priority, j.id)):
             self._handle(job, act.QueueChanged())
@@ -829,7 +860,12 @@ class JobManagerService(Service):
     def _purge(self, jobs: list[Job]) -> None:
         if not jobs:
             return
-        self.kvs.commit([{"key": job_key(j.id), "unlink": True, "prune": True} for j in jobs])
+        ops = [{"key": job_key(j.id), "unlink": True, "prune": True} for j in jobs]
+        self.max_purged = max(self.max_purged, *(j.id for j in jobs))
+        if self.kvs.durable:
+            self.checkpoint(*ops)
+        else:
+            self.kvs.commit(ops)
         for job in jobs:
             del self.inactive[job.id]
             del self.jobs[job.id]
@@ -877,11 +913,22 @@ class JobManagerService(Service):
 
     # ------------------------------------------------------------ cleanup
     async def cleanup(self) -> None:
-        """Instance shutdown: cancel every job and wait for them to end."""
-        for job in list(self.jobs.values()):
-            if job.state not in (states.INACTIVE, states.CLEANUP) and job.fatal is None:
-                self.raise_exception(job, "cancel", 0, "instance shutting down")
-        await self._idle.wait()
+        """Instance shutdown: cancel every job and wait for them to end.  With a state
+        directory, as Flux's: only running jobs are canceled, and pending ones wait for
+        the next start (the queue is stopped meanwhile, not as a restart will see it)."""
+        if self.kvs.durable:
+            self.actions.started = False
+            for job in [j for j in self.jobs.values() if j.state == states.SCHED and j.sched_req]:
+                self._handle(job, act.QueueChanged())
+            for job in [j for j in self.jobs.values() if j.state == states.RUN]:
+                if job.fatal is None:
+                    self.raise_exception(job, "cancel", 0, "instance shutting down")
+            await self._calm.wait()
+        else:
+            for job in list(self.jobs.values()):
+                if job.state not in (states.INACTIVE, states.CLEANUP) and job.fatal is None:
+                    self.raise_exception(job, "cancel", 0, "instance shutting down")
+            await self._idle.wait()
         for w in self.journal:
             self.untrack_stream(w)
             self.end_stream(w)

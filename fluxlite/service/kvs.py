@@ -34,7 +34,8 @@ from typing import Annotated
 from ..errors import FluxliteError, NotFound, ProtocolError, UsageError
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
-from .kvs_store import READ_BATCH, Blob, Log, Store
+from . import statedir
+from .kvs_store import READ_BATCH, UNLINK, Blob, Log, Store
 
 
 class KeyRequest(Struct, kw_only=True):
@@ -119,11 +120,32 @@ class KVSService(Service):
         self.root: _Dir = _Dir()
         self.version = 0
         self.watchers: dict[str, list[_Watcher]] = {}
-        self.store = Store(ctx.attrs.get("rundir"))
+        self.store = Store(ctx.attrs.get("rundir"), durable_path=statedir.db_path(ctx.attrs))
+        if self.store.durable:
+            self._load()
+
+    def _load(self) -> None:
+        """Rebuild the tree a durable store kept (a restart from a state directory)."""
+        nodes, self.version = self.store.load()
+        intern = sys.intern
+        for key, node in nodes:
+            parts = key.split(".")
+            parent = self.root
+            for part in parts[:-1]:
+                nxt = parent.get(part)
+                if nxt is None:
+                    nxt = parent[intern(part)] = _Dir()
+                parent = nxt
+            parent[intern(parts[-1])] = node
 
     def _keep(self, value):
         """How the tree holds a value that is set: a map goes to the store."""
         return self.store.put(value) if isinstance(value, dict) else value
+
+    @property
+    def durable(self) -> bool:
+        """Whether the KVS outlives the instance (a state directory)."""
+        return self.store.durable
 
     def stop(self) -> None:
         super().stop()
@@ -170,6 +192,7 @@ class KVSService(Service):
         plan = [self._check_op(op) for op in ops]
         undo: list = []
         touched: list[str] = []
+        changes: list | None = [] if self.store.durable else None   # for the state database
         try:
             for parts, op in plan:
                 key = ".".join(parts)
@@ -183,6 +206,8 @@ class KVSService(Service):
                     undo.append((parent, leaf, old))
                     del parent[leaf]
                     self.store.drop(_stored(old))
+                    if changes is not None:
+                        changes.append((key, UNLINK))
                     if op.get("prune"):
                         self._prune(parts, undo)
                 elif "append" in op:
@@ -191,12 +216,16 @@ class KVSService(Service):
                     if old is not _MISSING and not isinstance(old, (list, Log)):
                         raise UsageError(f"cannot append to {key!r}: it is not a list")
                     self._append(parent, leaf, old, op["append"], undo)
+                    if changes is not None and parent[leaf] is not old:
+                        changes.append((key, parent[leaf]))   # a new log
                 else:
                     if isinstance(old, _Dir):
                         raise _is_a_directory(key)
                     undo.append((parent, leaf, old))
                     parent[leaf] = self._keep(op["value"])
                     self.store.drop(_stored(old))
+                    if changes is not None:
+                        changes.append((key, parent[leaf]))
                 touched.append(key)
         except Exception:
             self.store.finish(False)
@@ -206,8 +235,8 @@ class KVSService(Service):
                 else:
                     parent[leaf] = old
             raise
-        self.store.finish(True)
         self.version += 1
+        self.store.finish(True, changes, self.version)
         for key in touched:
             self._notify(key)
         return self.version

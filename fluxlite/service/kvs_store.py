@@ -22,6 +22,19 @@ fails half way leaves nothing behind: its additions are taken back from that
 buffer, and what it removed is removed only once it has succeeded.  If writing
 out fails (the disk is full), the buffer is kept and written with the next
 write-out, and the error is logged.
+
+A durable store (`-Sstatedir=DIR`, see statedir.py) keeps the whole tree, not
+only its large values: its database outlives the instance, and a restart
+loads it back (`load`).  Each key's node is a row of `nodes` (a scalar with
+its value, a map or list by its id in `entries`; directories are implied by
+the keys below them), written beside the entries in the same transaction.
+The database is in WAL mode with synchronous=FULL: what is written out is on
+disk when `flush` returns.  Writing out happens at the end of the loop turn
+that changed anything (not FLUSH_DELAY later), so all the commits of one turn
+share one sync; `dirty` says a change is not yet on disk, and `on_durable`
+callbacks run once it is (the broker holds back responses until then).  If
+writing out fails, it is tried again RETRY_DELAY later, and nothing waiting on
+it is acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -30,9 +43,11 @@ import asyncio
 import os
 import sqlite3
 import zlib
+from typing import Callable
 
 from ..protocol.message import pack, unpack
 from ..util.log import get_logger
+from . import statedir
 
 log = get_logger("kvs")
 
@@ -41,7 +56,11 @@ CACHE_KIB = 512             # SQLite page cache (its default is 2 MB, all of it 
 FLUSH_DELAY = 0.05          # seconds additions wait to be written out with later ones
 FLUSH_BYTES = 1 << 20       # ... unless they are this many bytes already
 
+RETRY_DELAY = 1.0           # seconds before a durable store tries a failed write-out again
+
 FILENAME = "content.sqlite"
+SCALAR, BLOB, LOG = 0, 1, 2   # what a row of `nodes` holds
+UNLINK = object()             # a tree change that removes a key and everything below it
 
 
 class Log:
@@ -78,25 +97,49 @@ def _create_private(path: str) -> None:
 
 
 class Store:
-    def __init__(self, rundir: str | None, flush_delay: float = FLUSH_DELAY):
-        if rundir:
-            path = os.path.join(rundir, FILENAME)
-            _create_private(path)
-        else:  # a KVS outside a broker (no run directory): the same code, in memory
-            path = ":memory:"
+    def __init__(self, rundir: str | None, flush_delay: float = FLUSH_DELAY, *,
+                 durable_path: str | None = None):
+        self.durable = durable_path is not None
+        self.lock_fd: int | None = None
+        if self.durable:
+            path = durable_path
+            self.lock_fd = statedir.lock(path)
+            self.db = statedir.connect(path)
+            statedir.check(self.db, path)
+        else:
+            if rundir:
+                path = os.path.join(rundir, FILENAME)
+                _create_private(path)
+            else:  # a KVS outside a broker (no run directory): the same code, in memory
+                path = ":memory:"
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         # one connection, this broker's: hold the file lock for good rather than take and
         # release it (and look for a hot journal) around every transaction
         self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
-        self.db.execute("PRAGMA journal_mode=MEMORY")
-        self.db.execute("PRAGMA synchronous=OFF")
+        if self.durable:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+        else:
+            self.db.execute("PRAGMA journal_mode=MEMORY")
+            self.db.execute("PRAGMA synchronous=OFF")
         self.db.execute("PRAGMA temp_store=MEMORY")
         # recent pages are in the kernel's page cache anyway: keep SQLite's own small
         self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (log INTEGER, seq INTEGER, "
                         "data BLOB, PRIMARY KEY (log, seq)) WITHOUT ROWID")
         self.next_id = 1
+        if self.durable:
+            self.db.execute("CREATE TABLE IF NOT EXISTS nodes (key TEXT PRIMARY KEY, "
+                            "kind INTEGER, ref INTEGER, data BLOB) WITHOUT ROWID")
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, "
+                            "value) WITHOUT ROWID")
+            top = self.db.execute("SELECT max(log) FROM entries").fetchone()[0]
+            self.next_id = (top or 0) + 1
+            flush_delay = 0.0
+        self.tree_ops: list[tuple[str, object]] = []   # (key, node or _UNLINK), in order
+        self.version = 0                                # the KVS version written out
+        self.on_durable: list[Callable[[], None]] = []
         self.flush_delay = flush_delay
         self.pending_bytes = 0               # encoded bytes waiting to be written out
         # what commits added since the last write-out, written out by flush()
@@ -123,8 +166,14 @@ class Store:
             self.flush_later = (loop.call_later(self.flush_delay, self.flush)
                                 if self.flush_delay else loop.call_soon(self.flush))
 
-    def finish(self, ok: bool) -> None:
-        """End a KVS commit (if it changed anything here): keep it or take it back."""
+    def finish(self, ok: bool, changes: list | None = None, version: int = 0) -> None:
+        """End a KVS commit (if it changed anything here): keep it or take it back.
+        A durable store also keeps `changes`, the commit's tree changes in order
+        ((key, node), or (key, UNLINK)), and the KVS version it makes."""
+        if ok and self.durable and changes:
+            self.tree_ops.extend(changes)
+            self.version = version
+            self._begin()
         if not self.in_tx:
             return
         self.in_tx = False
@@ -155,12 +204,33 @@ class Store:
                 self.deleted_rows += node.written
             node.pending = None
 
+    @property
+    def dirty(self) -> bool:
+        """Whether a change is not on disk yet (a durable store's acknowledgements wait)."""
+        return bool(self.in_tx or self.logs or self.blobs or self.deleted or self.tree_ops)
+
+    def _tree_rows(self) -> None:
+        """Write a durable store's tree changes, in the order they were made."""
+        ex = self.db.execute
+        for key, node in self.tree_ops:
+            if node is UNLINK:
+                ex("DELETE FROM nodes WHERE key = ? OR (key > ? AND key < ?)",
+                   (key, key + ".", key + "/"))   # "/" follows "." in byte order
+            elif isinstance(node, Blob):
+                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, BLOB, node.id))
+            elif isinstance(node, Log):
+                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, LOG, node.id))
+            else:
+                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, NULL, ?)",
+                   (key, SCALAR, pack(node)))
+        ex("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,))
+
     def flush(self) -> None:
         """Write out what the commits since the last flush changed."""
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
-        if self.in_tx or not (self.logs or self.blobs or self.deleted):
+        if self.in_tx or not (self.logs or self.blobs or self.deleted or self.tree_ops):
             return
         rows = [(lg.id, seq, data) for lg in self.logs if lg.pending
                 for seq, data in enumerate(lg.pending, start=lg.written)]
@@ -172,13 +242,18 @@ class Store:
             if self.deleted:
                 self.db.executemany("DELETE FROM entries WHERE log = ?",
                                     [(i,) for i in self.deleted])
+            if self.durable:
+                self._tree_rows()
             self.db.execute("COMMIT")
         except sqlite3.Error as exc:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             log.error("job store: writing out failed; kept in memory until the next "
                       "commit", error=str(exc), path=self.path)
+            if self.durable:   # nothing is acknowledged until it is on disk: try again
+                self._retry()
             return
+        self.tree_ops.clear()
         for lg in self.logs:
             lg.pending = None
         self.logs.clear()
@@ -186,6 +261,32 @@ class Store:
         self.deleted.clear()
         self.deleted_rows = 0
         self.pending_bytes = 0
+        for callback in self.on_durable:
+            callback()
+
+    def _retry(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.flush_later = loop.call_later(RETRY_DELAY, self.flush)
+
+    def load(self) -> tuple[list[tuple[str, object]], int]:
+        """A durable store's tree as it was last written out: (key, node or value)
+        in key order, and the KVS version."""
+        counts = dict(self.db.execute("SELECT log, count(*) FROM entries GROUP BY log"))
+        out: list[tuple[str, object]] = []
+        for key, kind, ref, data in self.db.execute("SELECT key, kind, ref, data FROM nodes "
+                                                    "ORDER BY key"):
+            if kind == BLOB:
+                out.append((key, Blob(ref)))
+            elif kind == LOG:
+                out.append((key, Log(ref, counts.get(ref, 0))))
+            else:
+                out.append((key, unpack(data)))
+        row = self.db.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()
+        self.version = row[0] if row else 0
+        return out, self.version
 
     # ------------------------------------------------------------ values
     def _new_id(self) -> int:
@@ -255,12 +356,23 @@ class Store:
 
     def close(self) -> None:
         """Close and remove the file: nothing in it outlives the instance (a run
-        directory kept with --rundir keeps its logs, not job data)."""
+        directory kept with --rundir keeps its logs, not job data).  A durable
+        store writes out what is left, and is kept."""
+        if self.durable:
+            self.flush()
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
+        if self.durable:
+            try:
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
         self.db.close()
-        if self.path != ":memory:":
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+        if self.path != ":memory:" and not self.durable:
             try:
                 os.unlink(self.path)
             except FileNotFoundError:

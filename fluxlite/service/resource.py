@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from ..errors import AlreadyExists, UsageError
+from ..errors import AlreadyExists, FluxliteError, UsageError
 from ..job.eventlog import entry
 from ..protocol.schema import Idset, Struct, Text
 from ..util import idset
@@ -53,6 +53,8 @@ class ResourceService(Service):
         self._last_up: set[int] = set()
 
     async def start(self) -> None:
+        if self.kvs.durable:
+            self._restore_drained()
         self._on_membership(self._membership)
         now: dict[str, set[int]] = {}
         for r, state in self._membership_now().items():
@@ -60,6 +62,23 @@ class ResourceService(Service):
         self._membership(now)
         self._eventlog("resource-define", {"method": "dynamic",
                                            "ranks": idset.encode(self.cores)})
+
+    def _restore_drained(self) -> None:
+        """A restart from a state directory: ranks drained in an earlier run stay
+        drained, with their reason and time (the resource eventlog's drain and
+        undrain entries, replayed as Flux's resource module does)."""
+        try:
+            entries = self.kvs.lookup("resource.eventlog")
+        except FluxliteError:
+            return
+        for e in entries:
+            ctx = e.get("context") or {}
+            if e["name"] == "drain":
+                for r in idset.decode(ctx["idset"]) & set(self.cores):
+                    self.drained[r] = (e["timestamp"], ctx.get("reason", ""))
+            elif e["name"] == "undrain":
+                for r in idset.decode(ctx["idset"]):
+                    self.drained.pop(r, None)
 
     def _eventlog(self, name: str, context: dict) -> None:
         self.kvs.append("resource.eventlog", entry(name, context))

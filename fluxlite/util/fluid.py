@@ -29,6 +29,12 @@ class FluidGenerator:
         self._last_ts = -1
         self._seq = 0
 
+    def after(self, fluid: int) -> None:
+        """Every id generated from now on is larger than `fluid` (a restart's largest)."""
+        ts, seq = fluid >> (_ID_BITS + _SEQ_BITS), fluid & ((1 << _SEQ_BITS) - 1)
+        if ts > self._last_ts or (ts == self._last_ts and seq >= self._seq):
+            self._last_ts, self._seq = ts, seq + 1
+
     def generate(self) -> int:
         while True:
             ts = int((time.time() - self.epoch) * 1000)
