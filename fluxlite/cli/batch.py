@@ -167,8 +167,8 @@ def batch(ctx, **params):
 
     The script is stored with the job, so editing the file afterwards changes
     nothing.  '# fluxlite: OPTIONS' lines at its top add options (the command
-    line wins), as do Flux's '# flux: OPTIONS' ones.  Instance jobs default to exit-timeout=none (set -o exit-timeout= to
-    change it) and --persist.
+    line wins), as do Flux's '# flux: OPTIONS' ones.  Instance jobs default to
+    exit-timeout=none (set -o exit-timeout= to change it) and --persist.
     """
     wrap, args = params.pop("wrap"), params.pop("args")
     if not args and sys.stdin.isatty():
