@@ -100,10 +100,12 @@ def _bool(v) -> str:
 
 
 def _level(v) -> str:
+    """A log level: a name, or Flux's syslog number 0 (emerg) to 7 (debug)."""
     s = str(v).lower()
     names = ("debug", "info", "warning", "error", "critical")
-    if s not in names:
-        raise ValueError(f"{v!r} is not a log level ({', '.join(names)})")
+    if s not in names and s not in tuple("01234567"):
+        raise ValueError(f"{v!r} is not a log level ({', '.join(names)}, or 0-7 as "
+                         "syslog's: 3 err, 4 warning, 6 info, 7 debug)")
     return s
 
 

@@ -12,6 +12,7 @@ import sys
 import click
 
 from ..errors import FluxliteError
+from .prefixes import PrefixGroup
 
 # name -> (module, attribute, one-line help); modules are imported only when used
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -45,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 HIDDEN: set[str] = set()
 
 
-class LazyGroup(click.Group):
+class LazyGroup(PrefixGroup):
     def list_commands(self, ctx):
         return [n for n in COMMANDS if n not in HIDDEN]
 

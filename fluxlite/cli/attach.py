@@ -3,8 +3,10 @@
 Used by `run`, `submit --watch` and `job attach`.  Output and the main eventlog
 are followed at once (the output watch is sent first); the job is over at
 `clean`, and since both streams come from one KVS over one connection, in
-commit order, all output has arrived by then.  Ctrl-C
-sends SIGINT to the tasks; a second Ctrl-C within 2 s cancels the job.
+commit order, all output has arrived by then.  Ctrl-C as Flux's attach: the
+first keeps the job (nothing is sent to it) and says what comes next; a second
+within 2 s cancels it; Ctrl-Z within 2 s of the first detaches (the job runs on,
+the command exits 0).
 The exit code follows Flux: the largest task exit code (128+signal), or 1
 when a fatal exception ended a job whose tasks exited 0.
 """
@@ -35,7 +37,8 @@ class Attach:
         self.fatal = False
         self.lines = jel.LineBuffer()   # -l: whole lines per (stream, rank)
         self.forward_stdin = False  # forward our stdin into the job's input log
-        self.last_interrupt = 0.0
+        self.last_interrupt = -10.0
+        self.detached = False
 
     # ---------------------------------------------------------------- output
     def _write(self, stream: str, rank: str, data: bytes, eof: bool = False) -> None:
@@ -86,16 +89,23 @@ class Attach:
         except BlockingIOError:
             return
         for b in data:
+            now = time.monotonic()
             if b == signal.SIGINT:
-                now = time.monotonic()
-                if now - self.last_interrupt < 2.0:
-                    sys.stderr.write(f"{self.prog}: cancelling job\n")
-                    self._quietly(api.cancel_async(self.h, self.jobid, "interrupted"))
+                if now - self.last_interrupt > 2.0:
+                    self.last_interrupt = now
+                    signal.signal(signal.SIGTSTP, _noted)  # ctrl-Z now detaches
+                    sys.stderr.write(f"{self.prog}: one more ctrl-C within 2s to cancel "
+                                     "or ctrl-Z to detach\n")
                 else:
-                    sys.stderr.write(f"{self.prog}: interrupt: sending SIGINT to the job "
-                                     "(Ctrl-C again within 2s to cancel)\n")
-                    self._quietly(api.kill_async(self.h, self.jobid, signal.SIGINT))
-                self.last_interrupt = now
+                    self._quietly(api.cancel_async(self.h, self.jobid,
+                                                   "interrupted by ctrl-C"))
+            elif b == signal.SIGTSTP:
+                if now - self.last_interrupt <= 2.0:
+                    sys.stderr.write(f"{self.prog}: detaching...\n")
+                    self.detached = True
+                else:  # the next ctrl-Z stops this command, as it would have
+                    signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+                    sys.stderr.write(f"{self.prog}: one more ctrl-Z to suspend\n")
             elif b == signal.SIGTERM:
                 self._quietly(api.kill_async(self.h, self.jobid, signal.SIGTERM))
 
@@ -125,12 +135,13 @@ class Attach:
                               on_main=self._on_main, until_clean=True).start()
         self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_fd = signal.set_wakeup_fd(sig_w)
-        old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.signal(s, _noted) for s in (signal.SIGINT, signal.SIGTERM)}
+        old[signal.SIGTSTP] = signal.getsignal(signal.SIGTSTP)
         self.h.add_fd(self._sig_r, self._on_signal_pipe)
         if self.forward_stdin:
             self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
         try:
-            self.h.run_until(lambda: follow.done or not self.h.connected)
+            self.h.run_until(lambda: follow.done or self.detached or not self.h.connected)
         finally:
             if self.forward_stdin:
                 self.h.remove_fd(sys.stdin.fileno())
@@ -141,6 +152,8 @@ class Attach:
             os.close(sig_w)
         for (stream, rank), rest in self.lines.tails():
             self._write(stream, rank, rest, eof=True)
+        if self.detached:
+            return 0
         if not self.h.connected and not follow.done:
             sys.stderr.write(f"{self.prog}: lost connection to the instance\n")
             return 1
@@ -153,6 +166,10 @@ class Attach:
             if msg:
                 sys.stderr.write(f"{self.prog}: {msg}\n")
         return code
+
+
+def _noted(signum, frame) -> None:
+    """A signal handler that does nothing: the wakeup pipe carries the signal."""
 
 
 def exception_line(jobid: int, ctx: dict) -> str:

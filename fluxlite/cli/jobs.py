@@ -19,7 +19,7 @@ import time
 
 import click
 
-from ..errors import NotFound
+from ..errors import NotFound, UsageError
 from ..job import api
 from ..job import states as st
 from ..util import fluid, hostlist, idset
@@ -145,15 +145,17 @@ def _since(ctx, param, value):
         if text.startswith("-"):
             return time.time() - fsd.parse(text[1:])
         try:
-            return datetime.datetime.fromisoformat(text).timestamp()
+            when = datetime.datetime.fromisoformat(text).timestamp()
         except ValueError:
             when = parse_phrase(text)
         if when is None:
             raise ValueError(text)
-        return when
     except ValueError:
         raise click.BadParameter(f"invalid datetime {value!r}: expected -FSD (e.g. -1h) or "
                                  "a date and time such as '2026-12-01 10:00'") from None
+    if when > time.time():  # as Flux's: a time in the past
+        raise UsageError(f"--since={value} appears to be in the future")
+    return when
 
 
 def _include_ranks(text: str, hosts: list[str]) -> set[int]:

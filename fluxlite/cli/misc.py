@@ -75,9 +75,15 @@ def _ping_target(target: str, rank: int | None) -> tuple[int | None, str]:
 @click.option("-r", "--rank", type=RANK, default=None, help="Ask this rank (default: local).")
 @click.argument("name")
 def getattr(rank, name):  # noqa: A001 - the command is called getattr
-    """Print the value of broker attribute NAME."""
+    """Print the value of broker attribute NAME; an attribute that is not set (jobid
+    outside a job, parent-uri at the top) is an error, as in Flux."""
+    from ..errors import NotFound
     with handle() as h:
-        click.echo(h.call("broker.getattr", {"name": name}, nodeid=rank)["value"])
+        value = h.call("broker.getattr", {"name": name}, nodeid=rank)["value"]
+    if value == "":
+        raise NotFound(f"{name}: No such file or directory (the attribute is not set "
+                       "in this instance)")
+    click.echo(value)
 
 
 @click.command(context_settings=dict(HELP, ignore_unknown_options=True))

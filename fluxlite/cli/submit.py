@@ -21,7 +21,8 @@ from .options import COMMON, IO, TASKS, apply, jobspec_from
 def run(command, **params):
     """Run COMMAND as a job, show its output as it comes, and exit with its exit code.
 
-    Ctrl-C sends SIGINT to the tasks; Ctrl-C twice within 2 s cancels the job.
+    Ctrl-C as Flux: the first keeps the job and says what comes next, a second within
+    2 s cancels it, Ctrl-Z within 2 s of the first detaches (the job runs on).
     """
     from ..job import api
     from .attach import Attach

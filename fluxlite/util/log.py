@@ -39,7 +39,10 @@ def _import_structlog():
 
 structlog = _import_structlog()
 
-LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50,
+          # Flux's syslog numbers: 0 emerg, 1 alert, 2 crit, 3 err, 4 warning,
+          # 5 notice, 6 info, 7 debug
+          "0": 50, "1": 50, "2": 50, "3": 40, "4": 30, "5": 20, "6": 20, "7": 10}
 
 class LogSink:
     """The last structlog processor of a broker process: each entry goes to the

@@ -182,9 +182,9 @@ def test_daemon_in_a_session_of_its_own_dies_with_its_job(inst1):
     assert wait_pids_gone({pid}, timeout=10) == set()
 
 
-def test_unknown_shell_option_is_an_error(inst1):
-    cp = inst1.cli("run", "-o", "nosuchoption=1", "true")
-    assert cp.returncode != 0 and "unknown shell option 'nosuchoption'" in cp.stderr
+def test_malformed_shell_option_is_an_error(inst1):
+    cp = inst1.cli("run", "-o", "exit-timeout=soon", "true")
+    assert cp.returncode != 0 and "invalid shell option exit-timeout='soon'" in cp.stderr
 
 
 # ------------------------------------------------------- cancel, limits, fit
@@ -393,14 +393,6 @@ def _start_run(inst, *args):
     return p
 
 
-def test_ctrl_c_forwards_sigint(inst1):
-    import signal
-    p = _start_run(inst1, "sh", "-c", "echo ready; exec sleep 60")
-    p.send_signal(signal.SIGINT)
-    assert p.wait(30) == 128 + signal.SIGINT
-    assert b"sending SIGINT" in p.stderr.read()
-
-
 def test_ctrl_c_twice_cancels(inst1):
     import signal
     # the task ignores SIGINT, so only the cancel can end it
@@ -408,11 +400,11 @@ def test_ctrl_c_twice_cancels(inst1):
     from fluxlite.testing import _readline
     p.send_signal(signal.SIGINT)
     # signals do not queue: send the second once the first has been handled
-    assert "sending SIGINT" in _readline(p.stderr, 30)
+    assert "one more ctrl-C within 2s to cancel" in _readline(p.stderr, 30)
     p.send_signal(signal.SIGINT)
     assert p.wait(30) != 0
     err = p.stderr.read().decode()
-    assert "cancelling job" in err and "type=cancel" in err
+    assert "type=cancel" in err and "interrupted by ctrl-C" in err
     assert api.list_jobs(inst1.handle(), "all")[0]["result"] == "CANCELED"
 
 

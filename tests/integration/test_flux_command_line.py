@@ -1,0 +1,333 @@
+"""A Flux user's command lines, through the real CLI: shell options as an open
+namespace, -q as --queue, '# flux:' directives, eventlogs a line an object, the
+jobs formats and filters, getattr of an unset attribute, numeric log levels,
+abbreviated long options, Ctrl-C on run, and the submission options Flux has.
+
+Expected outputs come from docs/flux-side-by-side.md (`record()`), the record of
+what Flux prints beside what fluxlite prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fluxlite.job import api
+from fluxlite.job import eventlog as jel
+from fluxlite.testing import fluxlite_command, jobid_of, one_error_line
+from fluxlite.util import fluid
+
+pytestmark = pytest.mark.timeout(120)
+
+RECORD = Path(__file__).resolve().parents[2] / "docs" / "flux-side-by-side.md"
+
+
+def record(name: str) -> dict[str, list[str]]:
+    """The ```flux and ```fluxlite blocks under '### name' in the side-by-side record."""
+    text = RECORD.read_text()
+    section = text.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    blocks = dict(re.findall(r"```(flux|fluxlite)\n(.*?)```", section, re.S))
+    return {k: v.splitlines() for k, v in blocks.items()}
+
+
+def matches(pattern: str, line: str, prog: str = "") -> bool:
+    """`line` as the record's `pattern`, its placeholders filled."""
+    rx = re.escape(pattern)
+    for ph, sub in (("<ID>", r"\S+"), ("<T>", r"[0-9.]+"), ("<N>", r"\d+"), ("<MSG>", r".+"),
+                    ("<PROG>", re.escape(prog))):
+        rx = rx.replace(re.escape(ph), sub)
+    return re.fullmatch(rx, line) is not None
+
+
+def jobspec(inst, jobid: str) -> dict:
+    return json.loads(inst.cli("job", "info", jobid, "jobspec", check=True).stdout)
+
+
+def shell_options(inst, jobid: str) -> dict:
+    return jobspec(inst, jobid)["attributes"]["system"]["shell"]["options"]
+
+
+# ------------------------------------------------------------------ shell options
+def test_flux_shell_options_are_accepted(inst1):
+    cp = inst1.cli("run", "-o", "cpu-affinity=off", "-o", "gpu-affinity=per-task",
+                   "-o", "mpi=none", "-o", "nosetpgrp", "-o", "verbose=0", "-o",
+                   "exit-timeout=none", "-o", "exit-on-error", "-o", "signal", "-o",
+                   "rlimit.core=0", "-o", "output.mode=append", "-o", "pty.interactive",
+                   "-o", "hwloc.xmlfile=/x.xml", "echo", "hi")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == record("shell-options-accepted")["fluxlite"]
+    assert cp.stderr == ""
+    for value in ("on", "per-task", "map:0;1", "off"):
+        inst1.cli("run", "-o", f"cpu-affinity={value}", "true", check=True)
+
+
+def test_an_unknown_shell_option_is_accepted_with_one_warning(inst1):
+    cp = inst1.cli("submit", "--cc=1-3", "--wait", "-o", "cpu-afinity=off", "true")
+    assert cp.returncode == 0, cp.stderr
+    assert len(cp.stdout.split()) == 3
+    [expected] = record("shell-option-unknown")["fluxlite"]
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 1 and matches(expected, lines[0], "fluxlite submit"), cp.stderr
+    # the job carries it, for a plugin that reads it
+    jobid = cp.stdout.split()[0]
+    assert shell_options(inst1, jobid)["cpu-afinity"] == "off"
+
+
+@pytest.mark.parametrize("opt, allowed", [
+    ("cpu-affinity=sideways", "on, off, per-task or map:LIST"),
+    ("gpu-affinity=7", "on, off, per-task or map:LIST"),
+    ("verbose=loud", "a level 0, 1, 2"),
+    ("rlimit.core=lots", "malformed value"),
+    ("signal=bogus", "signum"),
+])
+def test_a_malformed_value_of_a_known_shell_option_is_refused(inst1, opt, allowed):
+    line = one_error_line(inst1.cli("run", "-o", opt, "true"))
+    assert line.startswith(f"fluxlite run: invalid shell option {opt.split('=')[0]}=")
+    assert allowed in line
+    if opt.startswith("cpu-affinity"):
+        [expected] = record("shell-option-malformed")["fluxlite"]
+        assert matches(expected, line, "fluxlite run")
+
+
+def test_verbose_shows_the_shell_log_lines(inst1):
+    quiet = inst1.cli("run", "true", check=True)
+    assert "fluxlite-shell" not in quiet.stderr
+    cp = inst1.cli("run", "-o", "verbose", "-n2", "true", check=True)
+    [pattern] = record("shell-verbose")["fluxlite"]
+    lines = cp.stderr.splitlines()
+    assert lines and all(matches(pattern, line) for line in lines), cp.stderr
+    assert any("task 1: Exit 0" in line for line in lines)
+    assert "DEBUG" not in cp.stderr
+    cp = inst1.cli("run", "-o", "verbose=2", "true", check=True)
+    assert "DEBUG: task 0: started true (pid" in cp.stderr
+
+
+def test_nosetpgrp_keeps_tasks_in_the_shell_process_group(inst1):
+    probe = [sys.executable, "-c", "import os; print(os.getpgid(0) == os.getpgid(os.getppid()))"]
+    assert inst1.cli("run", *probe, check=True).stdout == "False\n"
+    assert inst1.cli("run", "-o", "nosetpgrp", *probe, check=True).stdout == "True\n"
+
+
+def test_a_user_plugin_option_nobody_claims_is_warned_about_by_the_shell(inst1, tmp_path):
+    plugin = tmp_path / "p.py"
+    plugin.write_text("from fluxlite.shell.plugin import ShellPlugin\n"
+                      "class P(ShellPlugin):\n    name = 'p'\n")
+    cp = inst1.cli("run", "-o", f"plugins={plugin}", "-o", "their.option=1", "echo", "ok")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "ok\n"
+    assert cp.stderr.count("shell option 'their.option' is not known") == 1
+
+
+# ------------------------------------------------------------------- -q / --queue
+def test_q_is_queue_and_quiet_is_long(inst1):
+    cp = inst1.cli("submit", "-q", "batch", "--wait", "true")
+    assert cp.returncode == 0, cp.stderr
+    jobid = cp.stdout.strip()
+    assert jobspec(inst1, jobid)["tasks"][0]["command"] == ["true"]
+    assert jobspec(inst1, jobid)["attributes"]["system"]["queue"] == "batch"
+    assert inst1.cli("submit", "--quiet", "--wait", "true", check=True).stdout == ""
+    other = inst1.cli("submit", "--wait", "true", check=True).stdout.strip()
+    out = inst1.cli("jobs", "-a", check=True).stdout.splitlines()
+    assert out[0] == record("submit-queue")["fluxlite"][0]
+    assert [line.split()[:2] for line in out[1:] if line.split()[0] == jobid] == \
+        [[jobid, "batch"]]
+    # -q filters by queue; with no job in a queue, no QUEUE column (as Flux's ?:)
+    listed = inst1.cli("jobs", "-a", "-q", "batch", "-n", "-o", "{id}", check=True).stdout
+    assert listed.split() == [jobid]
+    header = inst1.cli("jobs", "-a", other, check=True).stdout.splitlines()[0]
+    assert "QUEUE" not in header
+
+
+def test_batch_and_alloc_take_q_as_queue(inst1):
+    cp = inst1.cli("batch", "-q", "debug", "--urgency=hold", "--wrap", "true")
+    jobid = fluid.f58(jobid_of(cp))
+    assert jobspec(inst1, jobid)["attributes"]["system"]["queue"] == "debug"
+    inst1.cli("cancel", jobid, check=True)
+
+
+# ------------------------------------------------------------------ directives
+def test_flux_directives_are_always_honoured(instance_factory, tmp_path):
+    inst = instance_factory(2)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n# flux: -N2\n# flux: --job-name=two\ntrue\n")
+    env = {k: v for k, v in os.environ.items() if "COMPAT" not in k}
+    cp = inst.cli("batch", script, env=env)
+    assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+    jobid = cp.stdout.strip()
+    inst.cli("job", "wait-event", "-t", "60", jobid, "clean", check=True)
+    out = inst.cli("jobs", "-a", "-n", "-o", "{nnodes} {name}", jobid, check=True).stdout
+    assert out.split() == record("batch-directives")["fluxlite"] + ["two"]
+
+
+# ------------------------------------------------------------------- eventlogs
+def test_eventlogs_print_one_json_object_a_line(inst1):
+    jobid = inst1.cli("submit", "--wait", "true", check=True).stdout.strip()
+    info = inst1.cli("job", "info", jobid, "eventlog", check=True).stdout.splitlines()
+    key = jel.job_key(fluid.parse(jobid), "eventlog")
+    kvs = inst1.cli("kvs", "get", key, check=True).stdout.splitlines()
+    assert info == kvs
+    entries = [json.loads(line) for line in info]
+    assert [e["name"] for e in entries][0] == "submit" and entries[-1]["name"] == "clean"
+    [pattern] = record("eventlog-lines")["fluxlite"]
+    assert matches(pattern, info[0]), info[0]
+
+
+# ------------------------------------------------------------------------ jobs
+def test_jobs_named_formats_deps_and_endreason(inst1):
+    inst1.cli("submit", "--wait", "--job-name=ok", "true", check=True)
+    deps = inst1.cli("jobs", "-a", "-o", "deps", check=True).stdout.splitlines()
+    assert deps[0] == record("jobs-deps")["fluxlite"][0]
+    assert deps[1].split()[1:5] == ["ok", "16", "16", "INACTIVE"]
+    end = inst1.cli("jobs", "-a", "-o", "endreason", check=True).stdout.splitlines()
+    assert end[0] == record("jobs-endreason")["fluxlite"][0]
+    assert end[1].endswith(" Exit 0")
+
+
+def test_jobs_sentinels_conversions_and_fields(instance_factory, tmp_path):
+    inst = instance_factory(2)
+    two = inst.cli("submit", "--wait", "-N2", "--cwd", tmp_path, "true",
+                   check=True).stdout.strip()
+    out = inst.cli("jobs", "-a", "-n", "-o", "{ranks}|{runtime!H}|{cwd}|{t_depend!D}|"
+                   "{annotations.sched.reason_pending}|{queue}", two, check=True).stdout
+    ranks, runtime, cwd, t_depend, reason, queue = out.rstrip("\n").split("|")
+    assert ranks == record("jobs-ranks")["fluxlite"][0]
+    assert runtime == record("jobs-duration-H")["fluxlite"][0]
+    assert cwd == str(tmp_path)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", t_depend)
+    assert (reason, queue) == ("", "")
+    # ?: drops an empty column, heading and all; +: widens to the longest value
+    lines = inst.cli("jobs", "-a", "-o", "{id.f58} ?:{queue:<8} +:{name:<2}|", two,
+                     check=True).stdout.splitlines()
+    assert lines == ["JOBID NAME|", f"{two} true|"]
+
+
+def test_jobs_filters_name_since_include(instance_factory):
+    inst = instance_factory(2)
+    a = inst.cli("submit", "--wait", "--job-name=alpha", "true", check=True).stdout.strip()
+    b = inst.cli("submit", "--wait", "--job-name=beta", "true", check=True).stdout.strip()
+
+    def ids(*args):
+        return inst.cli("jobs", "-n", "-o", "{id}", *args, check=True).stdout.split()
+    assert ids("-a", "--name=alpha") == [a]
+    assert set(ids("--since=-1h")) == {a, b}           # --since implies -a
+    line = one_error_line(inst.cli("jobs", "--since=tomorrow"))
+    assert line.endswith("--since=tomorrow appears to be in the future")
+    ranks = {j: inst.cli("jobs", "-n", "-o", "{ranks}", j, check=True).stdout.strip()
+             for j in (a, b)}
+    on0 = {j for j, r in ranks.items() if r == "0"}
+    assert set(ids("-a", "-i", "0")) == on0
+    host = inst.getattr("hostname")
+    assert set(ids("-a", "--include", host)) == {a, b}
+    line = one_error_line(inst.cli("jobs", "--since", "not a time at all"))
+    assert "invalid datetime" in line
+
+
+# ------------------------------------------------------- attributes, log levels
+def test_getattr_of_an_unset_attribute_fails(inst1):
+    cp = inst1.cli("getattr", "jobid")
+    [expected] = record("getattr-unset")["fluxlite"]
+    assert matches(expected, one_error_line(cp), "fluxlite getattr")
+    assert cp.returncode == 1 and cp.stdout == ""
+    assert inst1.cli("getattr", "rank", check=True).stdout == "0\n"
+
+
+def test_numeric_log_levels(inst1):
+    inst1.cli("setattr", "log-stderr-level", "7", check=True)
+    out = inst1.cli("getattr", "log-stderr-level", check=True).stdout.splitlines()
+    assert out == record("setattr-numeric-level")["fluxlite"]
+    inst1.cli("setattr", "log-stderr-level", "3", check=True)
+    line = one_error_line(inst1.cli("setattr", "log-stderr-level", "9"))
+    assert "not a log level" in line and "0-7" in line
+
+
+def test_numeric_log_level_at_start(tmp_path):
+    cp = subprocess.run(fluxlite_command() + ["start", "-s", "1", "-S", "log-stderr-level=6",
+                                              "fluxlite", "getattr", "log-stderr-level"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "6\n"
+
+
+# ------------------------------------------------------- abbreviated long options
+def test_unambiguous_long_option_prefixes_are_accepted(inst1):
+    assert inst1.cli("resource", "list", "--state=up", check=True).stdout == \
+        inst1.cli("resource", "list", "--states=up", check=True).stdout
+    cp = inst1.cli("run", "--job-n=pfx", "--lab", "echo", "--outp=1", check=True)
+    assert cp.stdout == "0: --outp=1\n"  # the job's own arguments are untouched
+    assert inst1.cli("jobs", "-a", "-n", "-o", "{name}", check=True).stdout.split()[0] == "pfx"
+    cp = inst1.cli("jobs", "--stat")
+    [expected] = record("option-prefix")["fluxlite"]
+    assert cp.returncode == 2 and matches(expected, one_error_line(cp), "fluxlite jobs")
+
+
+# ------------------------------------------------------------------- Ctrl-C on run
+def _run_in_background(inst, *args):
+    return subprocess.Popen(fluxlite_command() + list(args), env=inst.env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _wait_running(inst, timeout: float = 30) -> int:
+    h = inst.handle()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = api.list_jobs(h, "active")
+        for j in running:
+            if j["state"] == "RUN":
+                for e in api.event_watch(h, j["id"], "exec"):
+                    if e["name"] == "shell.start":
+                        return j["id"]
+        time.sleep(0.05)
+    raise AssertionError("no job started")
+
+
+def _stderr_line(proc, timeout: float = 10) -> str:
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    assert sel.select(timeout), "no line on stderr"
+    return proc.stderr.readline().rstrip("\n")
+
+
+def test_ctrl_c_once_keeps_the_job_twice_cancels_it(inst1):
+    proc = _run_in_background(inst1, "run", "sleep", "300")
+    try:
+        jobid = _wait_running(inst1)
+        proc.send_signal(signal.SIGINT)
+        [expected] = record("run-ctrl-c")["fluxlite"]
+        assert matches(expected, _stderr_line(proc), "fluxlite run")
+        h = inst1.handle()
+        assert api.info(h, jobid)["state"] == "RUN"      # kept, nothing sent to it
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code != 0
+    cp = inst1.cli("jobs", "-a", "-n", "-o", "{result} {exception.note}", fluid.f58(jobid),
+                   check=True)
+    assert cp.stdout.strip() == "CANCELED interrupted by ctrl-C"
+
+
+def test_ctrl_c_then_ctrl_z_detaches(inst1):
+    proc = _run_in_background(inst1, "run", "sleep", "300")
+    try:
+        jobid = _wait_running(inst1)
+        proc.send_signal(signal.SIGINT)
+        _stderr_line(proc)
+        proc.send_signal(signal.SIGTSTP)
+        assert _stderr_line(proc).endswith("detaching...")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    h = inst1.handle()
+    assert api.info(h, jobid)["state"] == "RUN"
+    inst1.cli("cancel", fluid.f58(jobid), check=True)
