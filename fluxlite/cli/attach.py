@@ -26,7 +26,8 @@ from ..util import fluid
 
 class Attach:
     def __init__(self, h, jobid: int, *, label_io: bool = False, prog: str = "fluxlite run",
-                 quiet_exceptions: bool = False):
+                 quiet_exceptions: bool = False, verbose: int = 0,
+                 wait_event: str | None = None):
         self.h = h
         self.jobid = jobid
         self.label_io = label_io
@@ -38,6 +39,9 @@ class Attach:
         self.lines = jel.LineBuffer()   # -l: whole lines per (stream, rank)
         self.forward_stdin = False  # forward our stdin into the job's input log
         self.last_interrupt = -10.0
+        self.verbose = verbose          # 2: print the job's events as they come (-vv)
+        self.wait_event = wait_event    # stop following at this main eventlog event
+        self.seen_event = False
         self.detached = False
 
     # ---------------------------------------------------------------- output
@@ -73,6 +77,13 @@ class Attach:
         ctx = e.get("context") or {}
         if name == "submit":
             self.t0 = e.get("timestamp")
+        if self.verbose >= 2:
+            import json
+            detail = f" {json.dumps(ctx, separators=(',', ':'))}" if ctx else ""
+            sys.stderr.write(f"{self._stamp(e)}job.{name}{detail}\n")
+            sys.stderr.flush()
+        if name == self.wait_event:
+            self.seen_event = True
         elif name == "exception":
             if ctx.get("severity", 0) == 0:
                 self.fatal = True
@@ -141,7 +152,8 @@ class Attach:
         if self.forward_stdin:
             self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
         try:
-            self.h.run_until(lambda: follow.done or self.detached or not self.h.connected)
+            self.h.run_until(lambda: follow.done or self.detached or self.seen_event
+                             or not self.h.connected)
         finally:
             if self.forward_stdin:
                 self.h.remove_fd(sys.stdin.fileno())
@@ -152,7 +164,7 @@ class Attach:
             os.close(sig_w)
         for (stream, rank), rest in self.lines.tails():
             self._write(stream, rank, rest, eof=True)
-        if self.detached:
+        if self.detached or (self.seen_event and not follow.done):
             return 0
         if not self.h.connected and not follow.done:
             sys.stderr.write(f"{self.prog}: lost connection to the instance\n")

@@ -24,7 +24,7 @@ import click
 
 from ..errors import FluxliteError, UsageError
 from .common import NO_INTERSPERSED, handle
-from .options import COMMON, SLOTS, apply, jobspec_from, output_options
+from .options import COMMON, SLOTS, SUBMITTING, apply, jobspec_from, output_options
 
 INSTANCE = [
     click.Option(["--broker-opts", "broker_opts"], multiple=True, metavar="OPT",
@@ -50,6 +50,7 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
             persist = h.getattr("batch.persist") != "0"
         except FluxliteError:
             persist = True
+    from .start import split_broker_opts
     opts = split_broker_opts(params.get("broker_opts") or ()) + list(extra_broker_opts)
     if not persist:
         # after the user's options, so --no-persist wins over a critical-ranks setting
@@ -65,15 +66,6 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
         params = dict(params, nodes=1)
     p = dict(params, job_name=params.get("job_name") or name)
     return jobspec_from(command, p, per_node=1, extra_options=extra, system=system)
-
-
-def split_broker_opts(values) -> list[str]:
-    """Each --broker-opts value may hold several options separated by commas, as in
-    Flux; a comma inside a value (-Sbroker.critical-ranks=0,2) stays."""
-    out: list[str] = []
-    for v in values:
-        out += re.split(r",(?=-)", v)
-    return out
 
 
 # RFC 36 sentinels: any run of non-word characters (the comment: '#', '//', '--'),
@@ -157,7 +149,7 @@ def merge_directives(ctx: click.Context, params: dict, directives: list[str]) ->
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(SLOTS + COMMON + INSTANCE + output_options("fluxlite-{{id}}.out"))
+@apply(SLOTS + COMMON + INSTANCE + output_options("fluxlite-{{id}}.out") + SUBMITTING)
 @click.option("--wrap", is_flag=True, help="Wrap the arguments in a /bin/sh script.")
 @click.option("--quiet", is_flag=True, help="Do not print the job id.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT [ARGS]...]")
@@ -201,6 +193,9 @@ def batch(ctx, **params):
     with handle() as h:
         spec = _instance_spec(h, ["{{script}}", *script_args], params, name=name,
                               system={"batch": {"script": script}})
+        if params["dry_run"]:
+            from .submit import dry_run
+            dry_run(spec)
         from ..job import api
         from ..util import fluid
         resp = api.submit_full(h, spec, params["urgency"])
@@ -213,7 +208,7 @@ def batch(ctx, **params):
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(SLOTS + COMMON + INSTANCE)
+@apply(SLOTS + COMMON + INSTANCE + SUBMITTING)
 @click.option("--bg", is_flag=True,
               help="Start the instance and return once it is up; print its job id.  "
                    "Enter it with `fluxlite proxy ID`, end it with `fluxlite cancel ID` or "
@@ -246,8 +241,13 @@ def alloc(bg, command, **params):
                                        else params.get("setopt")), name="fluxlite")
         else:
             spec = _instance_spec(h, command, params, name=os.path.basename(command[0]))
+        if params["dry_run"]:
+            from .submit import dry_run
+            dry_run(spec)
         resp = api.submit_full(h, spec, params["urgency"])
         jobid = resp["id"]
+        if params["verbose"]:  # as Flux's alloc -v: the job id on stderr
+            print(f"jobid: {fluid.f58(jobid)}", file=sys.stderr)
         if bg:
             wait_for_instance(h, jobid)
             click.echo(fluid.f58(jobid))

@@ -23,7 +23,8 @@ import click
 from ..errors import UsageError
 from .common import NO_INTERSPERSED
 from .options import COMMON, IO, TASKS, apply, jobspec_from
-from .submit import CC_OPTIONS, SUBMIT, refuse_per_task_input, submit_all, with_cc
+from .submit import (CC_OPTIONS, SUBMIT, cc_or_bcc, open_logs, refuse_per_task_input,
+                     submit_all, with_cc)
 
 SEPARATORS = (":::", ":::+", "::::", "::::+")
 
@@ -228,6 +229,8 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose
     several ::: lists give their cross product.
     """
     ctx = click.get_current_context()
+    open_logs(params)
+    cc, bcc = cc_or_bcc(cc, params)
     fmt = _Formatter(_parse_defines(defines))
     sep = _separator(sep)
     command, lists = split_inputs(list(args), sep)
@@ -272,7 +275,8 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose
             p = {k: (v.replace("{cc}", "") if k in CC_OPTIONS and isinstance(v, str) else v)
                  for k, v in p.items()}
             p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
-        jobs.extend((argv, p, shown) for argv, p in with_cc(argv, p, this_cc))
+        jobs.extend((argv, p, shown) for argv, p in with_cc(argv, p, this_cc,
+                                                           set_env=not bcc))
     if dry_run or verbose:
         for argv, _, shown in jobs:
             click.echo("bulksubmit: submit " + " ".join(shown + argv))

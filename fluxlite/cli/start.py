@@ -6,6 +6,7 @@ launcher, one broker of an instance of the launcher's size) and `fluxlite broker
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -46,8 +47,13 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], *,
 @click.option("--flux-compat", is_flag=True,
               help="Flux compatibility for this instance, as `eval \"$(fluxlite compat env)\"` "
                    "gives: a `flux` command and Python package, FLUX_* variables.")
+@click.option("-o", "--broker-opts", multiple=True, metavar="OPTS",
+              help="Options for every broker, comma-separated (as Flux's): -S NAME=VALUE, "
+                   "--setattr=NAME=VALUE, --conf FILE (repeatable).")
+@click.option("-v", "--verbose", count=True, help="Say what is started, on stderr.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, command):
+def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, broker_opts,
+          verbose, command):
     """Start an instance of SIZE brokers on this machine and run COMMAND in it.
 
     COMMAND runs on rank 0 once every rank has joined, with FLUXLITE_URI set;
@@ -65,6 +71,8 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
     from ..errors import UsageError
     from ..pmi.client import in_environment
     env = dict(os.environ)   # what the instance hands its processes
+    if broker_opts:
+        setattrs, conf = _with_broker_opts(broker_opts, setattrs, conf)
     if flux_compat:
         from ..util.compat import enable
         enable(env)  # the initial program and jobs get it
@@ -93,7 +101,23 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, comma
     if not command:
         command = [os.environ.get("SHELL") or "/bin/sh"]
         interactive = sys.stdin.isatty()
+    if verbose:
+        import shlex
+        print(f"fluxlite start: {size} broker{'s' if size > 1 else ''} on this machine, "
+              f"run directory {rundir or '(private, removed at exit)'}; rank 0 runs "
+              f"{shlex.join(command)}", file=sys.stderr)
+        if verbose > 1:
+            for name in sorted(attrs):
+                print(f"fluxlite start: {name}={attrs[name]}", file=sys.stderr)
     return launch(size, attrs, command, rundir=rundir, interactive=interactive, env=env)
+
+
+def _with_broker_opts(values, setattrs, conf):
+    """start -o OPTS: the brokers' options (-S, --setattr, --conf) added to start's own."""
+    opts = split_broker_opts(values)
+    check_broker_opts(opts)
+    ctx = broker.make_context("broker", opts + ["--", "true"])
+    return tuple(setattrs) + tuple(ctx.params["setattrs"]), ctx.params["conf"] or conf
 
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
@@ -146,6 +170,15 @@ def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) ->
     base = battrs.TCP_DEFAULTS if boot_config.uses_tcp(place) else None
     attrs = _build_attrs(path, setattrs, base=base, bootstrap=True)
     return boot_config.run(place, attrs, command, rundir=rundir, insecure=insecure)
+
+
+def split_broker_opts(values) -> list[str]:
+    """Each --broker-opts value may hold several options separated by commas, as in
+    Flux; a comma inside a value (-Sbroker.critical-ranks=0,2) stays."""
+    out: list[str] = []
+    for v in values:
+        out += [o for o in re.split(r",(?=-)", v) if o]  # -o,-Sx=1 as Flux writes it
+    return out
 
 
 def check_broker_opts(opts: list[str]) -> None:

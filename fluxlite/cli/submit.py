@@ -12,11 +12,14 @@ from ..errors import UsageError
 from ..job.states import WAITABLE
 from ..util import fluid, idset
 from .common import NO_INTERSPERSED, handle
-from .options import COMMON, IO, TASKS, apply, jobspec_from
+from .options import COMMON, IO, SUBMITTING, TASKS, apply, jobspec_from
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(TASKS + COMMON + IO)
+@apply(TASKS + COMMON + IO + SUBMITTING)
+@click.option("--wait-event", default=None, metavar="NAME",
+              help="Follow the job until event NAME (default: its end); exec.NAME: an "
+                   "event of its exec eventlog.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command, **params):
     """Run COMMAND as a job, show its output as it comes, and exit with its exit code.
@@ -39,12 +42,24 @@ def run(command, **params):
     spec = jobspec_from(list(command), params, extra_options=extra)
     if ranks is not None:
         _check_input_ranks(ranks, spec)
+    if params["dry_run"]:
+        dry_run(spec)
     with handle() as h:
         resp = api.submit_full(h, spec, params["urgency"])
-        attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run")
+        if params["verbose"]:
+            print(f"jobid: {fluid.f58(resp['id'])}", file=sys.stderr)
+        attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run",
+                        verbose=params["verbose"], wait_event=params["wait_event"])
         attach.forward_stdin = forward
         code = attach.run()
     sys.exit(code)
+
+
+def dry_run(spec: dict) -> None:
+    """--dry-run: the jobspec on stdout, nothing submitted (as Flux's)."""
+    import json
+    click.echo(json.dumps(spec))
+    sys.exit(0)
 
 
 def _input_ranks(value: str | None) -> str | None:
@@ -97,6 +112,15 @@ SUBMIT = [
                  help="Submit one copy per id in IDSET; {cc} in the command, in --output, "
                       "--error, --input, --job-name, --cwd and --env values, and "
                       "FLUXLITE_JOB_CC in the environment are the copy's id."),
+    click.Option(["--bcc"], default=None, metavar="IDSET",
+                 help="As --cc, but FLUXLITE_JOB_CC is not set: identical copies."),
+    click.Option(["--wait-event"], default=None, metavar="NAME",
+                 help="Wait until every job has had event NAME (exec.NAME: in its exec "
+                      "eventlog); --wait is --wait-event=clean."),
+    click.Option(["--log"], default=None, metavar="FILE",
+                 help="Write what the command prints (job ids, errors) to FILE."),
+    click.Option(["--log-stderr"], default=None, metavar="FILE",
+                 help="Write the command's stderr to FILE (apart from --log)."),
     click.Option(["--quiet"], is_flag=True, help="Do not print job ids."),
     click.Option(["--wait"], is_flag=True,
                  help="Wait for the jobs to finish; exit with the largest exit code."),
@@ -120,14 +144,20 @@ def _flags(value: str | None) -> None:
 
 
 @click.command(context_settings=NO_INTERSPERSED)
-@apply(TASKS + COMMON + IO + SUBMIT)
+@apply(TASKS + COMMON + IO + SUBMIT + SUBMITTING)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit(command, cc, quiet, wait, watch, progress, **params):
     """Submit COMMAND as a job and print its id."""
-    copies = with_cc(list(command), params, cc)
+    open_logs(params)
+    cc, bcc = cc_or_bcc(cc, params)
+    copies = with_cc(list(command), params, cc, set_env=not bcc)
     for _, p in copies:
         refuse_per_task_input(p)
     specs = [jobspec_from(argv, p) for argv, p in copies]
+    if params["dry_run"]:
+        import json
+        click.echo("\n".join(json.dumps(s) for s in specs))
+        sys.exit(0)
     sys.exit(submit_all(specs, params, quiet=quiet, wait=wait, watch=watch,
                         progress=progress, prog="fluxlite submit"))
 
@@ -140,10 +170,38 @@ CC_OPTIONS = ("output", "error", "input", "job_name", "cwd")
 _CC = re.compile(r"(?<!\{)\{cc\}(?!\})")
 
 
-def with_cc(command: list[str], params: dict, cc: str | None) -> list[tuple[list[str], dict]]:
+def cc_or_bcc(cc: str | None, params: dict) -> tuple[str | None, bool]:
+    """The idset of copies and whether it came from --bcc (one of the two, as Flux)."""
+    bcc = params.pop("bcc", None)
+    if cc is not None and bcc is not None:
+        raise UsageError("specify only one of --cc or --bcc")
+    return (bcc, True) if bcc is not None else (cc, False)
+
+
+def open_logs(params: dict) -> None:
+    """--log FILE / --log-stderr FILE: what the command prints goes to them instead of
+    the terminal (stderr to --log too, unless --log-stderr names its own)."""
+    log, log_err = params.pop("log", None), params.pop("log_stderr", None)
+    if log is None and log_err is None:
+        return
+    try:
+        if log is not None:
+            out = open(log, "w", buffering=1)
+            os.dup2(out.fileno(), sys.stdout.fileno())
+            if log_err is None:
+                os.dup2(out.fileno(), sys.stderr.fileno())
+        if log_err is not None:
+            err = open(log_err, "w", buffering=1)
+            os.dup2(err.fileno(), sys.stderr.fileno())
+    except OSError as exc:
+        raise UsageError.from_oserror(exc, f"cannot open log file {exc.filename}") from None
+
+
+def with_cc(command: list[str], params: dict, cc: str | None,
+            set_env: bool = True) -> list[tuple[list[str], dict]]:
     """(command, params) for each copy --cc asks for: {cc} replaced by the copy's id in
-    the command and in the path and name options, FLUXLITE_JOB_CC set; one unchanged
-    pair without --cc."""
+    the command and in the path and name options, FLUXLITE_JOB_CC set (not for
+    --bcc: set_env False); one unchanged pair without --cc."""
     if cc is None:
         return [(command, params)]
     try:
@@ -160,7 +218,7 @@ def with_cc(command: list[str], params: dict, cc: str | None) -> list[tuple[list
         for key in CC_OPTIONS:
             p[key] = sub(p.get(key))
         p["env_rules"] = tuple(sub(r) for r in params.get("env_rules") or ()) + \
-            (f"FLUXLITE_JOB_CC={i}",)
+            ((f"FLUXLITE_JOB_CC={i}",) if set_env else ())
         out.append(([sub(a) for a in command], p))
     return out
 
@@ -169,6 +227,9 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
                progress: bool, prog: str, urgencies: list[int] | None = None) -> int:
     """Submit the jobspecs, print their ids, and wait or watch as asked; the exit code.
     Each job's urgency is params' unless `urgencies` gives one per jobspec."""
+    wait_event = params.get("wait_event")
+    if wait_event == "clean":  # --wait is --wait-event=clean
+        wait, wait_event = True, None
     if progress and not sys.stdout.isatty():  # as Flux: a bar is for a terminal
         print(f"{prog}: stdout is not a tty. Ignoring --progress option", file=sys.stderr)
         progress = False
@@ -198,7 +259,23 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
                 rc = max(rc, Attach(h, jobid, label_io=params["label_io"], prog=prog).run())
         elif wait:
             rc = max(rc, _wait_all(h, ids, progress, said=refused))
+        elif wait_event:
+            _wait_event_all(h, ids, wait_event)
     return rc
+
+
+def _wait_event_all(h, ids: list[int], name: str) -> None:
+    """--wait-event NAME: until each job has had NAME (exec.NAME in its exec eventlog);
+    a job that ends without it is an error naming it."""
+    from ..errors import EndOfStream
+    from ..job import api
+    path, event = ("exec", name[5:]) if name.startswith("exec.") else ("eventlog", name)
+    for jobid in ids:
+        for e in api.event_watch(h, jobid, path):
+            if e["name"] == event:
+                break
+        else:
+            raise EndOfStream(f"job {fluid.f58(jobid)} ended without event {name!r}")
 
 
 def _wait_all(h, ids: list[int], progress: bool, said: set[int]) -> int:

@@ -38,6 +38,7 @@ class Task:
         self.stderr = subprocess.PIPE
         self.start_new_session = False
         self.setpgrp = True  # its own process group (-o nosetpgrp: the shell's)
+        self.preexec = None  # run in the child before exec (resource limits)
 
     @property
     def exitcode(self) -> int | None:
@@ -59,7 +60,7 @@ class Task:
                 self.argv, env=self.env, cwd=self.cwd, stdin=self.stdin, stdout=self.stdout,
                 stderr=self.stderr, close_fds=True, pass_fds=self.pass_fds,
                 process_group=0 if self.setpgrp and not self.start_new_session else None,
-                start_new_session=self.start_new_session)
+                start_new_session=self.start_new_session, preexec_fn=self.preexec)
         except OSError as exc:
             what = self.argv[0] if exc.filename in (None, self.argv[0]) else exc.filename
             if exc.filename == self.cwd:

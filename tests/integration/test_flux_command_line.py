@@ -331,3 +331,140 @@ def test_ctrl_c_then_ctrl_z_detaches(inst1):
     h = inst1.handle()
     assert api.info(h, jobid)["state"] == "RUN"
     inst1.cli("cancel", fluid.f58(jobid), check=True)
+
+
+# ------------------------------------------------------------ submission options
+def test_per_resource_options(instance_factory):
+    inst = instance_factory(2)
+    cp = inst.cli("run", "-N2", "--tasks-per-node=2", "sh", "-c",
+                  "echo $FLUXLITE_TASK_RANK $FLUXLITE_SHELL_RANK", check=True)
+    assert sorted(cp.stdout.splitlines()) == ["0 0", "1 0", "2 1", "3 1"]
+    assert inst.cli("run", "--cores=2", "-l", "nproc", check=True).stdout == "0: 2\n"
+    inst.cli("run", "--cores=2", "--tasks-per-core=2", "-l", "true", check=True)
+    jobid = inst.cli("jobs", "-a", "-n", "-o", "{id} {ntasks} {ncores}", "-c", "1",
+                     check=True).stdout.split()
+    assert jobid[1:] == ["4", "2"]
+    ncores = int(inst.cli("resource", "list", "-n", "-o", "{ncores}", check=True).stdout)
+    inst.cli("run", "-N1", "--tasks-per-core=1", "true", check=True)
+    row = inst.cli("jobs", "-a", "-n", "-o", "{ntasks}", "-c", "1", check=True).stdout.split()
+    assert row == [str(ncores // 2)]
+    line = one_error_line(inst.cli("run", "-n2", "--cores=2", "true"))
+    assert "Per-resource options can't be used with per-task options" in line
+    line = one_error_line(inst.cli("run", "--tasks-per-node=1", "--tasks-per-core=1", "true"))
+    assert "Do not specify both" in line
+
+
+def test_unbuffered_output_comes_before_the_line_ends(inst1, tmp_path):
+    flag = tmp_path / "go"
+    script = f"printf partial; while [ ! -e {flag} ]; do sleep 0.05; done; echo"
+    import selectors
+    for opts, early in (([], False), (["-u"], True)):
+        proc = _run_in_background(inst1, "run", *opts, "sh", "-c", script)
+        try:
+            sel = selectors.DefaultSelector()
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            got = bool(sel.select(3 if not early else 30))
+            assert got == early
+            if early:
+                assert os.read(proc.stdout.fileno(), 7) == b"partial"
+            flag.touch()
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+            proc.wait()
+        flag.unlink()
+
+
+def test_signal_before_the_time_limit(inst1):
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGUSR2, lambda *a: (print('warned'), sys.exit(0)))\n"
+            "time.sleep(60)\n")
+    cp = inst1.cli("run", "-t", "4s", "--signal=USR2@3", sys.executable, "-c", code)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "warned\n"
+    for bad, why in (("--signal=NOPE", "invalid signal"), ("--signal=@x", "invalid time")):
+        assert why in one_error_line(inst1.cli("run", bad, "true"))
+
+
+def test_rlimit_and_add_file(inst1, tmp_path):
+    cp = inst1.cli("run", "--rlimit=nofile=123", "--rlimit=core=0", "sh", "-c",
+                   "ulimit -n; ulimit -c", check=True)
+    assert cp.stdout.split() == ["123", "0"]
+    assert "unknown limit" in one_error_line(inst1.cli("run", "--rlimit=bogus=1", "true"))
+    data = tmp_path / "params.ini"
+    data.write_text("x=1\n")
+    cp = inst1.cli("run", f"--add-file={data}", "--add-file=notes.txt=line one\nline two\n",
+                   "sh", "-c", "cat {{tmpdir}}/params.ini $FLUXLITE_JOB_TMPDIR/notes.txt",
+                   check=True)
+    assert cp.stdout == "x=1\nline one\nline two\n"
+    assert "reserved" in one_error_line(inst1.cli("run", "--add-file=script=a\nb", "true"))
+
+
+def test_dry_run_prints_the_jobspec_and_submits_nothing(inst1):
+    for cmd in (["run"], ["submit"], ["batch", "--wrap"], ["alloc"]):
+        cp = inst1.cli(*cmd, "--dry-run", "-q", "dbg", "hostname", check=True)
+        spec = json.loads(cp.stdout.splitlines()[0])
+        assert spec["version"] == 1 and spec["attributes"]["system"]["queue"] == "dbg"
+    assert inst1.cli("jobs", "-a", "-n", "-o", "{id}", check=True).stdout == ""
+
+
+def test_verbose_run_and_alloc(inst1):
+    cp = inst1.cli("run", "-vv", "true", check=True)
+    lines = cp.stderr.splitlines()
+    assert lines[0].startswith("jobid: ƒ")
+    names = [line.split()[1] for line in lines[1:]]
+    assert names[0] == "job.submit" and names[-1] == "job.clean"
+    cp = inst1.cli("alloc", "-v", "true", check=True)
+    assert cp.stderr.startswith("jobid: ƒ")
+
+
+def test_bcc_wait_event_and_logs(inst1, tmp_path):
+    cp = inst1.cli("submit", "--bcc=1-2", "--wait", "--output", f"{tmp_path}/o{{cc}}",
+                   "sh", "-c", "echo ${FLUXLITE_JOB_CC:-unset}", check=True)
+    assert len(cp.stdout.split()) == 2
+    assert (tmp_path / "o1").read_text() == (tmp_path / "o2").read_text() == "unset\n"
+    assert "only one of --cc or --bcc" in one_error_line(
+        inst1.cli("submit", "--cc=1", "--bcc=1", "true"))
+    cp = inst1.cli("submit", "--wait-event=start", "sleep", "30", check=True)
+    jobid = cp.stdout.strip()
+    state = inst1.cli("jobs", "-n", "-o", "{state}", jobid, check=True).stdout.strip()
+    assert state in ("RUN", "CLEANUP")
+    inst1.cli("cancel", jobid, check=True)
+    cp = inst1.cli("submit", "--wait-event=exec.shell.start", "true", check=True)
+    assert cp.stdout.strip()
+    log, err = tmp_path / "ids.log", tmp_path / "err.log"
+    cp = inst1.cli("submit", "--cc=1-2", f"--log={log}", f"--log-stderr={err}",
+                   "--wait", "false")
+    assert cp.returncode == 1 and cp.stdout == "" and cp.stderr == ""
+    assert len(log.read_text().split()) == 2
+    cp = inst1.cli("bulksubmit", "--bcc=1", "--quiet", "--wait", "sh", "-c",
+                   "test -z \"$FLUXLITE_JOB_CC\"", ":::", "a")
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_taskmap_block_is_accepted_others_say_why(inst1):
+    inst1.cli("run", "--taskmap=block", "true", check=True)
+    cp = inst1.cli("run", "--taskmap=cyclic", "true")
+    assert cp.returncode == 2 and "maps tasks in blocks" in one_error_line(cp)
+
+
+def test_begin_time_in_words(inst1):
+    jobid = inst1.cli("submit", "--begin-time=in 5 minutes", "true", check=True).stdout.strip()
+    info = inst1.cli("jobs", "-n", "-o", "{state} {dependencies}", jobid, check=True).stdout
+    assert info.split()[0] == "DEPEND" and info.split()[1].startswith("begin@")
+    inst1.cli("cancel", jobid, check=True)
+    jobid = inst1.cli("submit", "--begin-time=tomorrow", "true", check=True).stdout.strip()
+    inst1.cli("cancel", jobid, check=True)
+
+
+# ------------------------------------------------------------------------- start
+def test_start_broker_options_and_verbose():
+    cp = subprocess.run(fluxlite_command() + [
+        "start", "-v", "-s", "2", "-o,-Stbon.topo=kary:1,-Slog-stderr-level=3",
+        "fluxlite", "getattr", "tbon.topo"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "kary:1\n"
+    assert cp.stderr.startswith("fluxlite start: 2 brokers on this machine")
+    cp = subprocess.run(fluxlite_command() + ["start", "-o", "-Snosuch=1", "true"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode != 0 and "unknown attribute 'nosuch'" in cp.stderr

@@ -19,6 +19,11 @@ def builtin_plugins(shell) -> list:
     if shell.options.get("instance") or shell.options.get("pmi", "simple") != "off":
         from .pmi import PMI
         plugins.append(PMI)
+    opts = shell.options
+    if "rlimit" in opts or "signal" in opts or "files" in shell.jobspec["attributes"]["system"] \
+            or any(k.startswith("rlimit.") for k in opts):
+        from .limits import Limits
+        plugins.insert(0, Limits)
     if shell.options.get("pty") and shell.is_leader:
         from .pty import Pty
         plugins.insert(0, Pty)

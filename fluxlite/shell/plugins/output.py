@@ -46,6 +46,7 @@ class Output(ShellPlugin):
         self._scheduled = False
         self.files: dict[tuple[str, int], int] = {}   # (stream, task rank) -> fd
         self.label = False
+        self.unbuffered = False
         self.lines = LineBuffer(LINE_LIMIT)
         shell.output_sinks.append(self)
 
@@ -54,6 +55,8 @@ class Output(ShellPlugin):
         out = opts.get("output.stdout.path")
         err = opts.get("output.stderr.path") or out
         self.label = bool(opts.get("output.label"))
+        # -u: stdout as it comes, not a line at a time
+        self.unbuffered = opts.get("output.stdout.buffer.type") == "none"
         cwd = self.shell.jobspec["attributes"]["system"].get("cwd") or "/"
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         truncate = opts.get("output.mode", "truncate") == "truncate"
@@ -91,7 +94,7 @@ class Output(ShellPlugin):
     def add(self, task, stream: str, data: bytes, eof: bool = False) -> None:
         key = (task.rank, stream)
         fd = self.files.get((stream, task.rank))
-        if stream == "stdout" or (fd is not None and self.label):
+        if (stream == "stdout" and not self.unbuffered) or (fd is not None and self.label):
             # stdout is line-buffered, as in Flux: the lines of tasks writing at once
             # never splice into one another (stderr goes out as it comes)
             data = self.lines.take(key, data, eof)

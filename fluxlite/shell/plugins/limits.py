@@ -1,0 +1,87 @@
+"""rlimit, files and the warning signal: what a job asks of its tasks' setting.
+
+rlimit (`-o rlimit.NAME=N`, `--rlimit`): each task starts with these soft limits
+(-1: unlimited); a limit above the hard one fails the task's start.
+files (`--add-file`, attributes.system.files, RFC 37 entries with their data
+inline): written into the job's temporary directory on every node before any
+task starts, so tasks find them as {{tmpdir}}/NAME.
+signal (`--signal=SIG@TIME`, `-o signal`): the tasks get SIG TIME seconds before
+the job's time limit (at once when less time is left when they start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import resource
+import time
+
+from ..plugin import ShellPlugin
+
+
+class Limits(ShellPlugin):
+    name = "limits"
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        opts = shell.options
+        limits = dict(opts.get("rlimit") or {})
+        limits.update({k[7:]: v for k, v in opts.items() if k.startswith("rlimit.")})
+        self.rlimits = [(getattr(resource, f"RLIMIT_{k.upper()}"),
+                         resource.RLIM_INFINITY if v == -1 else int(v))
+                        for k, v in limits.items()]
+        self.files = shell.jobspec["attributes"]["system"].get("files") or {}
+        signal = opts.get("signal")
+        self.signal = {} if signal is None else ({} if signal == 1 else dict(signal))
+        self.warn = signal is not None
+        self._timer = None
+
+    def shell_init(self) -> None:
+        if not self.files:
+            return
+        tmpdir = self.shell.info.get("tmpdir")
+        if not tmpdir:
+            raise ValueError("--add-file: the job has no temporary directory to write to")
+        for name, entry in self.files.items():
+            data = entry.get("data", "")
+            body = base64.b64decode(data) if entry.get("encoding") == "base64" else \
+                data.encode()
+            path = os.path.join(tmpdir, os.path.basename(name))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                         int(entry.get("mode", 0o600)) & 0o7777)
+            try:
+                os.write(fd, body)
+            finally:
+                os.close(fd)
+
+    def task_init(self, task) -> None:
+        if self.rlimits:
+            limits = self.rlimits
+
+            def apply():
+                for which, soft in limits:
+                    _hard = resource.getrlimit(which)[1]
+                    resource.setrlimit(which, (soft, _hard))
+            task.preexec = apply
+
+    def shell_start(self) -> None:
+        if not self.warn:
+            return
+        R = self.shell.info.get("R") or {}
+        expiration = (R.get("execution") or {}).get("expiration") or 0.0
+        if not expiration:
+            return
+        signum = int(self.signal.get("signum", 10))
+        left = float(self.signal.get("timeleft", 60))
+        delay = max(0.0, expiration - left - time.time())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._send, signum)
+
+    def _send(self, signum: int) -> None:
+        self.shell.debug(f"sending signal {signum} to the tasks before the time limit")
+        for task in self.shell.tasks:
+            task.kill(signum)
+
+    def shell_exit(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
