@@ -468,3 +468,44 @@ def test_start_broker_options_and_verbose():
     cp = subprocess.run(fluxlite_command() + ["start", "-o", "-Snosuch=1", "true"],
                         capture_output=True, text=True, timeout=60)
     assert cp.returncode != 0 and "unknown attribute 'nosuch'" in cp.stderr
+
+
+# ------------------------------------------------------------------- the README
+def _readme_session() -> list[str]:
+    readme = (RECORD.parents[1] / "README.md").read_text()
+    block = readme.split("## A first session", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].rstrip() if "  #" in line else line
+            for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.timeout(240)
+def test_readme_first_session_runs_as_written(tmp_path):
+    """Every line of the README's first session, in order, inside the instance its first
+    line starts (without a terminal: alloc's shell reads no commands and ends, as
+    `exit` would end it)."""
+    import shutil
+    lines = _readme_session()
+    assert lines[0] == "bin/fluxlite start --size 4" and lines[-1] == "exit"
+    if shutil.which("mpicc") is None:
+        pytest.fail("the README's session needs an MPI's mpicc (MPICH: apt install mpich)") \
+            if os.environ.get("CI") == "true" else \
+            pytest.skip("no mpicc: the README's MPI lines need an MPI (apt install mpich)")
+    script = tmp_path / "session.sh"
+    root = RECORD.parents[1]
+    # in a scratch directory (batch writes its output file where it is submitted)
+    body = "\n".join(lines[1:-1]).replace("/tmp/mpi_hello", str(tmp_path / "mpi_hello")) \
+        .replace("tests/programs/", f"{root}/tests/programs/")
+    # then, before the instance ends, let the batch job finish (a person would be slower)
+    script.write_text("set -e\n" + body + "\nfluxlite queue drain\n")
+    env = {k: v for k, v in os.environ.items() if k != "FLUXLITE_URI"}
+    cp = subprocess.run([str(root / "bin" / "fluxlite"), "start", "--size", "4", "sh",
+                         str(script)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                        capture_output=True, text=True, timeout=200)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    out = cp.stdout.splitlines()
+    assert {"a", "b", "c", "after"} <= set(out)
+    assert sorted(line for line in out if line.startswith("rank ")) == \
+        [f"rank {r} of 4" for r in range(4)]
+    assert any("maintenance" in line for line in out)   # queue status names the reason
+    batch_out = list(tmp_path.glob("fluxlite-*.out"))
+    assert len(batch_out) == 1 and "STATE" in batch_out[0].read_text()
