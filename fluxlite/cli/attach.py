@@ -38,6 +38,7 @@ class Attach:
         self.fatal = False
         self.lines = jel.LineBuffer()   # -l: whole lines per (stream, rank)
         self.forward_stdin = False  # forward our stdin into the job's input log
+        self.stdin_service: tuple[str, int] | None = None  # or to the leader's `stdin`
         self.last_interrupt = -10.0
         self.verbose = verbose          # 2: print the job's events as they come (-vv)
         self.wait_event = wait_event    # stop following at this main eventlog event
@@ -131,6 +132,11 @@ class Attach:
         else:
             ctx["eof"] = True
             self.h.remove_fd(sys.stdin.fileno())
+        if self.stdin_service is not None:
+            service, leader = self.stdin_service
+            ctx.pop("stream"), ctx.pop("rank")
+            self._quietly(self.h.rpc(f"{service}.stdin", ctx, nodeid=leader))
+            return
         self._quietly(api.eventlog_append_async(self.h, self.jobid, "input",
                                                 jel.entry("data", ctx)))
 

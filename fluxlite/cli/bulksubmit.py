@@ -24,7 +24,7 @@ from ..errors import UsageError
 from .common import NO_INTERSPERSED
 from .options import COMMON, IO, TASKS, apply, jobspec_from
 from .submit import (CC_OPTIONS, SUBMIT, cc_or_bcc, open_logs, refuse_per_task_input,
-                     submit_all, with_cc)
+                     service_stdin, submit_all, with_cc)
 
 SEPARATORS = (":::", ":::+", "::::", "::::+")
 
@@ -284,7 +284,7 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose
         sys.exit(0)
     for _, p, _ in jobs:
         refuse_per_task_input(p)
-    specs = [jobspec_from(argv, p) for argv, p, _ in jobs]
+    specs = [jobspec_from(argv, p, extra_options=service_stdin(p)) for argv, p, _ in jobs]
     sys.exit(submit_all(specs, params, urgencies=[p["urgency"] for _, p, _ in jobs],
                         quiet=quiet, wait=wait, watch=watch,
                         progress=progress, prog="fluxlite bulksubmit"))

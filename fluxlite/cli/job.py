@@ -120,13 +120,40 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
 @click.option("-l", "--label-io", is_flag=True, help="Prefix output lines with the task rank.")
 @click.argument("jobid", type=JOBID)
 def attach(label_io, jobid):
-    """Show a job's output (replayed if it already ran) and exit with its exit code."""
+    """Show a job's output (replayed if it already ran) and exit with its exit code.
+
+    Standard input, when it is a pipe or a file, goes to the job's tasks (those of a
+    job submitted without --input, or of a `run` reading its own stdin)."""
     from ..job import api
     from .attach import Attach
+    from .submit import _stdin_has_data
     with handle() as h:
-        api.info(h, jobid)
-        code = Attach(h, jobid, label_io=label_io, prog="fluxlite job attach").run()
+        state = api.info(h, jobid)["state"]
+        attach = Attach(h, jobid, label_io=label_io, prog="fluxlite job attach")
+        if _stdin_has_data() and state != "INACTIVE":
+            _stdin_target(h, jobid, attach)
+        code = attach.run()
     sys.exit(code)
+
+
+def _stdin_target(h, jobid: int, attach) -> None:
+    """Where the job reads stdin from: its input log (run's) or its shell's `stdin`
+    method (submit's, Flux's service); neither: it reads none."""
+    from ..job import api
+    opts = api.job_data(h, jobid, "jobspec")["attributes"]["system"].get(
+        "shell", {}).get("options", {})
+    if opts.get("input") and not opts.get("input.path"):
+        attach.forward_stdin = True
+    elif opts.get("input.stdin.type") == "service":
+        try:
+            for e in api.event_watch(h, jobid, "exec"):
+                if e["name"] == "shell.init":
+                    ctx = e.get("context") or {}
+                    attach.stdin_service = (ctx["service"], ctx["leader-rank"])
+                    attach.forward_stdin = True
+                    return
+        except NotFound:  # it ended before it started: nothing reads stdin
+            return
 
 
 @job.command(context_settings=HELP)

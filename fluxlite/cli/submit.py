@@ -62,6 +62,12 @@ def dry_run(spec: dict) -> None:
     sys.exit(0)
 
 
+def service_stdin(params: dict) -> dict | None:
+    """Without --input, the tasks of a submitted job read what `job attach` sends to the
+    job's shell (Flux's input.stdin.type=service); nothing until then."""
+    return None if params.get("input") else {"input.stdin.type": "service"}
+
+
 def _input_ranks(value: str | None) -> str | None:
     """`run --input=RANKS`: an idset of task ranks (as in Flux's run; a file whose name
     is an idset is given as ./NAME); None for a file name."""
@@ -153,7 +159,7 @@ def submit(command, cc, quiet, wait, watch, progress, **params):
     copies = with_cc(list(command), params, cc, set_env=not bcc)
     for _, p in copies:
         refuse_per_task_input(p)
-    specs = [jobspec_from(argv, p) for argv, p in copies]
+    specs = [jobspec_from(argv, p, extra_options=service_stdin(p)) for argv, p in copies]
     if params["dry_run"]:
         import json
         click.echo("\n".join(json.dumps(s) for s in specs))

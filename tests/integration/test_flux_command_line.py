@@ -509,3 +509,27 @@ def test_readme_first_session_runs_as_written(tmp_path):
     assert any("maintenance" in line for line in out)   # queue status names the reason
     batch_out = list(tmp_path.glob("fluxlite-*.out"))
     assert len(batch_out) == 1 and "STATE" in batch_out[0].read_text()
+
+
+# ------------------------------------------------------------ job attach: stdin
+def test_job_attach_forwards_stdin(instance_factory):
+    inst = instance_factory(2)
+    jobid = inst.cli("submit", "-N2", "-n2", "cat", check=True).stdout.strip()
+    cp = inst.cli("job", "attach", "-l", jobid, input="hi there\n", timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(cp.stdout.splitlines()) == ["0: hi there", "1: hi there"]
+    jobid = inst.cli("submit", "sh", "-c", "read x; echo got $x", check=True).stdout.strip()
+    cp = inst.cli("job", "attach", jobid, input="one\n", timeout=60)
+    assert (cp.returncode, cp.stdout) == (0, "got one\n"), cp.stderr
+    # stdin that arrives before the job starts is kept for its tasks
+    held = inst.cli("submit", "--urgency=hold", "cat", check=True).stdout.strip()
+    proc = subprocess.Popen(fluxlite_command() + ["job", "attach", held], env=inst.env,
+                            text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        inst.cli("job", "urgency", held, "default", check=True)
+        out, err = proc.communicate("early\n", timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (proc.returncode, out) == (0, "early\n"), err

@@ -9,7 +9,8 @@ def builtin_plugins(shell) -> list:
     from .output import Output
     from .signals import SignalForwarder
     plugins = [Output, SignalForwarder, Doom]
-    if shell.options.get("input") or shell.options.get("input.path"):
+    if shell.options.get("input") or shell.options.get("input.path") or \
+            shell.options.get("input.stdin.type"):
         from .input import Input
         plugins.insert(0, Input)
     if shell.options.get("instance"):

@@ -7,6 +7,13 @@ KVS and write what arrives to each of its tasks, then close their stdin at
 the eof mark, so `echo hi | fluxlite run cat` works on any number of nodes.
 `input.ranks=IDSET` (`run --input=RANKS`, as Flux's run) limits that to the
 tasks of those ranks; the others read /dev/null.
+
+`input.stdin.type=service` (Flux's default, set by submit, bulksubmit and run
+when it does not forward its own stdin... see job.jobspec) gives every task a
+stdin pipe fed by the leader's `stdin` method: `fluxlite job attach` sends what
+it reads there ({data[, encoding]}, then {eof: true}); the leader writes it to
+its own tasks and, for the other shells, appends it to `guest.input`, which
+they follow.  Nothing is read until someone attaches, as in Flux.
 """
 
 from __future__ import annotations
@@ -16,9 +23,18 @@ import errno
 import os
 import subprocess
 
-from ...job.eventlog import decode_data, eventlog_key
+from ...job.eventlog import decode_data, entry, eventlog_key
+from ...protocol.dispatch import handler
+from ...protocol.schema import Struct
 from ...util import idset
 from ..plugin import ShellPlugin
+
+
+class StdinRequest(Struct, kw_only=True):
+    """A piece of an attached client's stdin for every task (data) or its end (eof)."""
+    data: str = ""
+    encoding: str = ""
+    eof: bool = False
 
 
 class Input(ShellPlugin):
@@ -27,13 +43,18 @@ class Input(ShellPlugin):
     def __init__(self, shell):
         super().__init__(shell)
         self.path = shell.options.get("input.path")
-        self.stream = bool(shell.options.get("input")) and not self.path
+        self.service = shell.options.get("input.stdin.type") == "service" and not self.path
+        # followers of a job fed through the leader's service read what it relays
+        self.stream = (bool(shell.options.get("input")) and not self.path) or \
+            (self.service and not shell.is_leader)
         ranks = shell.options.get("input.ranks")
         # `run --input=RANKS`: only these tasks read the stream, the others /dev/null
         self.ranks = None if ranks is None else idset.decode(str(ranks))
         self.pipes: dict[int, bytearray] = {}   # task stdin fd -> bytes waiting
         self.eof = False
         self.watch = None
+        self.started = False
+        self.backlog: list[dict] = []   # what came before the tasks' pipes were open
 
     def shell_init(self) -> None:
         """An input file that cannot be read fails the job before any task starts."""
@@ -51,26 +72,52 @@ class Input(ShellPlugin):
             except OSError as exc:
                 raise ValueError(f"cannot open input file {self.path}: {exc.strerror}") \
                     from None
-        elif self.stream and (self.ranks is None or task.rank in self.ranks):
+        elif (self.stream or self.service) and (self.ranks is None or task.rank in self.ranks):
             task.stdin = subprocess.PIPE
 
     def shell_start(self) -> None:
-        if not self.stream:
+        if not (self.stream or self.service):
             return
         for task in self.shell.tasks:
             if task.proc is not None and task.proc.stdin is not None:
                 fd = task.proc.stdin.fileno()
                 os.set_blocking(fd, False)
                 self.pipes[fd] = bytearray()
+        self.started = True
+        if self.backlog:
+            backlog, self.backlog = self.backlog, []
+            self._take(backlog)
+        if not self.stream:
+            return
         key = eventlog_key(self.shell.jobid, "input")
         self.watch = self.shell.h.rpc("kvs.watch", {"key": key, "append": True,
                                                     "waitcreate": True}, streaming=True)
         self.watch.on_response = self._arrived
 
+    @handler("stdin", schema=StdinRequest)
+    def _m_stdin(self, msg, req: StdinRequest) -> dict:
+        """Leader: an attached client's stdin, for every task of the job."""
+        ctx = {"stream": "stdin", "rank": "all"}
+        if req.data:
+            ctx.update(data=req.data, **({"encoding": req.encoding} if req.encoding else {}))
+        if req.eof:
+            ctx["eof"] = True
+        if self.shell.nshells > 1:
+            self.shell.commit([{"key": eventlog_key(self.shell.jobid, "input"),
+                                "append": [entry("data", ctx)]}])
+        self._take([entry("data", ctx)])
+        return {}
+
     def _arrived(self, msg) -> None:
         if msg.errnum:
             return
-        for e in msg.payload.get("entries", ()):
+        self._take(msg.payload.get("entries", ()))
+
+    def _take(self, entries) -> None:
+        if not self.started:
+            self.backlog.extend(entries)
+            return
+        for e in entries:
             ctx = e.get("context") or {}
             if "data" in ctx:
                 data = decode_data(ctx)
