@@ -275,18 +275,18 @@ def test_batch_from_stdin_and_bad_directives(parent, tmp_path):
 
 def test_directives_merge_with_the_command_line(parent, tmp_path):
     """As Flux's batch: the command line wins for single options, repeatable ones add up,
-    and every directive (--output, --error, -q) takes effect."""
+    and every directive (--output, --error, --quiet) takes effect."""
     script = write_script(tmp_path / "d.sh", """#!/bin/sh
 # fluxlite: -o exit-timeout=5s -N2
 # fluxlite: -S user.foo=1 --env=FOO=bar
-# fluxlite: --error=err.txt --output=out.txt -q
+# fluxlite: --error=err.txt --output=out.txt --quiet
 
 echo "FOO=$FOO BAZ=$BAZ size=$(fluxlite getattr size)"
 echo to-stderr >&2
 """)
     cp = parent.cli("batch", "-N1", "-o", "exit-on-error", "-S", "user.bar=2", "--env=BAZ=1",
                     script, cwd=str(tmp_path))
-    assert cp.returncode == 0 and cp.stdout == "", cp.stderr   # -q from the directive
+    assert cp.returncode == 0 and cp.stdout == "", cp.stderr   # --quiet from the directive
     jobid = api.list_jobs(parent.handle(), "all")[0]["id"]
     assert api.wait(parent.handle(), jobid, timeout=60)["success"]
     assert (tmp_path / "out.txt").read_text() == "FOO=bar BAZ=1 size=1\n"
