@@ -121,6 +121,9 @@ def read_directives(script: str, name: str = "script") -> list[str]:
             why = exc.format_message() if isinstance(exc, click.UsageError) else str(exc)
             raise UsageError(f"argument parsing failed at {name} line {lineno}: {why}") \
                 from None
+        if "--" in sub.params.values():  # an option at the end of the line took "--"
+            raise UsageError(f"argument parsing failed at {name} line {lineno}: "
+                             f"{words[-1]} needs a value")
         if sub.params["args"] != ("script",):
             raise UsageError(f"{name} line {lineno}: unknown directive {body.strip()!r} "
                              "(a directive holds batch options, e.g. '# fluxlite: -N2')")

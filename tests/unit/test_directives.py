@@ -54,6 +54,7 @@ def test_other_comment_prefixes_as_in_flux():
     ("#!/bin/sh\n# flux: N2\n", "s.sh line 2: unknown directive 'N2'"),
     ("#!/bin/sh\n# flux: -N2 'open\n", "argument parsing failed at s.sh line 2"),
     ("#!/bin/sh\n# flux: --bogus\n", "No such option '--bogus'"),
+    ("#!/bin/sh\n# flux: -N1 -q\n", "s.sh line 2: -q needs a value"),
 ])
 def test_bad_flux_directives_are_refused(script, words):
     with pytest.raises(UsageError) as exc:
