@@ -345,7 +345,8 @@ def test_per_resource_options(instance_factory):
     jobid = inst.cli("jobs", "-a", "-n", "-o", "{id} {ntasks} {ncores}", "-c", "1",
                      check=True).stdout.split()
     assert jobid[1:] == ["4", "2"]
-    ncores = int(inst.cli("resource", "list", "-n", "-o", "{ncores}", check=True).stdout)
+    ncores = int(inst.cli("resource", "list", "--states=up", "-n", "-o", "{ncores}",
+                          check=True).stdout)
     inst.cli("run", "-N1", "--tasks-per-core=1", "true", check=True)
     row = inst.cli("jobs", "-a", "-n", "-o", "{ntasks}", "-c", "1", check=True).stdout.split()
     assert row == [str(ncores // 2)]
