@@ -32,7 +32,7 @@ def _winsize() -> tuple[int, int]:
         return 24, 80
 
 
-def attach_pty(h, jobid: int) -> int:
+def attach_pty(h, jobid: int, prog: str = "fluxlite alloc") -> int:
     service = leader = None
     for e in api.event_watch(h, jobid, "exec"):
         if e["name"] == "shell.init":
@@ -41,14 +41,15 @@ def attach_pty(h, jobid: int) -> int:
     if service is None:
         raise FluxliteError("the instance ended before its terminal was ready")
     stream = h.rpc(f"{service}.pty-attach", {}, nodeid=leader, streaming=True)
-    done = {"pty": False}
+    done = {"pty": False, "got": False}
 
     def on_data(msg):
         if msg.errnum:
             done["pty"] = True
-            if msg.errnum != errno.ENODATA:
+            if msg.errnum not in (errno.ENODATA, errno.ENOSYS):
                 done["error"] = msg.errstr
             return
+        done["got"] = True
         os.write(sys.stdout.fileno(), msg.payload["data"])
     stream.on_response = on_data
 
@@ -80,18 +81,23 @@ def attach_pty(h, jobid: int) -> int:
                 return
         resize()
 
-    saved = termios.tcgetattr(sys.stdin.fileno())
+    # without a terminal (run -o pty tty > file): the job's terminal output only
+    interactive = sys.stdin.isatty()
+    saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
     try:
-        tty.setraw(sys.stdin.fileno())
-        resize()
-        h.add_fd(sys.stdin.fileno(), on_stdin)
+        if interactive:
+            tty.setraw(sys.stdin.fileno())
+            resize()
+            h.add_fd(sys.stdin.fileno(), on_stdin)
         h.add_fd(sig_r, on_signal)
         h.run_until(lambda: done["pty"] or "hangup" in done or not h.connected)
     finally:
-        h.remove_fd(sys.stdin.fileno())
+        if interactive:
+            h.remove_fd(sys.stdin.fileno())
         h.remove_fd(sig_r)
         try:
-            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+            if saved is not None:
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
         except termios.error:
             pass  # the terminal is gone (hung up)
         signal.set_wakeup_fd(old_wakeup)
@@ -103,14 +109,19 @@ def attach_pty(h, jobid: int) -> int:
         # leaving closes our connection: the job's terminal is hung up behind us
         return 128 + done["hangup"]
     if done.get("error"):
-        print(f"fluxlite alloc: terminal: {done['error']}", file=sys.stderr)
+        print(f"{prog}: terminal: {done['error']}", file=sys.stderr)
+    if not done["got"]:
+        # the job's terminal closed before we attached: its output was kept in the
+        # output log (the shell's pty capture); show that, and the job's end, as attach
+        from .attach import Attach
+        return Attach(h, jobid, prog=prog).run()
     status = fatal = None
     for e in api.event_watch(h, jobid):
         if e["name"] == "finish":
             status = e["context"]["status"]
         elif e["name"] == "exception" and e["context"].get("severity") == 0:
             fatal = e["context"]
-            print(f"fluxlite alloc: {describe_exception(fatal)}", file=sys.stderr)
+            print(f"{prog}: {describe_exception(fatal)}", file=sys.stderr)
     return states.exit_code(status, fatal is not None)
 
 

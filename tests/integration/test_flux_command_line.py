@@ -538,3 +538,10 @@ def test_job_attach_forwards_stdin(instance_factory):
         proc.kill()
         proc.wait()
     assert (proc.returncode, out) == (0, "early\n"), err
+
+
+def test_run_with_a_pty_shows_the_terminal_output(inst1):
+    for opt in ("pty", "pty.interactive"):
+        cp = inst1.cli("run", "-o", opt, "sh", "-c", "tty; exit 3")
+        assert cp.returncode == 3, cp.stderr
+        assert cp.stdout.strip().startswith("/dev/pts/")

@@ -25,7 +25,7 @@ def builtin_plugins(shell) -> list:
             or any(k.startswith("rlimit.") for k in opts):
         from .limits import Limits
         plugins.insert(0, Limits)
-    if shell.options.get("pty") and shell.is_leader:
+    if shell.is_leader and any(k == "pty" or k.startswith("pty.") for k in opts):
         from .pty import Pty
         plugins.insert(0, Pty)
     return plugins

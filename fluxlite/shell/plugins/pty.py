@@ -169,6 +169,13 @@ class Pty(ShellPlugin):
         return {}
 
     def shell_exit(self) -> None:
+        if self.backlog and not self.hung_up:
+            # nobody attached in time (a quick `run -o pty`): what the terminal showed
+            # goes to the job's output log, as Flux's pty capture, for attach to replay
+            from ...job.eventlog import encode_data, entry
+            self.shell.output_append([entry("data", {"stream": "stdout", "rank": "0",
+                                                     **encode_data(self.backlog)})])
+            self.backlog = b""
         if self.master is not None:
             os.close(self.master)
             self.master = None
