@@ -1,0 +1,116 @@
+"""What the Flux submission options that are more than a value become: the
+per-resource task counts (--cores, --tasks-per-node, --tasks-per-core), --rlimit
+rules, --add-file entries.  The option table itself is options.py."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import UsageError
+
+
+def rlimits(rules: tuple[str, ...]) -> dict[str, int]:
+    """--rlimit rules, in order: {NAME: limit} (-1 unlimited) for the job shell."""
+    import resource
+    from ..job.shell_options import RLIMITS
+    out: dict[str, int] = {}
+    for rule in rules:
+        if rule in ("-*", "-all"):
+            out.clear()
+            continue
+        name, eq, value = rule.lstrip("-").partition("=")
+        name = name.lower().removeprefix("rlimit_")
+        if name not in RLIMITS:
+            raise UsageError(f"--rlimit={rule}: unknown limit {name!r} (one of "
+                             f"{', '.join(RLIMITS)})")
+        if rule.startswith("-"):
+            out.pop(name, None)
+        elif eq:
+            if value.lower() in ("unlimited", "infinity", "inf"):
+                out[name] = -1
+            elif value.isdigit():
+                out[name] = int(value)
+            else:
+                raise UsageError(f"--rlimit={rule}: {value!r} is not a number or "
+                                 "'unlimited'")
+        else:
+            soft = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[0]
+            out[name] = -1 if soft == resource.RLIM_INFINITY else soft
+    return out
+
+
+def file_entry(arg: str) -> tuple[str, dict]:
+    """One --add-file: (NAME, an RFC 37 entry with the data inline)."""
+    import base64
+    import stat
+    name, eq, data = arg.partition("=")
+    if not eq or "/" in name or not name:
+        name, data = None, arg
+    if "\n" in data:
+        if name is None:
+            raise UsageError("--add-file: file data given inline needs a NAME= before it")
+        body, mode = data.encode(), 0o600
+    else:
+        try:
+            with open(data, "rb") as f:
+                body = f.read()
+            mode = stat.S_IMODE(os.stat(data).st_mode)
+        except OSError as exc:
+            raise UsageError.from_oserror(exc, f"--add-file: cannot read {data}") from None
+        name = name or os.path.basename(data)
+    if name in ("script", "conf.json"):
+        raise UsageError(f"--add-file: {name!r} is a reserved name (RFC 14)")
+    try:
+        entry = {"encoding": "utf-8", "data": body.decode()}
+    except UnicodeDecodeError:
+        entry = {"encoding": "base64", "data": base64.b64encode(body).decode()}
+    entry.update(size=len(body), mode=mode)
+    return name, entry
+
+
+def per_resource(params: dict) -> dict:
+    """Flux's per-resource options (--cores, --tasks-per-node, --tasks-per-core) as the
+    task counts of the one builder: num_tasks, cores_per_task, per_node."""
+    cores, tpn, tpc = (params.get("cores"), params.get("tasks_per_node"),
+                       params.get("tasks_per_core"))
+    nodes = params.get("nodes")
+    if cores is None and tpn is None and tpc is None:
+        return {}
+    if tpn is not None and tpc is not None:
+        raise UsageError("Do not specify both the number of tasks per node and per core")
+    if params.get("ntasks") is not None or params.get("cores_per_task") is not None:
+        raise UsageError("Per-resource options can't be used with per-task options "
+                         "(-n, -c): see --help")
+    if cores is not None:
+        n = nodes or 1
+        if cores % n:
+            raise UsageError(f"--cores={cores} does not divide among {n} nodes")
+        per_task = tpc is None
+        if tpc is not None:   # tasks share the cores: one core a slot, N tasks on it
+            return {"num_tasks": cores * tpc, "cores_per_task": 1, "nodes": nodes,
+                    "total": True}
+        if tpn is not None:
+            return {"num_tasks": n * tpn, "cores_per_task": max(1, cores // (n * tpn)),
+                    "nodes": nodes}
+        return {"num_tasks": n, "cores_per_task": cores // n if per_task else 1,
+                "nodes": nodes}
+    # whole nodes (-N, default 1), tasks per node or per core of each node
+    return {"nodes": nodes or 1, "per_node": tpn, "per_core": tpc}
+
+
+def one_slot(resources: list, cores: int) -> list:
+    """The request with its task slot replaced by one slot of `cores` cores."""
+    def fix(r):
+        if r["type"] == "slot":
+            return dict(r, count=1, **{"with": [{"type": "core", "count": cores}]})
+        return dict(r, **{"with": [fix(c) for c in r.get("with", [])]})
+    return [fix(r) for r in resources]
+
+
+def cores_per_node() -> int:
+    """The cores of the instance's smallest node (--tasks-per-core without --cores)."""
+    from ..client.sync import Handle
+    from ..util import idset
+    with Handle() as h:
+        ranks = h.call("resource.status", {})["ranks"]
+    return min(len(idset.decode(r["cores"])) for r in ranks.values()) or 1
