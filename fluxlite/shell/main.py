@@ -15,7 +15,7 @@ def preload() -> None:
     from ..client import aio  # noqa: F401
     from ..protocol.dispatch import declared_handlers
     from .plugin import ShellPlugin
-    from .plugins import doom, input, instance, output, pmi, pty, signals  # noqa: F401
+    from .plugins import doom, input, instance, limits, output, pmi, pty, signals  # noqa: F401
     from .shell import JobShell
     # the handlers each class declares, looked up once here rather than in every shell
     for cls in (JobShell, *ShellPlugin.__subclasses__()):
