@@ -87,3 +87,8 @@ delete
 expand
 set_flags
 uniq
+# flux.job: Flux's names (event, info, list)
+MAIN_EVENTS
+to_dict
+get_jobinfos
+get_jobinfo

@@ -120,13 +120,10 @@ class ListRequest(Struct, kw_only=True):
 
 
 class JobListRequest(Struct, kw_only=True):
-    """Flux's job-list.list: bitmasks of states and results (0: any), a user
-    (-1 or FLUX_USERID_UNKNOWN: all), max_entries (0: all), since (t_inactive
-    after it); attrs and constraint are accepted and every field is returned."""
+    """Flux's job-list.list: at most max_entries jobs (0: all) that meet an RFC 31
+    constraint, inactive ones only if they became so after `since`; the fields
+    named in attrs (["all"]: every one)."""
     max_entries: Annotated[int, Meta(ge=0)] = 0
-    states: Annotated[int, Meta(ge=0)] = 0
-    results: Annotated[int, Meta(ge=0)] = 0
-    userid: int | None = None
     since: float = 0.0
     attrs: list[str] = []
     constraint: AnyMap | None = None
@@ -655,14 +652,18 @@ class JobManagerService(Service):
     # Flux's job-list service, answered from the same job table (joblist.py: its shape)
     @handler("job-list.list", schema=JobListRequest, roles=ANY)
     def job_list(self, msg, r):
-        found = [joblist.entry(j.info(self.level)) for j in reversed(self.jobs.values())]
-        found.sort(key=lambda e: e["state"] == joblist.STATE_BITS[states.INACTIVE])
-        out = [e for e in found if joblist.wanted(e, r.states, r.results, r.userid, r.since)]
-        return {"jobs": out[:r.max_entries] if r.max_entries else out}
+        found = [joblist.entry(j.info(self.level)) for j in self.jobs.values()]
+        found = sorted((e for e in found if joblist.matches(e, r.constraint) and
+                        (not r.since or e.get("t_inactive", r.since + 1) > r.since)),
+                       key=joblist.order)
+        if r.max_entries:
+            found = found[:r.max_entries]
+        return {"jobs": [joblist.select(e, r.attrs) for e in found]}
 
     @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
     def job_list_id(self, msg, r):
-        return {"job": joblist.entry(self._job(r.id).info(self.level))}
+        return {"job": joblist.select(joblist.entry(self._job(r.id).info(self.level)),
+                                      r.attrs)}
 
     @handler("job-manager.stats", schema=None, roles=ANY)
     def stats(self, msg, r):
