@@ -413,3 +413,76 @@ def test_handle_futures_watchers_and_any_topic(inst, tmp_path):
     dmesg = subprocess.run(fluxlite_command() + ["dmesg"], env=inst.env, capture_output=True,
                            text=True, timeout=60)
     assert "hello from python" in dmesg.stdout
+
+
+JOB_API_PROGRAM = r'''
+import concurrent.futures as cf
+import errno
+import flux, flux.constants, flux.job
+from flux.job import FluxExecutor, FluxExecutorFuture, JobException, JobID, JobspecV1
+
+h = flux.Flux()
+print("hex", JobID(0).hex, JobID(255).hex)
+ok = flux.job.submit(h, JobspecV1.from_command(["true"]))
+bad = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 3"]))
+for j in (ok, bad):
+    flux.job.wait(h, j)
+jobs = flux.job.job_list(h, attrs=["userid"]).get_jobs()
+print("attrs", sorted(jobs[0]), len(jobs))
+inactive = flux.job.job_list_inactive(h, 0.0, 1).get_jobs()
+print("newest first", inactive[0]["id"] == bad)
+failed = flux.job.job_list(h, results=flux.constants.FLUX_JOB_RESULT_FAILED).get_jobs()
+print("failed", [j["id"] == bad for j in failed])
+info = flux.job.job_list_id(h, bad).get_jobinfo()
+print("info", info.status_abbrev, info.returncode, info.result, info.state)
+try:
+    flux.job.job_list_id(h, 123456789).get_jobinfo()
+except FileNotFoundError as exc:
+    print("unknown", errno.errorcode[exc.errno])
+try:
+    h.rpc("job-list.list", {"constraint": {"color": ["red"]}}).get()
+except OSError as exc:
+    print("constraint", errno.errorcode[exc.errno])
+
+names = []
+def on_event(fut, arg):
+    ev = fut.get_event(autoreset=False)
+    if ev is None:
+        fut.get_flux().reactor_stop()
+        return
+    names.append(ev.name)
+    fut.reset()
+flux.job.event_watch_async(h, ok).then(on_event, None)
+h.reactor_run()
+print("watch", names[0], names[-1], isinstance(flux.job.event_wait(h, ok, "start"), dict))
+
+with FluxExecutor() as ex:
+    fut = ex.submit(JobspecV1.from_command(["sleep", "60"]))
+    started = cf.Future()
+    fut.add_event_callback("start", lambda f, e: started.set_result(e))
+    print("event is dict", isinstance(started.result(timeout=60), dict),
+          isinstance(fut, FluxExecutorFuture))
+    print("cancel running", fut.cancel())
+    flux.job.cancel(h, fut.jobid(), "enough")
+    exc = fut.exception(timeout=60)
+    print("exception", isinstance(exc, JobException), str(exc))
+'''
+
+
+def test_job_list_topics_event_futures_and_executor_semantics(inst, tmp_path):
+    """job-list.* answered by the job manager in Flux's shape, JobInfo, the eventlog
+    watch future on the reactor, and FluxExecutorFuture's Flux semantics."""
+    out = run_program(inst, tmp_path, JOB_API_PROGRAM)
+    assert out == [
+        "hex 0x0 0xff",
+        "attrs ['id', 'userid'] 2",
+        "newest first True",
+        "failed [True]",
+        "info F 3 FAILED INACTIVE",
+        "unknown ENOENT",
+        "constraint EINVAL",
+        "watch submit clean True",
+        "event is dict True True",
+        "cancel running False",
+        "exception True job.exception: type=cancel: enough",
+    ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import json
 
-from fluxlite.errors import FluxliteError
+from fluxlite.errors import EndOfStream, FluxliteError
 from fluxlite.job import api
 
 from ..future import Future, FutureState
@@ -131,4 +131,4 @@ def event_wait(flux_handle, jobid, name: str, eventlog: str = "eventlog",
             return e
         if raiseJobException and e.name == "exception" and e.context.get("severity") == 0:
             raise JobException(e)
-    raise FluxliteError(f"eventlog ended before event='{name}'", errno.ENODATA)
+    raise EndOfStream(f"eventlog ended before event='{name}'")
