@@ -96,9 +96,9 @@ def order(rec: dict):
     return (0, -rec.get("t_submit", 0))
 
 
-def select(rec: dict, attrs: list[str]) -> dict:
-    """The fields a request asked for: ["all"] (or none named) is every one; `id`
-    always comes."""
-    if not attrs or "all" in attrs:
+def select(rec: dict, attrs: list[str] | None) -> dict:
+    """The fields a request asked for: ["all"] (or no attrs in the request) is every
+    one; `id` always comes ([] is the id alone)."""
+    if attrs is None or "all" in attrs:
         return rec
     return {k: rec[k] for k in ("id", *attrs) if k in rec}

@@ -125,13 +125,13 @@ class JobListRequest(Struct, kw_only=True):
     named in attrs (["all"]: every one)."""
     max_entries: Annotated[int, Meta(ge=0)] = 0
     since: float = 0.0
-    attrs: list[str] = []
+    attrs: list[str] | None = None
     constraint: AnyMap | None = None
 
 
 class JobListIdRequest(Struct, kw_only=True):
     id: JobId
-    attrs: list[str] = []
+    attrs: list[str] | None = None
 
 
 class JournalRequest(Struct, kw_only=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 
@@ -38,6 +39,9 @@ def _payload(payload):
     if isinstance(payload, str):
         return json.loads(payload) if payload else None
     return payload
+
+
+_SEVERITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 
 
 class RPC(Future):
@@ -155,11 +159,12 @@ class Flux:
         return node
 
     def log(self, level: int, fstring) -> None:
-        """Log a line to the broker's log (`fluxlite dmesg`) at a syslog level."""
+        """A line in the instance's log (`fluxlite dmesg`) at a syslog level (0-7),
+        through the log service's log.append; no answer is awaited, as in Flux."""
         text = _text(fstring, "message")
-        self.rpc("log.append", {"level": int(level), "message": text,
-                                "appname": os.path.basename(
-                                    os.environ.get("_", "python"))},
+        severity = _SEVERITIES[min(max(int(level), 0), 7)]
+        self.rpc("log.append", {"appname": os.path.basename(sys.argv[0] or "python"),
+                                "severity": severity, "message": text},
                  flags=FLUX_RPC_NORESPONSE)
 
     # -- events ---------------------------------------------------------------
