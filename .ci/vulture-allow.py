@@ -92,3 +92,7 @@ MAIN_EVENTS
 to_dict
 get_jobinfos
 get_jobinfo
+# flux.resource.ResourceSet: Flux's names
+get_properties
+ngpus
+rlist

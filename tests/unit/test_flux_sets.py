@@ -51,3 +51,33 @@ def test_hostlist_keeps_order_and_folds():
             hostlist.decode(bad)
     with pytest.raises(TypeError):
         hostlist.decode(["foo1", 42])
+
+
+R4 = {"version": 1, "execution": {
+    "R_lite": [{"rank": "0-3", "children": {"core": "0-3", "gpu": "0"}}],
+    "starttime": 0, "expiration": 0, "nodelist": ["n[0-3]"],
+    "properties": {"big": "2-3"}}}
+
+
+def test_resource_set_ops_properties_and_constraints():
+    from fluxlite.compat.python.flux.resource import ResourceSet
+    rs = ResourceSet(R4)
+    assert (str(rs), rs.ncores, rs.ngpus, str(rs.nodelist)) == ("rank[0-3]/core[0-3],gpu0",
+                                                              16, 4, "n[0-3]")
+    half = rs.copy_ranks("0-1")
+    assert str(rs - half) == "rank[2-3]/core[0-3],gpu0" and str(rs & half) == str(half)
+    one = ResourceSet({"version": 1, "execution": {
+        "R_lite": [{"rank": "0", "children": {"core": "0"}}]}})
+    assert (rs - one).ncores == 15 and str(rs - one).startswith("rank0/core[1-3],gpu0 ")
+    assert str(rs.copy_constraint({"properties": ["big"]}).ranks) == "2-3"
+    assert str(rs.copy_constraint({"not": [{"hostlist": ["n[0-2]"]}]}).ranks) == "3"
+    assert rs.host_ranks("n[1,3]") == [1, 3]
+    back = ResourceSet(rs.encode())
+    assert str(back) == str(rs) and back.get_properties() == '{"big": "2-3"}'
+    for bad in ({"color": []}, {"not": []}, {"and": {}}):
+        with pytest.raises(ValueError):
+            rs.copy_constraint(bad)
+    with pytest.raises(ValueError):
+        rs.set_property("x", "0-9")
+    with pytest.raises(ValueError):
+        ResourceSet({"version": 2})
