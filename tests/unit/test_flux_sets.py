@@ -81,3 +81,26 @@ def test_resource_set_ops_properties_and_constraints():
         rs.set_property("x", "0-9")
     with pytest.raises(ValueError):
         ResourceSet({"version": 2})
+
+
+def test_constraint_parser_builds_rfc31_objects():
+    from fluxlite.compat.python.flux.constraint.parser import (ConstraintParser,
+                                                               ConstraintSyntaxError)
+
+    class Props(ConstraintParser):
+        operator_map = {None: "properties", "host": "hostlist"}
+        split_values = {"properties": ","}
+        combined_terms = {"properties"}
+
+    p = Props()
+    assert p.parse("a,b") == {"properties": ["a", "b"]}
+    assert p.parse("a and (host:n[1-2] | -c)") == {"and": [
+        {"properties": ["a"]}, {"or": [{"hostlist": ["n[1-2]"]},
+                                      {"not": [{"properties": ["c"]}]}]}]}
+    assert p.parse("a b") == {"properties": ["a", "b"]}
+    assert p.parse("name:'x y'") == {"name": ["x y"]}
+    for bad in ("a|", "(a", "a)", "-(a)", "x:", "'open"):
+        with pytest.raises(ConstraintSyntaxError):
+            p.parse(bad)
+    with pytest.raises(ConstraintSyntaxError):
+        ConstraintParser().parse("bare")
