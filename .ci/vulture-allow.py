@@ -96,3 +96,16 @@ get_jobinfo
 get_properties
 ngpus
 rlist
+# flux.resource.Rv1Pool: the pool API Flux's schedulers call
+check_feasibility
+copy_allocated
+copy_down
+job_end_times
+mark_down
+mark_up
+parse_resource_request
+register_alloc
+set_expiration
+set_starttime
+to_set
+update_expiration

@@ -104,3 +104,34 @@ def test_constraint_parser_builds_rfc31_objects():
             p.parse(bad)
     with pytest.raises(ConstraintSyntaxError):
         ConstraintParser().parse("bare")
+
+
+def test_rv1pool_allocates_worst_fit_frees_and_refuses():
+    from fluxlite.compat.python.flux.resource import (InfeasibleRequest,
+                                                      InsufficientResources, Rv1Pool)
+    R = {"version": 1, "execution": {
+        "R_lite": [{"rank": "0", "children": {"core": "0-3"}},
+                   {"rank": "1-2", "children": {"core": "0-1", "gpu": "0"}}],
+        "nodelist": ["a", "b", "c"], "properties": {"+local": "0-2", "gpu": "1-2"}}}
+    pool = Rv1Pool(R)
+    spec = {"version": 1, "resources": [{"type": "node", "count": 2, "with": [
+        {"type": "slot", "count": 1, "with": [{"type": "core", "count": 1},
+                                               {"type": "gpu", "count": 1}]}]}],
+        "tasks": [], "attributes": {"system": {"duration": 60.0}}}
+    req = pool.parse_resource_request(spec)
+    assert (req.nnodes, req.nslots, req.slot_size, req.gpu_per_slot) == (2, 2, 1, 1)
+    got = pool.alloc(7, req)
+    assert got.dumps() == "rank[1-2]/core0,gpu0" and "+local" not in got._properties
+    assert got.to_dict()["execution"]["nslots"] == 2
+    with pytest.raises(InsufficientResources):
+        pool.alloc(8, req)
+    one = pool.parse_resource_request({**spec, "resources": [
+        {"type": "slot", "count": 1, "with": [{"type": "core", "count": 1}]}]})
+    assert pool.alloc(9, one).dumps() == "rank0/core0"     # the most free cores
+    pool.free(7)
+    assert pool.alloc(10, req).dumps() == "rank[1-2]/core0,gpu0"
+    with pytest.raises(InfeasibleRequest):
+        pool.check_feasibility(pool.parse_resource_request({**spec, "resources": [
+            {"type": "slot", "count": 1, "with": [{"type": "core", "count": 5}]}]}))
+    with pytest.raises(ValueError, match="duration"):
+        pool.parse_resource_request({**spec, "attributes": {"system": {}}})
