@@ -109,3 +109,7 @@ set_expiration
 set_starttime
 to_set
 update_expiration
+# flux.kvs: Flux's names
+cache_bypass
+kvs_checkpoint_lookup
+list_all

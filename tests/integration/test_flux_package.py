@@ -483,3 +483,50 @@ def test_job_list_topics_event_futures_and_executor_semantics(inst, tmp_path):
         "cancel running False",
         "exception True job.exception: type=cancel: enough",
     ]
+
+
+KVS_PROGRAM = r'''
+import errno
+import flux, flux.kvs
+
+h = flux.Flux()
+flux.kvs.put(h, "app.n", 3)
+flux.kvs.put(h, "app.raw", b"\xff\x00", raw=True)
+flux.kvs.put(h, "app.text", "not json", raw=True)
+flux.kvs.put_mkdir(h, "app.empty")
+flux.kvs.commit(h)
+print("get", flux.kvs.get(h, "app.n"), flux.kvs.get(h, "app.raw"), flux.kvs.get(h, "app.text"))
+print("kinds", flux.kvs.isdir(h, "app.empty"), flux.kvs.exists(h, "app.nope"),
+      flux.kvs.isdir(h, "app.n"))
+with flux.kvs.get_dir(h, "app") as d:
+    d["sub.x"] = {"k": [1]}
+    del d["n"]
+print("dir", sorted(d), d.list_all(), flux.kvs.get(h, "app")["sub"]["x"])
+print("walk", [(p, sorted(ds), sorted(fs)) for p, ds, fs in flux.kvs.walk("app", flux_handle=h)])
+txn = flux.kvs.KVSTxn(h, "app")
+txn.put("y", 1)
+txn.put("sub", 2)      # a value over a directory: the commit fails whole
+try:
+    txn.commit()
+except OSError as exc:
+    print("refused", errno.errorcode[exc.errno], flux.kvs.exists(h, "app.y"))
+try:
+    flux.kvs.namespace_create(h, "other")
+except OSError as exc:
+    print("namespaces", errno.errorcode[exc.errno])
+'''
+
+
+def test_kvs_api_stages_commits_and_reads_as_flux(inst, tmp_path):
+    """flux.kvs over the kvs service: staged puts, raw values decoded as Flux does,
+    empty directories (kvs mkdir), KVSDir, walk, and a failed commit applying
+    nothing."""
+    out = run_program(inst, tmp_path, KVS_PROGRAM)
+    assert out == [
+        "get 3 b'\\xff\\x00' not json",
+        "kinds True False False",
+        "dir ['empty', 'raw', 'sub', 'text'] (['raw', 'text'], ['empty', 'sub']) {'k': [1]}",
+        "walk [('empty', [], []), ('sub', [], ['x']), ('', ['empty', 'sub'], ['raw', 'text'])]",
+        "refused EISDIR False",
+        "namespaces ENOSYS",
+    ]
