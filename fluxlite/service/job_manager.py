@@ -166,6 +166,7 @@ class JobManagerService(Service):
     def __init__(self, ctx, *, kvs):
         super().__init__(ctx)
         self.jobs: dict[int, Job] = {}
+        self._last_stamp = 0.0   # the latest eventlog entry's timestamp (_stamp)
         # active jobs with an explicit name, for singleton dependencies: job id ->
         # (userid, name), the count of each, and the singletons waiting, in submit order
         self._named: dict[int, tuple[int, str]] = {}
@@ -252,6 +253,14 @@ class JobManagerService(Service):
         finally:
             self._handling = False
 
+    def _stamp(self, ts: float) -> float:
+        """An entry's timestamp, later than every one before it, as each of Flux's
+        events has its own (a state change's events share one `now`); a journal in
+        timestamp order is then the order they were logged in."""
+        ts = max(ts or time.time(), self._last_stamp + 1e-6)
+        self._last_stamp = ts
+        return ts
+
     def _apply(self, job: Job, old: str, effects: list) -> None:
         if (old in _BUSY) != (job.state in _BUSY):
             self.n_running += 1 if job.state in _BUSY else -1
@@ -268,7 +277,7 @@ class JobManagerService(Service):
             if kind is act.Post:
                 if e.extra:
                     ops += [{"key": job_key(job.id, k), "value": v} for k, v in e.extra.items()]
-                entries.append(entry(e.name, e.context, e.timestamp))
+                entries.append(entry(e.name, e.context, self._stamp(e.timestamp)))
                 continue
             if entries:
                 self._commit(job, ops, entries)

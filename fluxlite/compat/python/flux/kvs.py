@@ -347,7 +347,7 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
     fh = flux_handle if isinstance(flux_handle, Flux) else Flux(handle=flux_handle)
     h = fh.handle
     state = FutureState(fh)
-    state.streaming = True
+    state.streaming = state.reactor_only = True
     pending = h.rpc("kvs.watch", {"key": _check_key(key), "waitcreate": waitcreate,
                                   "append": append}, streaming=True)
     last = []

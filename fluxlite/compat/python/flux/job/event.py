@@ -66,7 +66,7 @@ class JobEventWatchFuture(Future):
 
     def __init__(self, flux_handle, jobid: int, eventlog: str = "eventlog"):
         state = FutureState(flux_handle)
-        state.streaming = True
+        state.streaming = state.reactor_only = True
         super().__init__(state)
         h = flux_handle.handle
         api.info(h, jobid)   # an unknown id fails now (ENOENT), as in Flux
