@@ -175,8 +175,6 @@ class Executor(concurrent.futures.Executor):
     an error here.  `shutdown()` (or leaving a `with` block) waits for the
     jobs; with `cancel_futures`, jobs that have not started are cancelled."""
 
-    future_class = JobFuture   # what submit() and attach() return (flux.job's differs)
-
     def __init__(self, uri: str | None = None, *, connect_timeout: float = 10.0):
         self._uri = uri
         self._loop = asyncio.new_event_loop()
@@ -212,7 +210,7 @@ class Executor(concurrent.futures.Executor):
         if kwargs:
             raise TypeError(f"Executor.submit: unexpected arguments {', '.join(kwargs)}")
         request = api.submit_request(jobspec, urgency)  # TypeError for a wrong jobspec
-        fut = self.future_class(self)
+        fut = JobFuture(self)
         with self._shutdown_lock:
             self._check_usable("submit")
             self._queue.append(fut)
@@ -222,7 +220,7 @@ class Executor(concurrent.futures.Executor):
     def attach(self, jobid: int | str) -> JobFuture:
         """A future for a job submitted elsewhere (an id or its f58 form)."""
         jobid = fluid.parse(jobid) if isinstance(jobid, str) else int(jobid)
-        fut = self.future_class(self)
+        fut = JobFuture(self)
         with self._shutdown_lock:
             self._check_usable("attach")
             self._queue.append(fut)

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.timeout(180)
 
 PSIJ_PROGRAM = r'''
 import psij
+from flux.job import JobID
 from psij import Job, JobSpec, JobState, ResourceSpecV1
 
 one = dict(resources=ResourceSpecV1(process_count=1, cpu_cores_per_process=1))
@@ -30,7 +31,7 @@ print("bad", status.state, status.exit_code)
 long = Job(JobSpec(executable="/bin/sleep", arguments=["60"], **one))
 ex.submit(long)
 long.wait(target_states=[JobState.ACTIVE])
-print("listed", int(long.native_id) in ex.list())
+print("listed", JobID(long.native_id) in ex.list())   # native_id: the id's f58 text
 ex.cancel(long)
 print("canceled", long.wait().state)
 '''

@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import signal as _signal
 
-from fluxlite.errors import FluxliteError
+from fluxlite.errors import FluxliteError, UsageError
 from fluxlite.job import Jobspec as _Jobspec
 from fluxlite.job import api, states
 from fluxlite.util import fluid
 
 from .. import _handle, missing
+from ..core.handle import RPC
 from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 
-__all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
+__all__ = ["JobspecV1", "JobID", "submit", "submit_async", "submit_get_id", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
            "job_list", "job_list_inactive", "job_list_id", "JobList", "JobInfo",
            "FluxExecutor", "FluxExecutorFuture",
@@ -130,24 +131,33 @@ def submit(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
     return submit_async(flux_handle, jobspec, urgency, waitable, debug, pre_hold).get_id()
 
 
-class SubmitFuture:
-    """What submit_async returns: get_id() blocks for the id."""
-
-    def __init__(self, h, request):
-        self._h, self._p = h, h.rpc(*request)
+class SubmitFuture(RPC):
+    """What submit_async returns: get_id() (also get()) waits for the job's id;
+    then() runs a callback from the reactor once it is there."""
 
     def get_id(self) -> JobID:
-        self._h.wait(self._p)
-        return JobID(self._p.take()["id"])
+        return JobID(self._result()["id"])
 
     get = get_id
 
 
+def submit_get_id(future) -> JobID:
+    """The id a submit_async future gives (OSError(EINVAL) for no future)."""
+    if future is None:
+        raise UsageError("submit_get_id: no future given")
+    return future.get_id()
+
+
 def submit_async(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
                  debug: bool = False, pre_hold: bool = False) -> SubmitFuture:
+    """Send a job-manager.submit for a JobspecV1 (or its dict or JSON text).  Every
+    fluxlite job may be waited on, so `waitable` changes nothing."""
+    if flux_handle is None:
+        raise UsageError("submit: no handle given")
     if debug or pre_hold:
         raise NotImplementedError("flux.job.submit(debug=/pre_hold=): not in fluxlite")
-    return SubmitFuture(_handle(flux_handle), api.submit_request(_spec(jobspec), urgency))
+    topic, payload = api.submit_request(_spec(jobspec), urgency)
+    return SubmitFuture(_flux(flux_handle).rpc(topic, payload))
 
 
 def wait(flux_handle, jobid=None, timeout: float | None = None):
