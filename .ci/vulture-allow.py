@@ -113,3 +113,7 @@ update_expiration
 cache_bypass
 kvs_checkpoint_lookup
 list_all
+# flux.job.watcher.JobStatus: Flux's names
+add_event
+event_count
+has_event

@@ -559,3 +559,41 @@ def test_journal_callbacks_from_the_reactor(inst, tmp_path):
     out = run_program(inst, tmp_path, JOURNAL_CALLBACK_PROGRAM)
     assert out == ["reactor 0", "events ['submit', 'validate'] clean ('t', 1) True",
                    "ordered True", "str True True"]
+
+
+WATCHER_PROGRAM = r'''
+import io
+import flux, flux.job
+from flux.job import JobspecV1
+from flux.job.watcher import JobStatus, JobWatcher
+
+h = flux.Flux()
+ok = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "echo out; echo err >&2"]))
+bad = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "echo two; exit 3"]))
+got = []
+w = JobWatcher(h, output_callback=lambda j, s, d: got.append((int(j), s, d)))
+w.start()
+w.add_jobid(ok)
+w.add_jobid(bad)
+print("reactor", h.reactor_run())
+print("output", sorted(got) == sorted([(ok, "stdout", "out\n"), (ok, "stderr", "err\n"),
+                                       (bad, "stdout", "two\n")]), w.exitcode)
+out = io.StringIO()
+w2 = JobWatcher(h, stdout=out, labelio=True)
+w2.start()
+w2.add_jobid(ok)
+h.reactor_run()
+print("labelio", repr(out.getvalue()))
+st = JobStatus(flux.job.job_list_id(h, bad).get_jobinfo())
+print("status", st.status, st.exitcode, st.active)
+try:
+    JobWatcher(h, progress=True)
+except OSError as exc:
+    print("progress", str(exc).split(":")[0])
+'''
+
+
+def test_job_watcher_follows_output_from_the_reactor(inst, tmp_path):
+    assert run_program(inst, tmp_path, WATCHER_PROGRAM) == [
+        "reactor 0", "output True 3", "labelio '0: out\\n'", "status failed 3 False",
+        "progress flux.job.watcher.JobWatcher(progress)"]
