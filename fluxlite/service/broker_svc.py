@@ -19,7 +19,7 @@ class ClientRegistry(Protocol):
     def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None: ...
     def remove_client_service(self, ident: bytes, name: str) -> None: ...
     def subscribe_client(self, ident: bytes, topic: str) -> None: ...
-    def unsubscribe_client(self, ident: bytes, topic: str) -> None: ...
+    def unsubscribe_client(self, ident: bytes, topic: str) -> bool: ...
 
 
 class NameRequest(Struct, kw_only=True):
@@ -200,7 +200,8 @@ class BrokerService(Service):
 
     @handler("broker.unsubscribe", schema=TopicRequest, roles=ANY)
     def unsubscribe(self, msg, req):
-        self.clients.unsubscribe_client(self._client_ident(msg), req.topic)
+        if not self.clients.unsubscribe_client(self._client_ident(msg), req.topic):
+            raise NotFound(f"not subscribed to {req.topic!r} (No such file or directory)")
         return {}
 
     @handler("broker.publish", schema=PublishRequest)

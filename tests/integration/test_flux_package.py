@@ -387,6 +387,11 @@ h.event_subscribe("pytest.ev")
 h.event_send("pytest.ev", {"k": 1})
 ev = h.event_recv()
 print("event", ev.topic, ev.payload)
+h.event_unsubscribe("pytest.ev")
+try:
+    h.event_unsubscribe("pytest.ev")
+except OSError as exc:
+    print("unsubscribed", errno.errorcode[exc.errno])
 '''
 
 
@@ -403,7 +408,7 @@ def test_handle_futures_watchers_and_any_topic(inst, tmp_path):
         "reactor 0 [('a', 3)]", "double then EEXIST",
         "stream [0, 1, 2]", "timer 3", "signal True", "raised from a callback",
         "ext {'v': 1}", "ext error EINVAL bad",
-        "event pytest.ev {'k': 1}",
+        "event pytest.ev {'k': 1}", "unsubscribed ENOENT",
     ]
 
 
