@@ -87,3 +87,33 @@ delete
 expand
 set_flags
 uniq
+# flux.job: Flux's names (event, info, list)
+MAIN_EVENTS
+to_dict
+get_jobinfos
+get_jobinfo
+# flux.resource.ResourceSet: Flux's names
+get_properties
+ngpus
+rlist
+# flux.resource.Rv1Pool: the pool API Flux's schedulers call
+check_feasibility
+copy_allocated
+copy_down
+job_end_times
+mark_down
+mark_up
+parse_resource_request
+register_alloc
+set_expiration
+set_starttime
+to_set
+update_expiration
+# flux.kvs: Flux's names
+cache_bypass
+kvs_checkpoint_lookup
+list_all
+# flux.job.watcher.JobStatus: Flux's names
+add_event
+event_count
+has_event

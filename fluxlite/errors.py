@@ -34,7 +34,9 @@ when it arrives in a response (`Message.error()`).
 
 Every one is an OSError whose `errno` is its errnum and whose `strerror` is its
 sentence, as Flux's Python bindings raise them (code written for Flux catches
-`except OSError` and reads `.errno`); str() stays the sentence alone.
+`except OSError` and reads `.errno`); str() stays the sentence alone.  NotFound,
+PermissionDenied and AlreadyExists are also FileNotFoundError, PermissionError
+and FileExistsError, the classes Python gives those errnos.
 
 A caller catches the kind of failure it cares about (`except NotFound`) rather
 than comparing numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
@@ -122,15 +124,16 @@ class WrongThread(FluxliteError):
     default_errnum = _errno.EBUSY
 
 
-class NotFound(FluxliteError):
+class NotFound(FluxliteError, FileNotFoundError):
+    """ENOENT; also the OSError subclass Python gives that errno, as Flux's raise."""
     default_errnum = _errno.ENOENT
 
 
-class PermissionDenied(FluxliteError):
+class PermissionDenied(FluxliteError, PermissionError):
     default_errnum = _errno.EPERM
 
 
-class AlreadyExists(FluxliteError):
+class AlreadyExists(FluxliteError, FileExistsError):
     default_errnum = _errno.EEXIST
 
 

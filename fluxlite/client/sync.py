@@ -82,6 +82,13 @@ class Handle(HandleCore):
         self.connected = True
         self._sent_any = False
 
+    def adopt(self) -> None:
+        """Make the calling thread this handle's owner: for a handle made in one
+        thread and handed to another before that one uses it (an executor's worker
+        thread).  The thread that made it must not use it afterwards."""
+        self.owner = threading.current_thread()
+        self._owner_ident = threading.get_ident()
+
     def _check_thread(self) -> None:
         if threading.get_ident() != self._owner_ident:
             raise WrongThread(

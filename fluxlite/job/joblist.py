@@ -1,10 +1,14 @@
 """A job record in Flux's job-list shape (flux-core's job-list module, as
 `flux.job.job_list` and `JobList` read it): state and result as flux/job.h's
-bits, exception_* fields, success, waitstatus and returncode.  The job
-manager answers job-list.list and job-list.list-id with it."""
+bits, exception_* fields, success, waitstatus and returncode; which of them a
+request wants (`attrs`), which jobs it wants (RFC 31 constraints: and, or,
+not, userid, name, queue, states, results) and their order (pending, then
+running, then inactive, the newest first in each).  The job manager answers
+job-list.list and job-list.list-id with it."""
 
 from __future__ import annotations
 
+from ..errors import UsageError
 from . import states
 
 # flux-core's job state and result bits (flux/job.h)
@@ -37,13 +41,64 @@ def entry(job: dict) -> dict:
     return out
 
 
-def wanted(rec: dict, states_mask: int, results_mask: int, userid, since: float) -> bool:
-    """Whether a job-list entry passes job-list.list's filters (0 masks: any)."""
-    if states_mask and not states_mask & rec["state"]:
-        if not (results_mask and rec.get("result", 0) & results_mask):
+def _bits(values, names: dict) -> int:
+    """An or of state or result values: numbers, or names (case does not matter)."""
+    out = 0
+    for v in values:
+        if isinstance(v, int) and not isinstance(v, bool):
+            out |= v
+        elif isinstance(v, str) and v.upper() in names:
+            out |= names[v.upper()]
+        else:
+            raise UsageError(f"constraint: {v!r} is not a job state or result")
+    return out
+
+
+_STATE_NAMES = {**{s: b for s, b in STATE_BITS.items()}, "PENDING": 14, "RUNNING": 48,
+                "ACTIVE": 63}
+
+
+def matches(rec: dict, constraint) -> bool:
+    """Whether a job-list entry meets an RFC 31 constraint (None or {}: every job)."""
+    if not constraint:
+        return True
+    if not isinstance(constraint, dict):
+        raise UsageError("constraint: expected an object like {\"name\": [\"app\"]}")
+    for op, values in constraint.items():
+        if not isinstance(values, list):
+            raise UsageError(f"constraint: {op!r} takes a list")
+        if op == "and":
+            ok = all(matches(rec, c) for c in values)
+        elif op == "or":
+            ok = any(matches(rec, c) for c in values)
+        elif op == "not":
+            ok = not all(matches(rec, c) for c in values)
+        elif op in ("userid", "name", "queue"):
+            ok = rec.get(op) in values
+        elif op == "states":
+            ok = bool(rec["state"] & _bits(values, _STATE_NAMES))
+        elif op == "results":
+            ok = bool(rec.get("result", 0) & _bits(values, RESULT_BITS))
+        else:
+            raise UsageError(f"constraint: unknown operator {op!r} (allowed: and, or, "
+                             "not, userid, name, queue, states, results)")
+        if not ok:
             return False
-    elif results_mask and not rec.get("result", 0) & results_mask and not states_mask:
-        return False
-    if userid not in (None, -1, 0xFFFFFFFF) and rec["userid"] != userid:
-        return False
-    return not since or rec["state"] != 64 or rec.get("t_inactive", 0) > since
+    return True
+
+
+def order(rec: dict):
+    """Sort key: pending jobs first, then running, then inactive; newest first."""
+    if rec["state"] & 64:
+        return (2, -rec.get("t_inactive", 0))
+    if rec["state"] & 48:
+        return (1, -rec.get("t_run", 0))
+    return (0, -rec.get("t_submit", 0))
+
+
+def select(rec: dict, attrs: list[str] | None) -> dict:
+    """The fields a request asked for: ["all"] (or no attrs in the request) is every
+    one; `id` always comes ([] is the id alone)."""
+    if attrs is None or "all" in attrs:
+        return rec
+    return {k: rec[k] for k in ("id", *attrs) if k in rec}

@@ -20,6 +20,7 @@ is left, and None.
 from __future__ import annotations
 
 import collections
+import errno
 import time
 
 from ..errors import EndOfStream, RPCTimeout, UsageError
@@ -58,6 +59,8 @@ class Journal:
         self._queue: collections.deque = collections.deque()
         self._history: list[dict] | None = None   # history being gathered
         self._ended = False
+        self._on_event = None
+        self._told_end = False
 
     def start(self) -> "Journal":
         if self._p is not None:
@@ -72,17 +75,48 @@ class Journal:
             try:
                 resp = self._p.take()
             except EndOfStream:
-                self._ended = True
-                if self._history is not None:  # stopped before the history ended
-                    self._flush_history(False)
+                resp = None
+            self._absorb(resp)
+            if self._ended:
                 return
-            evs = [e for e in events(resp) if e["timestamp"] > self.since]
-            if self._history is None:
-                self._queue.extend(evs)
-            elif resp["jobs"]:
-                self._history.extend(evs)
-            else:
-                self._flush_history(self.include_sentinel)
+
+    def _absorb(self, resp: dict | None) -> None:
+        """One response (None: the end of the stream) into the queue."""
+        if resp is None:
+            self._ended = True
+            if self._history is not None:  # stopped before the history ended
+                self._flush_history(False)
+            return
+        evs = [e for e in events(resp) if e["timestamp"] > self.since]
+        if self._history is None:
+            self._queue.extend(evs)
+        elif resp["jobs"]:
+            self._history.extend(evs)
+        else:
+            self._flush_history(self.include_sentinel)
+
+    def set_callback(self, on_event) -> None:
+        """Deliver the events to `on_event(e)` as they arrive, from the handle's
+        dispatch (the caller drives the handle), instead of poll(): the queued ones
+        at once, then each as it comes; `on_event(None)` once the stream ends."""
+        self._on_event = on_event
+        self._deliver()
+        self._p.on_response = self._on_response
+
+    def _on_response(self, msg) -> None:
+        if msg.errnum and msg.errnum != errno.ENODATA:
+            self._absorb(None)
+        else:
+            self._absorb(None if msg.errnum else msg.payload)
+        self._deliver()
+
+    def _deliver(self) -> None:
+        self._take()
+        while self._queue:
+            self._on_event(self._queue.popleft())
+        if self._ended and not self._told_end:
+            self._told_end = True
+            self._on_event(None)
 
     def _flush_history(self, sentinel: bool) -> None:
         self._history.sort(key=lambda e: e["timestamp"])

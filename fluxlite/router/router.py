@@ -341,10 +341,13 @@ class Router:
         if topic not in subs:
             subs.append(topic)
 
-    def unsubscribe_client(self, ident: bytes, topic: str) -> None:
+    def unsubscribe_client(self, ident: bytes, topic: str) -> bool:
+        """Drop a subscription; False if the client had none to that topic."""
         subs = self._client(ident).subscriptions
-        if topic in subs:
-            subs.remove(topic)
+        if topic not in subs:
+            return False
+        subs.remove(topic)
+        return True
 
     # --------------------------------------------------------------- events
     def publish(self, topic: str, payload=None) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Any, Protocol
+from typing import Any, Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
-from ..protocol.schema import Meta, Name, Pid, Struct, Text, Topic
-from ..util.log import get_logger
+from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
 
 
@@ -20,7 +19,7 @@ class ClientRegistry(Protocol):
     def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None: ...
     def remove_client_service(self, ident: bytes, name: str) -> None: ...
     def subscribe_client(self, ident: bytes, topic: str) -> None: ...
-    def unsubscribe_client(self, ident: bytes, topic: str) -> None: ...
+    def unsubscribe_client(self, ident: bytes, topic: str) -> bool: ...
 
 
 class NameRequest(Struct, kw_only=True):
@@ -38,12 +37,6 @@ class DmesgRequest(Struct, kw_only=True):
 
 class DmesgFollowRequest(Struct, kw_only=True):
     new: bool = False   # only entries logged from now on
-
-
-class LogAppendRequest(Struct, kw_only=True):
-    level: Annotated[int, Meta(ge=0, le=7)] = 6    # a syslog level
-    message: Text
-    appname: Text = ""
 
 
 class ServiceAddRequest(Struct, kw_only=True):
@@ -66,7 +59,7 @@ class ShutdownRequest(Struct, kw_only=True):
 
 class BrokerService(Service):
     name = "broker"
-    aliases = ("attr", "log")   # Flux's attr.* and log.append topics
+    aliases = ("attr",)   # Flux's attr.* topics
 
     def __init__(self, ctx, *, attributes: dict, check_attr, clients: ClientRegistry,
                  on_setattr, request_shutdown, start_time: float, logs=None):
@@ -81,7 +74,6 @@ class BrokerService(Service):
         self._followers: list[list] = []        # [request, last seq sent] per `dmesg -f`
         self._follow_task = None
         self.user_attrs: dict[str, str] = {}    # attributes made by attr.set
-        self.client_log = get_logger("client")
 
     def _client_ident(self, msg) -> bytes:
         if len(msg.route) != 1 or not isinstance(msg.route[0], bytes) or not msg.route[0]:
@@ -147,15 +139,6 @@ class BrokerService(Service):
         names = [n for n in self.attributes if self.ctx.attrs.get(n) is not None]
         return {"names": sorted([*names, *self.user_attrs])}
 
-    @handler("log.append", schema=LogAppendRequest, roles=ANY)
-    def log_append(self, msg, req):
-        """A client's line in this broker's log (dmesg), at its syslog level."""
-        level = "error" if req.level <= 3 else "warning" if req.level == 4 else \
-            "info" if req.level <= 6 else "debug"
-        getattr(self.client_log, level)(req.message, appname=req.appname,
-                                        userid=msg.userid)
-        return None
-
     @handler("broker.dmesg", schema=DmesgRequest)
     def dmesg(self, msg, req):
         entries = [] if self.logs is None else self.logs.entries()
@@ -217,7 +200,8 @@ class BrokerService(Service):
 
     @handler("broker.unsubscribe", schema=TopicRequest, roles=ANY)
     def unsubscribe(self, msg, req):
-        self.clients.unsubscribe_client(self._client_ident(msg), req.topic)
+        if not self.clients.unsubscribe_client(self._client_ident(msg), req.topic):
+            raise NotFound(f"not subscribed to {req.topic!r} (No such file or directory)")
         return {}
 
     @handler("broker.publish", schema=PublishRequest)

@@ -120,21 +120,18 @@ class ListRequest(Struct, kw_only=True):
 
 
 class JobListRequest(Struct, kw_only=True):
-    """Flux's job-list.list: bitmasks of states and results (0: any), a user
-    (-1 or FLUX_USERID_UNKNOWN: all), max_entries (0: all), since (t_inactive
-    after it); attrs and constraint are accepted and every field is returned."""
+    """Flux's job-list.list: at most max_entries jobs (0: all) that meet an RFC 31
+    constraint, inactive ones only if they became so after `since`; the fields
+    named in attrs (["all"]: every one)."""
     max_entries: Annotated[int, Meta(ge=0)] = 0
-    states: Annotated[int, Meta(ge=0)] = 0
-    results: Annotated[int, Meta(ge=0)] = 0
-    userid: int | None = None
     since: float = 0.0
-    attrs: list[str] = []
+    attrs: list[str] | None = None
     constraint: AnyMap | None = None
 
 
 class JobListIdRequest(Struct, kw_only=True):
     id: JobId
-    attrs: list[str] = []
+    attrs: list[str] | None = None
 
 
 class JournalRequest(Struct, kw_only=True):
@@ -169,6 +166,7 @@ class JobManagerService(Service):
     def __init__(self, ctx, *, kvs):
         super().__init__(ctx)
         self.jobs: dict[int, Job] = {}
+        self._last_stamp = 0.0   # the latest eventlog entry's timestamp (_stamp)
         # active jobs with an explicit name, for singleton dependencies: job id ->
         # (userid, name), the count of each, and the singletons waiting, in submit order
         self._named: dict[int, tuple[int, str]] = {}
@@ -255,6 +253,14 @@ class JobManagerService(Service):
         finally:
             self._handling = False
 
+    def _stamp(self, ts: float) -> float:
+        """An entry's timestamp, later than every one before it, as each of Flux's
+        events has its own (a state change's events share one `now`); a journal in
+        timestamp order is then the order they were logged in."""
+        ts = max(ts or time.time(), self._last_stamp + 1e-6)
+        self._last_stamp = ts
+        return ts
+
     def _apply(self, job: Job, old: str, effects: list) -> None:
         if (old in _BUSY) != (job.state in _BUSY):
             self.n_running += 1 if job.state in _BUSY else -1
@@ -271,7 +277,7 @@ class JobManagerService(Service):
             if kind is act.Post:
                 if e.extra:
                     ops += [{"key": job_key(job.id, k), "value": v} for k, v in e.extra.items()]
-                entries.append(entry(e.name, e.context, e.timestamp))
+                entries.append(entry(e.name, e.context, self._stamp(e.timestamp)))
                 continue
             if entries:
                 self._commit(job, ops, entries)
@@ -655,14 +661,18 @@ class JobManagerService(Service):
     # Flux's job-list service, answered from the same job table (joblist.py: its shape)
     @handler("job-list.list", schema=JobListRequest, roles=ANY)
     def job_list(self, msg, r):
-        found = [joblist.entry(j.info(self.level)) for j in reversed(self.jobs.values())]
-        found.sort(key=lambda e: e["state"] == joblist.STATE_BITS[states.INACTIVE])
-        out = [e for e in found if joblist.wanted(e, r.states, r.results, r.userid, r.since)]
-        return {"jobs": out[:r.max_entries] if r.max_entries else out}
+        found = [joblist.entry(j.info(self.level)) for j in self.jobs.values()]
+        found = sorted((e for e in found if joblist.matches(e, r.constraint) and
+                        (not r.since or e.get("t_inactive", r.since + 1) > r.since)),
+                       key=joblist.order)
+        if r.max_entries:
+            found = found[:r.max_entries]
+        return {"jobs": [joblist.select(e, r.attrs) for e in found]}
 
     @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
     def job_list_id(self, msg, r):
-        return {"job": joblist.entry(self._job(r.id).info(self.level))}
+        return {"job": joblist.select(joblist.entry(self._job(r.id).info(self.level)),
+                                      r.attrs)}
 
     @handler("job-manager.stats", schema=None, roles=ANY)
     def stats(self, msg, r):

@@ -6,6 +6,7 @@ implied by them.  A commit is a list of operations applied all at once:
     {key, value}           set a value
     {key, append: [...]}   extend a list (an eventlog) with entries
     {key, unlink: true}    remove a key or directory
+    {key, mkdir: true}     make an empty directory (replacing what was there)
     {..., prune: true}     with unlink: also remove the directories above it that
                            are left empty, but for the top-level one (a purged
                            job's path)
@@ -35,7 +36,7 @@ from ..errors import FluxliteError, NotFound, ProtocolError, UsageError
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
 from . import statedir
-from .kvs_store import READ_BATCH, UNLINK, Blob, Log, Store
+from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store
 
 
 class KeyRequest(Struct, kw_only=True):
@@ -136,7 +137,10 @@ class KVSService(Service):
                 if nxt is None:
                     nxt = parent[intern(part)] = _Dir()
                 parent = nxt
-            parent[intern(parts[-1])] = node
+            if node is MKDIR:
+                parent.setdefault(intern(parts[-1]), _Dir())
+            else:
+                parent[intern(parts[-1])] = node
 
     def _keep(self, value):
         """How the tree holds a value that is set: a map goes to the store."""
@@ -210,6 +214,14 @@ class KVSService(Service):
                         changes.append((key, UNLINK))
                     if op.get("prune"):
                         self._prune(parts, undo)
+                elif op.get("mkdir"):
+                    undo.append((parent, leaf, old))
+                    parent[leaf] = _Dir()       # empty, whatever was there (Flux's mkdir)
+                    self.store.drop(_stored(old))
+                    if changes is not None:
+                        if old is not _MISSING:
+                            changes.append((key, UNLINK))
+                        changes.append((key, MKDIR))
                 elif "append" in op:
                     if isinstance(old, _Dir):
                         raise _is_a_directory(key)
@@ -278,9 +290,9 @@ class KVSService(Service):
         if not isinstance(op, dict) or "key" not in op:
             raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
         parts = _split(op["key"])
-        if not (op.get("unlink") or "value" in op or "append" in op):
+        if not (op.get("unlink") or op.get("mkdir") or "value" in op or "append" in op):
             raise ProtocolError(f"kvs.commit: operation on {op['key']!r} has no value, "
-                                "append or unlink")
+                                "append, mkdir or unlink")
         if "append" in op and not isinstance(op["append"], list):
             raise ProtocolError("kvs.commit: 'append' must be a list")
         return parts, op

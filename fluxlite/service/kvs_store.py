@@ -59,8 +59,9 @@ FLUSH_BYTES = 1 << 20       # ... unless they are this many bytes already
 RETRY_DELAY = 1.0           # seconds before a durable store tries a failed write-out again
 
 FILENAME = "content.sqlite"
-SCALAR, BLOB, LOG = 0, 1, 2   # what a row of `nodes` holds
+SCALAR, BLOB, LOG, DIR = 0, 1, 2, 3   # what a row of `nodes` holds (DIR: an empty one made)
 UNLINK = object()             # a tree change that removes a key and everything below it
+MKDIR = object()              # a tree change that makes an empty directory (kvs mkdir)
 
 
 class Log:
@@ -216,6 +217,8 @@ class Store:
             if node is UNLINK:
                 ex("DELETE FROM nodes WHERE key = ? OR (key > ? AND key < ?)",
                    (key, key + ".", key + "/"))   # "/" follows "." in byte order
+            elif node is MKDIR:
+                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, NULL, NULL)", (key, DIR))
             elif isinstance(node, Blob):
                 ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, BLOB, node.id))
             elif isinstance(node, Log):
@@ -272,8 +275,8 @@ class Store:
         self.flush_later = loop.call_later(RETRY_DELAY, self.flush)
 
     def load(self) -> tuple[list[tuple[str, object]], int]:
-        """A durable store's tree as it was last written out: (key, node or value)
-        in key order, and the KVS version."""
+        """A durable store's tree as it was last written out: (key, node or value,
+        or MKDIR for a directory made empty) in key order, and the KVS version."""
         counts = dict(self.db.execute("SELECT log, count(*) FROM entries GROUP BY log"))
         out: list[tuple[str, object]] = []
         for key, kind, ref, data in self.db.execute("SELECT key, kind, ref, data FROM nodes "
@@ -282,6 +285,8 @@ class Store:
                 out.append((key, Blob(ref)))
             elif kind == LOG:
                 out.append((key, Log(ref, counts.get(ref, 0))))
+            elif kind == DIR:
+                out.append((key, MKDIR))
             else:
                 out.append((key, unpack(data)))
         row = self.db.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()

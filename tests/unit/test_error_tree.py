@@ -133,3 +133,10 @@ def test_every_error_is_an_oserror_with_its_errno():
     e = FluxliteError("m", errno.EISDIR)
     assert isinstance(e, OSError) and e.errno == errno.EISDIR and repr(e) == "FluxliteError('m')"
     assert isinstance(errors.InvalidValue("v"), ValueError)
+
+
+def test_errnos_with_a_python_class_are_that_class_too():
+    assert isinstance(NotFound("k"), FileNotFoundError)
+    assert isinstance(FluxliteError("k", errno.ENOENT), FileNotFoundError)
+    assert isinstance(errors.PermissionDenied("p"), PermissionError)
+    assert isinstance(errors.AlreadyExists("e"), FileExistsError)

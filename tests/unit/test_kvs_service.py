@@ -243,3 +243,34 @@ def test_a_vanished_client_leaves_no_watch_behind(kvs):
 def test_watching_a_directory_is_refused(kvs):
     kvs.svc.commit([{"key": "dir.k", "value": 0}])
     assert errnum_of(kvs.call, "kvs.watch", {"key": "dir"}, stream=True) == errno.EISDIR
+
+
+def test_mkdir_makes_an_empty_directory_that_outlives_a_restart(tmp_path):
+    """{key, mkdir: true} (Flux's kvs mkdir): an empty directory, listed and read as
+    one, replacing whatever was at the key; a state directory keeps it."""
+    def kvs_in(statedir):
+        k = KVS()
+        k.svc.stop()
+        ctx = ServiceContext(rank=0, size=1, owner=1000, hostname="h", hosts=("h",),
+                             attrs={"rundir": str(tmp_path), "statedir": str(statedir)},
+                             rpc=None, send=None, respond=k.sent.append, publish=None,
+                             state=lambda: "run", at_least=lambda s: False)
+        k.svc = KVSService(ctx)
+        return k
+
+    (tmp_path / "state").mkdir()
+    k = kvs_in(tmp_path / "state")
+    k.call("kvs.commit", {"ops": [{"key": "d.old", "value": 1}]})
+    k.call("kvs.commit", {"ops": [{"key": "d", "mkdir": True}, {"key": "e", "mkdir": True}]})
+    assert k.call("kvs.ls", {"key": "d"}) == {"entries": []}
+    assert errnum_of(k.call, "kvs.get", {"key": "d"}) == errno.EISDIR
+    k.call("kvs.commit", {"ops": [{"key": "e.x", "value": 2}]})
+    k.svc.store.flush()
+    k.svc.stop()
+    again = kvs_in(tmp_path / "state")
+    try:
+        assert again.call("kvs.ls", {"key": "."})["entries"] == ["d.", "e."]
+        assert again.call("kvs.ls", {"key": "d"}) == {"entries": []}
+        assert again.call("kvs.get", {"key": "e.x"}) == {"value": 2}
+    finally:
+        again.svc.stop()

@@ -33,6 +33,7 @@ class FutureState:
         self.init = init
         self.ended = False        # no more results will come (a stream ended)
         self.streaming = False    # many results may come (a streaming RPC)
+        self.reactor_only = False  # its then-callback runs only from reactor_run
 
     def fulfill(self, value=None, errnum: int = 0, errstr: str = "") -> None:
         self.results.append((value, errnum, errstr))

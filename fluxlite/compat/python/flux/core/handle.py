@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 
@@ -38,6 +39,9 @@ def _payload(payload):
     if isinstance(payload, str):
         return json.loads(payload) if payload else None
     return payload
+
+
+_SEVERITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 
 
 class RPC(Future):
@@ -155,11 +159,12 @@ class Flux:
         return node
 
     def log(self, level: int, fstring) -> None:
-        """Log a line to the broker's log (`fluxlite dmesg`) at a syslog level."""
+        """A line in the instance's log (`fluxlite dmesg`) at a syslog level (0-7),
+        through the log service's log.append; no answer is awaited, as in Flux."""
         text = _text(fstring, "message")
-        self.rpc("log.append", {"level": int(level), "message": text,
-                                "appname": os.path.basename(
-                                    os.environ.get("_", "python"))},
+        severity = _SEVERITIES[min(max(int(level), 0), 7)]
+        self.rpc("log.append", {"appname": os.path.basename(sys.argv[0] or "python"),
+                                "severity": severity, "message": text},
                  flags=FLUX_RPC_NORESPONSE)
 
     # -- events ---------------------------------------------------------------
@@ -220,32 +225,42 @@ class Flux:
         if state not in self._readyq:
             self._readyq.append(state)
 
-    def _run_ready(self) -> None:
+    def _run_ready(self, reactor: bool) -> bool:
+        """Run the due then-callbacks; True if any ran.  Outside reactor_run (a
+        blocking get) those of reactor-only futures (watches, journal callbacks)
+        wait for the reactor, as in Flux."""
+        ran, kept = False, []
         while self._readyq:
             state = self._readyq.pop(0)
             if state.then is None or not state.results:
                 continue
-            if not getattr(state, "streaming", False) or state.ended:
+            if state.reactor_only and not reactor:
+                kept.append(state)
+                continue
+            if not state.streaming or state.ended:
                 self._futures.discard(state)
             future, callback, args, kwargs = state.then
+            ran = True
             callback(future, *args, **kwargs)
+        self._readyq[:0] = kept
+        return ran
 
-    def _run_once(self, timeout: float | None) -> None:
-        """One turn: due then-callbacks, else wait for a message, fd or timer."""
-        if self._readyq:
-            self._run_ready()
+    def _run_once(self, timeout: float | None, reactor: bool = False) -> None:
+        """One turn: due then-callbacks, else wait for a message, fd or (in the
+        reactor) a timer."""
+        if self._run_ready(reactor):
             return
-        timers = [w for w in self._watchers if isinstance(w, TimerWatcher)]
-        now = time.monotonic()
+        timers = [w for w in self._watchers if isinstance(w, TimerWatcher)] if reactor \
+            else []
         if timers:
-            left = max(0.0, min(w.due for w in timers) - now)
+            left = max(0.0, min(w.due for w in timers) - time.monotonic())
             timeout = left if timeout is None else min(timeout, left)
         self.handle.poll(timeout)
         now = time.monotonic()
         for w in sorted(timers, key=lambda w: w.due):
             if w.active and w.due <= now:
                 w.fire()
-        self._run_ready()
+        self._run_ready(reactor)
 
     def reactor_run(self, reactor=None, flags: int = 0) -> int:
         """Run watchers and future callbacks until reactor_stop() (0),
@@ -257,7 +272,7 @@ class Flux:
         while self._stop is None:
             if not (self._readyq or self._watchers or self._futures):
                 return 0
-            self._run_once(None)
+            self._run_once(None, reactor=True)
         rc, self._stop = self._stop, None
         return rc
 

@@ -6,22 +6,23 @@ raises NotImplementedError naming it."""
 
 from __future__ import annotations
 
-import errno
 import json
 import signal as _signal
 
-from fluxlite.errors import FluxliteError
+from fluxlite.errors import FluxliteError, UsageError
 from fluxlite.job import Jobspec as _Jobspec
 from fluxlite.job import api, states
-from fluxlite.job.executor import Executor
 from fluxlite.util import fluid
 
 from .. import _handle, missing
+from ..core.handle import RPC
 from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 
-__all__ = ["JobspecV1", "JobID", "submit", "submit_async", "wait", "result",
+__all__ = ["JobspecV1", "JobID", "submit", "submit_async", "submit_get_id", "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
-           "job_list", "JobList", "FluxExecutor", "EventLogEvent", "JobException",
+           "job_list", "job_list_inactive", "job_list_id", "JobList", "JobInfo",
+           "FluxExecutor", "FluxExecutorFuture",
+           "JobEventWatchFuture", "event_watch_async", "EventLogEvent", "JobException",
            "JournalConsumer", "JournalEvent", "SENTINEL_EVENT"]
 
 
@@ -117,31 +118,10 @@ def _spec(jobspec):
     return jobspec
 
 
-class EventLogEvent:
-    """One eventlog entry: `.name`, `.timestamp`, `.context` (dict)."""
-
-    def __init__(self, entry: dict):
-        self.name = entry.get("name")
-        self.timestamp = entry.get("timestamp", 0.0)
-        self.context = entry.get("context") or {}
-        self.context_string = json.dumps(self.context) if self.context else ""
-
-    def get(self, key, default=None):  # as Flux's: a dict view of the entry
-        return {"name": self.name, "timestamp": self.timestamp,
-                "context": self.context}.get(key, default)
-
-    def __str__(self) -> str:
-        return f"{self.timestamp:.5f}: {self.name} {self.context_string}".rstrip()
-
-
-class JobException(Exception):
-    """A job exception met by event_wait (`.severity`, `.type`, `.note`), as Flux's."""
-
-    def __init__(self, event: EventLogEvent):
-        self.timestamp, self.type = event.timestamp, event.context.get("type")
-        self.note, self.severity = event.context.get("note", ""), event.context.get("severity")
-        super().__init__(f"job.exception type={self.type} severity={self.severity} "
-                         f"{self.note}")
+def _flux(flux_handle):
+    """A flux.Flux for the handle given (a fluxlite Handle gets one around it)."""
+    from .. import Flux
+    return flux_handle if isinstance(flux_handle, Flux) else Flux(handle=flux_handle)
 
 
 def submit(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
@@ -151,24 +131,33 @@ def submit(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
     return submit_async(flux_handle, jobspec, urgency, waitable, debug, pre_hold).get_id()
 
 
-class SubmitFuture:
-    """What submit_async returns: get_id() blocks for the id."""
-
-    def __init__(self, h, request):
-        self._h, self._p = h, h.rpc(*request)
+class SubmitFuture(RPC):
+    """What submit_async returns: get_id() (also get()) waits for the job's id;
+    then() runs a callback from the reactor once it is there."""
 
     def get_id(self) -> JobID:
-        self._h.wait(self._p)
-        return JobID(self._p.take()["id"])
+        return JobID(self._result()["id"])
 
     get = get_id
 
 
+def submit_get_id(future) -> JobID:
+    """The id a submit_async future gives (OSError(EINVAL) for no future)."""
+    if future is None:
+        raise UsageError("submit_get_id: no future given")
+    return future.get_id()
+
+
 def submit_async(flux_handle, jobspec, urgency: int = 16, waitable: bool = False,
                  debug: bool = False, pre_hold: bool = False) -> SubmitFuture:
+    """Send a job-manager.submit for a JobspecV1 (or its dict or JSON text).  Every
+    fluxlite job may be waited on, so `waitable` changes nothing."""
+    if flux_handle is None:
+        raise UsageError("submit: no handle given")
     if debug or pre_hold:
         raise NotImplementedError("flux.job.submit(debug=/pre_hold=): not in fluxlite")
-    return SubmitFuture(_handle(flux_handle), api.submit_request(_spec(jobspec), urgency))
+    topic, payload = api.submit_request(_spec(jobspec), urgency)
+    return SubmitFuture(_flux(flux_handle).rpc(topic, payload))
 
 
 def wait(flux_handle, jobid=None, timeout: float | None = None):
@@ -186,25 +175,6 @@ class _Result:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.__dict__})"
-
-
-def event_watch(flux_handle, jobid, eventlog: str = "eventlog"):
-    """Yield EventLogEvents of a job's eventlog as they are logged, until it ends."""
-    for e in api.event_watch(_handle(flux_handle), _id(jobid), eventlog):
-        yield EventLogEvent(e)
-
-
-def event_wait(flux_handle, jobid, name: str, eventlog: str = "eventlog",
-               raiseJobException: bool = True) -> EventLogEvent:
-    """The first `name` event of the log; a fatal job exception before it raises
-    JobException (with raiseJobException); a log that ends without it, OSError."""
-    for e in event_watch(flux_handle, jobid, eventlog):
-        if e.name == name:
-            return e
-        if (raiseJobException and e.name == "exception"
-                and e.context.get("severity") == 0):
-            raise JobException(e)
-    raise OSError(errno.ENODATA, f"job {fluid.f58(_id(jobid))}: eventlog ended without {name!r}")
 
 
 def result(flux_handle, jobid, timeout: float | None = None):
@@ -305,39 +275,12 @@ class JobList:
         return out[:self.max_entries] if self.max_entries else out
 
 
-def job_list(flux_handle, max_entries: int = 1000, attrs=None, userid=None, states=0,
-             results=0, since: float = 0.0, name=None, queue=None):
-    """The job-list.list RPC: `.get()` is {"jobs": [...]} in job-list's shape."""
-    payload = {"max_entries": max_entries, "states": states, "results": results,
-               "since": since, "attrs": [*(attrs or [])]}
-    if userid is not None:
-        payload["userid"] = userid
-    return flux_handle.rpc("job-list.list", payload)
-
-
-def job_list_id(flux_handle, jobid, attrs=None):
-    return flux_handle.rpc("job-list.list-id", {"id": _id(jobid), "attrs": [*(attrs or [])]})
-
-
-class FluxExecutor(Executor):
-    """fluxlite's Executor with Flux's constructor: the handle's URL is
-    `handle_args[0]` or `handle_kwargs["url"]` (default $FLUXLITE_URI).  A future's
-    result() is the job's exit code (-signal if killed), as Flux's."""
-
-    def __init__(self, threads: int = 1, thread_name_prefix: str = "",
-                 poll_interval: float = 0.1, handle_args=(), handle_kwargs=None):
-        kwargs = dict(handle_kwargs or {})
-        url = handle_args[0] if handle_args else kwargs.pop("url", None)
-        if kwargs or len(handle_args) > 1:
-            raise NotImplementedError("flux.job.FluxExecutor: handle arguments other "
-                                      "than the URL are not in fluxlite")
-        if isinstance(url, bytes):
-            url = url.decode()
-        super().__init__(url)
-
-
+from .event import (MAIN_EVENTS, EventLogEvent, JobEventWatchFuture,  # noqa: E402,F401
+                    JobException, event_wait, event_watch, event_watch_async)
+from .executor import FluxExecutor, FluxExecutorFuture  # noqa: E402,F401
 from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
-from . import list as _list_module  # noqa: E402,F401  (flux.job.list, as in Flux)
+from .info import JobInfo  # noqa: E402,F401
+from .list import JobListIdRPC, JobListRPC, job_list, job_list_id, job_list_inactive  # noqa: E402,F401,E501
 
 
 def __getattr__(name):

@@ -6,7 +6,8 @@ from __future__ import annotations
 from fluxlite.errors import RPCTimeout
 from fluxlite.job import journal as _journal
 
-from .. import _handle, missing
+from .. import Flux, _handle, missing
+from ..future import Future, FutureState
 from . import EventLogEvent, JobID
 
 
@@ -26,8 +27,10 @@ class JournalEvent(EventLogEvent):
     def __str__(self) -> str:
         if self.is_empty():
             return "-1: End of historical data stream"
-        return f"{self.jobid.f58}: {self.timestamp:<0.5f} {self.name} " \
-               f"{self.context_string}".rstrip()
+        parts = [f"{self.jobid.f58}:", f"{self.timestamp:<0.5f}", self.name,
+                 self.context_string, self.jobspec and f"jobspec={self.jobspec}",
+                 self.R and f"R={self.R}"]
+        return " ".join(p for p in parts if p)
 
 
 SENTINEL_EVENT = JournalEvent(-1, {})
@@ -45,11 +48,54 @@ class JournalConsumer:
         self.handle = flux_handle
         self.full, self.since, self.include_sentinel = full, since, include_sentinel
         self._j = None
+        self._cb = None    # (callback, args, kwargs) of set_callback
 
     def start(self) -> "JournalConsumer":
         self._j = _journal.Journal(_handle(self.handle), self.full, self.since,
                                    self.include_sentinel).start()
+        if self._cb is not None:
+            self._follow()
         return self
+
+    def set_callback(self, event_cb, *args, **kwargs) -> "JournalConsumer":
+        """Call event_cb(event, *args, **kwargs) for each event from the handle's
+        reactor (Flux.reactor_run) instead of poll().  Once the journal ends (after
+        stop()) the reactor has nothing more to run for it; as Flux's, the callback
+        is not called then.  May come before start(), or replace an earlier one."""
+        first = self._cb is None
+        self._cb = (event_cb, args, kwargs)
+        if first and self._j is not None:
+            self._follow()
+        return self
+
+    def _follow(self) -> None:
+        """Journal events go to a future whose then-callback, run by the reactor
+        only, hands each to the user's callback."""
+        fh = self.handle if isinstance(self.handle, Flux) else Flux(handle=_handle(
+            self.handle))
+        state = FutureState(fh)
+        state.streaming = state.reactor_only = True
+
+        def deliver(future):
+            while state.results:
+                e = state.results.pop(0)[0]
+                if e is None:          # the end: the reactor has nothing more to run
+                    state.ended = True  # for it, and, as in Flux, no callback is made
+                    fh._futures.discard(state)
+                    return
+                event_cb, args, kwargs = self._cb
+                event_cb(self._event(e), *args, **kwargs)
+
+        Future(state).then(deliver)
+        self._j.set_callback(state.fulfill)
+
+    def _event(self, e):
+        if e is None:
+            return None
+        if e is _journal.SENTINEL:
+            return SENTINEL_EVENT
+        return JournalEvent(e["id"], {k: e[k] for k in ("name", "timestamp", "context")},
+                            e.get("jobspec"), e.get("R"))
 
     def poll(self, timeout: float = -1.0):
         if self._j is None:
@@ -58,12 +104,7 @@ class JournalConsumer:
             e = self._j.poll(None if timeout is None or timeout < 0 else timeout)
         except RPCTimeout as exc:
             raise TimeoutError(exc.message) from None
-        if e is None:
-            return None
-        if e is _journal.SENTINEL:
-            return SENTINEL_EVENT
-        return JournalEvent(e["id"], {k: e[k] for k in ("name", "timestamp", "context")},
-                            e.get("jobspec"), e.get("R"))
+        return self._event(e)
 
     def stop(self) -> None:
         if self._j is not None:

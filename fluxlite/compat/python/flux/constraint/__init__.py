@@ -1,0 +1,1 @@
+"""`flux.constraint`: the parser of Flux's constraint query language."""
