@@ -13,6 +13,7 @@ content store for the next start).  The format: util/kvs_archive.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from ..errors import UsageError
 from ..util import kvs_archive
 from .common import HELP, handle
 
-BATCH = 256   # keys per commit while restoring
+BATCH = 256                # operations per commit while restoring
+CHUNK_BYTES = 1 << 20      # bytes of values per commit (a commit's limit is 4 MiB)
 
 
 def _walk(h, path: str):
@@ -53,16 +55,40 @@ def dump(verbose, quiet, outfile):
         click.echo(f"fluxlite dump: archived {n} keys", err=True)
 
 
+def _pieces(key: str, op: dict, size: int):
+    """The commit operations that put one key back: a large eventlog (a job's
+    output) in appends of at most CHUNK_BYTES, so no commit is over the limit."""
+    yield {"key": key, "unlink": True}
+    if "append" not in op or size <= CHUNK_BYTES:
+        yield {"key": key, **op}
+        return
+    piece: list = []
+    held = 0
+    for e in op["append"]:
+        n = len(json.dumps(e))
+        if piece and held + n > CHUNK_BYTES:
+            yield {"key": key, "append": piece}
+            piece, held = [], 0
+        piece.append(e)
+        held += n
+    if piece:
+        yield {"key": key, "append": piece}
+
+
 def _restore_into_instance(h, infile: str, verbose: bool) -> int:
-    ops, n = [], 0
-    for key, op in kvs_archive.read(infile):
-        ops += [{"key": key, "unlink": True}, {"key": key, **op}]
+    ops: list = []
+    held = n = 0
+    for key, op, size in kvs_archive.read(infile):
         n += 1
         if verbose:
             click.echo(key, err=True)
-        if len(ops) >= BATCH:
-            h.call("kvs.commit", {"ops": ops}, nodeid=0)
-            ops = []
+        for piece in _pieces(key, op, size):
+            weight = min(size, CHUNK_BYTES) if "unlink" not in piece else 0
+            if ops and (len(ops) >= BATCH or held + weight > CHUNK_BYTES):
+                h.call("kvs.commit", {"ops": ops}, nodeid=0)
+                ops, held = [], 0
+            ops.append(piece)
+            held += weight
     if ops:
         h.call("kvs.commit", {"ops": ops}, nodeid=0)
     return n

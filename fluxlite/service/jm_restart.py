@@ -23,7 +23,7 @@ import asyncio
 import collections
 import time
 
-from ..errors import FluxliteError
+from ..errors import FluxliteError, NotFound
 from ..job import actions as act
 from ..job import depend, states
 from ..job.eventlog import job_key
@@ -36,6 +36,13 @@ def read_checkpoint(kvs) -> dict | None:
     try:
         return kvs.lookup(CHECKPOINT)
     except FluxliteError:
+        return None
+
+
+def _maybe(kvs, key: str):
+    try:
+        return kvs.lookup(key)
+    except NotFound:
         return None
 
 
@@ -74,7 +81,7 @@ def rebuild(jm) -> None:
         try:
             spec = kvs.lookup(job_key(jobid, "jobspec"))
             events = kvs.lookup(job_key(jobid, "eventlog"))
-            R = kvs.lookup(job_key(jobid, "R")) if kvs.exists(job_key(jobid, "R")) else None
+            R = _maybe(kvs, job_key(jobid, "R"))
             job = act.replay(jobid, spec, events, R)
         except (FluxliteError, KeyError, TypeError, ValueError) as exc:
             jm.log.error("restart: job left out (its records are incomplete)",

@@ -61,10 +61,10 @@ def add(tar: tarfile.TarFile, key: str, value, mtime: float | None = None) -> No
 
 
 def read(path: str):
-    """(key, operation) for every member of an archive, in order."""
+    """(key, operation, size in bytes) for every member of an archive, in order."""
     with tarfile.open(path, "r:*") as tar:
         for info in tar:
             if not info.isfile():
                 continue
             f = tar.extractfile(info)
-            yield key_of(info.name), decode(f.read())
+            yield key_of(info.name), decode(f.read()), info.size

@@ -70,3 +70,19 @@ def test_restore_refuses_a_statedir_with_history(instance_factory, tmp_path):
     cp = _cli("restore", "--statedir", sd, archive)
     assert cp.returncode == 1
     assert "already holds a state database" in one_error_line(cp)
+
+
+@pytest.mark.timeout(180)
+def test_a_job_output_larger_than_a_commit_restores_whole(instance_factory, tmp_path):
+    a = instance_factory(1)
+    big = a.cli("submit", "sh", "-c", "yes abcdefghij | head -c 6000000", check=True)
+    jobid = big.stdout.strip()
+    a.cli("job", "wait-event", jobid, "clean", check=True)
+    archive = tmp_path / "big.tar"
+    a.cli("dump", archive, check=True)
+    sd = tmp_path / "moved"
+    cp = _cli("restore", "--statedir", sd, archive)
+    assert cp.returncode == 0, cp.stderr
+    b = instance_factory(1, setattrs=[f"statedir={sd}"])
+    out = b.cli("job", "attach", jobid, check=True, timeout=120).stdout
+    assert len(out) == 6000000 and out.startswith("abcdefghij\n")

@@ -66,6 +66,8 @@ def test_the_flux_scenario_survives_a_clean_restart(instance_factory, tmp_path):
         assert after[j] == ("INACTIVE", "COMPLETED")
         assert b.cli("job", "attach", j, check=True).stdout == "hi\n"
     assert after[sleeper] == ("INACTIVE", "CANCELED")
+    assert b.cli("job", "status", echoes[0]).returncode == 0
+    assert b.cli("job", "status", sleeper).returncode != 0
     log = b.cli("job", "eventlog", sleeper, check=True).stdout
     assert 'type="cancel"' in log and "instance shutting down" in log
     assert after[held] == ("SCHED", "")
