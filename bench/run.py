@@ -1074,6 +1074,14 @@ def fig_srun(rows: list, quick: bool, ctx: dict) -> None:
                     note=note))
 
 
+def fig_state(rows: list, quick: bool, ctx: dict) -> None:
+    """17. State directory: submit throughput with and without, restart with 10,000
+    inactive jobs, the crash test's counts (bench/state.py)."""
+    sys.path.insert(0, HERE)
+    import state
+    state.run(sys.modules[__name__], rows, quick)
+
+
 FIGURES = {
     "start": fig_start,
     "lost": fig_lost,
@@ -1094,6 +1102,7 @@ FIGURES = {
     "executor": fig_executor,
     "hosts": fig_hosts,
     "srun": fig_srun,
+    "state": fig_state,
 }
 
 

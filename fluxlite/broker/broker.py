@@ -24,6 +24,7 @@ needs, named at construction (see _build_services).
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import signal
 import sys
@@ -505,17 +506,17 @@ class Broker:
 class _Links:
     """The router's way out: the overlay's sockets and the local endpoint.
 
-    With a state directory, rank 0 acknowledges only what is on disk: while the
-    KVS store holds a change not yet written out (`dirty`), every message leaving
-    the broker waits, in order, and all go once the store's write-out (at the
-    end of the loop turn, one sync for all of the turn's commits) is durable."""
+    With a state directory, rank 0 acknowledges only what is on disk: a message
+    leaving the broker waits, in order, until the store's write-out it may depend
+    on (`needed()`: the one that will carry what is in memory now) is synced
+    (`synced`); each sync releases every message it covers."""
 
     __slots__ = ("b", "store", "held")
 
     def __init__(self, broker: Broker):
         self.b = broker
         self.store = None          # a durable kvs_store.Store, once one is in use
-        self.held: list = []       # (send, args) waiting for the store's write-out
+        self.held: collections.deque = collections.deque()   # (write-out, send, args)
 
     def hold_until_durable(self, store) -> None:
         self.store = store
@@ -523,14 +524,19 @@ class _Links:
 
     def _hold(self, send, *args) -> bool:
         """Whether the message must wait (it is then kept to be sent in order)."""
-        if self.store is None or not (self.held or self.store.dirty):
+        store = self.store
+        if store is None:
             return False
-        self.held.append((send, args))
+        need = store.needed()
+        if need <= store.synced and not self.held:
+            return False
+        self.held.append((need, send, args))
         return True
 
     def _release(self) -> None:
-        held, self.held = self.held, []
-        for send, args in held:
+        held, synced = self.held, self.store.synced
+        while held and held[0][0] <= synced:
+            _, send, args = held.popleft()
             send(*args)
 
     def parent_connected(self) -> bool:

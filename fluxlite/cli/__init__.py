@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "last, info, raise, urgency, kill, purge, id"),
     "queue": ("queue", "queue", "Control the job queue: stop, start, status, drain, idle"),
     "kvs": ("kvs", "kvs", "Read and write the key-value store"),
+    "dump": ("dump", "dump", "Write the instance's KVS to a tar archive"),
+    "restore": ("dump", "restore", "Load a KVS archive into an instance or a new state "
+                "directory"),
     "batch": ("batch", "batch", "Submit a batch script that runs in its own instance"),
     "alloc": ("batch", "alloc", "Run an instance as a job, with your terminal attached"),
     "uri": ("proxy", "uri", "Print the URI of an instance (a job's, or its local:// form)"),

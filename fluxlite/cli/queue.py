@@ -8,8 +8,9 @@
 
 A stopped queue still accepts jobs (`status` says "Job submission is
 enabled"); they wait in SCHED until `queue start`.  There is one anonymous
-queue, so `--all` changes nothing, and `--nocheckpoint` is accepted for Flux
-scripts (the state of a fluxlite queue is never kept across a restart).
+queue, so `--all` changes nothing.  In an instance with a state directory
+(-Sstatedir), a stopped queue stays stopped, with its reason, across a
+restart, unless it was stopped with `--nocheckpoint`.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def _start(start: bool, all_: bool, verbose: bool, quiet: bool, **kw) -> None:
 @queue.command(context_settings=HELP)
 @_common
 @click.option("--nocheckpoint", is_flag=True,
-              help="Accepted for Flux scripts: a fluxlite queue's state is never kept "
-                   "across a restart.")
+              help="Do not keep the stop across a restart (with -Sstatedir): the next "
+                   "start has the queue started.")
 @click.option("-m", "--message", default=None, metavar="REASON",
               help="Why scheduling is stopped (shown by `queue status`).")
 @click.argument("reason", nargs=-1)

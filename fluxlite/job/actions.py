@@ -43,7 +43,7 @@ from ..util import idset
 from . import depend, rset, states
 from . import jobspec as js
 from .schema import Request
-from .schema import validate as validate_jobspec
+from .schema import request as jobspec_request
 from .eventlog import eventlog_key
 
 _NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
@@ -185,7 +185,7 @@ def replay(jobid: int, jobspec: dict, entries: list[dict], R: dict | None = None
     resources): the fields and state the live run left it in, but for what no
     restart keeps (waiters, dependents, a request to the scheduler in flight)."""
     first = entries[0]["context"] if entries and entries[0]["name"] == "submit" else {}
-    job = Job(jobid, first.get("userid", 0), jobspec, validate_jobspec(jobspec),
+    job = Job(jobid, first.get("userid", 0), jobspec, jobspec_request(jobspec),
               first.get("urgency", depend.URGENCY_DEFAULT))
     machine = Actions(())
     fx: list = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import sys
 from typing import Annotated
 
@@ -127,7 +128,14 @@ class KVSService(Service):
 
     def _load(self) -> None:
         """Rebuild the tree a durable store kept (a restart from a state directory)."""
-        nodes, self.version = self.store.load()
+        gc.disable()   # every node made here lives on: a collection would find nothing
+        try:
+            nodes, self.version = self.store.load()
+            self._graft(nodes)
+        finally:
+            gc.enable()
+
+    def _graft(self, nodes: list) -> None:
         intern = sys.intern
         for key, node in nodes:
             parts = key.split(".")
@@ -179,6 +187,13 @@ class KVSService(Service):
             raise FluxliteError(f"key {key!r} is a directory, not a value: read a key "
                                 f"below it ({key}.NAME) or list it with kvs ls", errno.EISDIR)
         return node
+
+    def scan(self, glob: str):
+        """(key, value) of every key matching `glob`, in key order, read in one pass
+        (a durable KVS only: a restart's bulk read of every job's records)."""
+        if not self.store.durable:
+            raise UsageError("kvs scan needs a state directory")
+        return self.store.scan(glob)
 
     def exists(self, key: str) -> bool:
         try:

@@ -28,13 +28,17 @@ only its large values: its database outlives the instance, and a restart
 loads it back (`load`).  Each key's node is a row of `nodes` (a scalar with
 its value, a map or list by its id in `entries`; directories are implied by
 the keys below them), written beside the entries in the same transaction.
-The database is in WAL mode with synchronous=FULL: what is written out is on
-disk when `flush` returns.  Writing out happens at the end of the loop turn
-that changed anything (not FLUSH_DELAY later), so all the commits of one turn
-share one sync; `dirty` says a change is not yet on disk, and `on_durable`
-callbacks run once it is (the broker holds back responses until then).  If
-writing out fails, it is tried again RETRY_DELAY later, and nothing waiting on
-it is acknowledged meanwhile.
+Writing out happens at the end of the loop turn that changed anything (not
+FLUSH_DELAY later): one transaction into the WAL for all of the turn's commits
+(write-out number `committed`).  It is on disk once the WAL file is synced,
+which a worker thread does (os.fsync) while the loop goes on: the write-outs
+made meanwhile are covered by the next sync, so one sync serves as many turns
+as came during the one before (group commit), and rank 0 never waits for the
+disk itself.  `needed()` says which write-out a message sent now depends on,
+`synced` which are on disk, and `on_durable` callbacks run as that grows (the
+broker holds back everything it sends until then).  If writing out or syncing
+fails, it is tried again RETRY_DELAY later, and nothing waiting on it is
+acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -120,7 +124,8 @@ class Store:
         self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
         if self.durable:
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
+            # the WAL is synced by _sync, off the loop; SQLite syncs around checkpoints
+            self.db.execute("PRAGMA synchronous=NORMAL")
         else:
             self.db.execute("PRAGMA journal_mode=MEMORY")
             self.db.execute("PRAGMA synchronous=OFF")
@@ -141,6 +146,11 @@ class Store:
         self.tree_ops: list[tuple[str, object]] = []   # (key, node or _UNLINK), in order
         self.version = 0                                # the KVS version written out
         self.on_durable: list[Callable[[], None]] = []
+        self.committed = 0          # write-outs in the WAL
+        self.synced = 0             # of those, the ones known on disk
+        self.syncing = False        # a sync runs in a worker thread
+        self.closed = False
+        self.wal_fd: int | None = None
         self.flush_delay = flush_delay
         self.pending_bytes = 0               # encoded bytes waiting to be written out
         # what commits added since the last write-out, written out by flush()
@@ -208,7 +218,50 @@ class Store:
     @property
     def dirty(self) -> bool:
         """Whether a change is not on disk yet (a durable store's acknowledgements wait)."""
-        return bool(self.in_tx or self.logs or self.blobs or self.deleted or self.tree_ops)
+        return self.needed() > self.synced
+
+    def needed(self) -> int:
+        """The write-out that what is known now will be on disk with: the next one while
+        a change waits in memory, else the last one made."""
+        if self.in_tx or self.logs or self.blobs or self.deleted or self.tree_ops:
+            return self.committed + 1
+        return self.committed
+
+    def _sync(self) -> None:
+        """Have every write-out made so far synced to disk (in a worker thread when a
+        loop runs); one sync at a time, the next one covering what came meanwhile."""
+        if self.syncing or self.synced == self.committed or self.closed:
+            return
+        if self.wal_fd is None:
+            self.wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+        target = self.committed
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:   # no event loop (a store driven directly): here and now
+            os.fsync(self.wal_fd)
+            self._synced_to(target)
+            return
+        self.syncing = True
+        fut = loop.run_in_executor(None, os.fsync, self.wal_fd)
+        fut.add_done_callback(lambda f: self._after_sync(f, target))
+
+    def _after_sync(self, fut, target: int) -> None:
+        self.syncing = False
+        if self.closed:
+            return
+        if fut.cancelled() or fut.exception() is not None:
+            log.error("state database: syncing to disk failed; tried again shortly",
+                      error=repr(None if fut.cancelled() else fut.exception()),
+                      path=self.path)
+            self.flush_later = asyncio.get_running_loop().call_later(RETRY_DELAY, self._sync)
+            return
+        self._synced_to(target)
+        self._sync()
+
+    def _synced_to(self, target: int) -> None:
+        self.synced = target
+        for callback in self.on_durable:
+            callback()
 
     def _tree_rows(self) -> None:
         """Write a durable store's tree changes, in the order they were made."""
@@ -264,8 +317,33 @@ class Store:
         self.deleted.clear()
         self.deleted_rows = 0
         self.pending_bytes = 0
-        for callback in self.on_durable:
-            callback()
+        if self.durable:
+            self.committed += 1
+            self._sync()
+
+    def scan(self, glob: str):
+        """A durable store's (key, value) for every key matching `glob` (SQLite GLOB),
+        in key order, in one pass over the file: a restart reads thousands of jobs'
+        records this way, not one key at a time.  What is not written out yet is
+        written out first, so the file holds every value."""
+        self.flush()
+        rows = self.db.execute(
+            "SELECT n.key, n.kind, n.data, e.data FROM nodes n LEFT JOIN entries e "
+            "ON n.kind != 0 AND e.log = n.ref WHERE n.key GLOB ? ORDER BY n.key, e.seq",
+            (glob,))
+        key, kind, value = None, None, None
+        for k, kd, scalar, data in rows:
+            if k != key:
+                if key is not None:
+                    yield key, value
+                key, kind = k, kd
+                value = ([] if kd == LOG else unpack(scalar) if kd == SCALAR else None)
+            if kind == LOG and data is not None:
+                value.append(unpack(data))
+            elif kind == BLOB and data is not None:
+                value = unpack(zlib.decompress(data))
+        if key is not None:
+            yield key, value
 
     def _retry(self) -> None:
         try:
@@ -368,11 +446,15 @@ class Store:
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
+        self.closed = True
         if self.durable:
             try:
                 self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:
                 pass
+            if self.wal_fd is not None:
+                os.close(self.wal_fd)
+                self.wal_fd = None
         self.db.close()
         if self.lock_fd is not None:
             os.close(self.lock_fd)

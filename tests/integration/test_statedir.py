@@ -66,6 +66,8 @@ def test_the_flux_scenario_survives_a_clean_restart(instance_factory, tmp_path):
         assert after[j] == ("INACTIVE", "COMPLETED")
         assert b.cli("job", "attach", j, check=True).stdout == "hi\n"
     assert after[sleeper] == ("INACTIVE", "CANCELED")
+    assert b.cli("job", "status", echoes[0]).returncode == 0
+    assert b.cli("job", "status", sleeper).returncode != 0
     log = b.cli("job", "eventlog", sleeper, check=True).stdout
     assert 'type="cancel"' in log and "instance shutting down" in log
     assert after[held] == ("SCHED", "")
@@ -190,3 +192,15 @@ def test_two_instances_never_share_a_state_directory(instance_factory, tmp_path)
     assert "in use by another instance" in line and f"pid {pid}" in line
     # the first one is untouched
     assert a.cli("run", "true").returncode == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_queue_stopped_with_nocheckpoint_starts_after_a_restart(instance_factory, tmp_path):
+    sd = tmp_path / "state"
+    a = _restart(instance_factory, sd)
+    a.cli("queue", "stop", "--nocheckpoint", "just for now", check=True)
+    assert "just for now" in a.cli("queue", "status", check=True).stdout
+    assert a.stop() == 0
+    b = _restart(instance_factory, sd)
+    assert "Scheduling is started" in b.cli("queue", "status", check=True).stdout
+    assert b.cli("run", "true").returncode == 0

@@ -1,0 +1,153 @@
+"""Figure 17 of bench/run.py: the state directory (-Sstatedir).
+
+17a  submit throughput (figure 7's command, size 1) with a state directory, as a
+     percentage of the same without one, A/B alternating in one run;
+17b  restart time: `fluxlite start -Sstatedir=DIR true`, wall time from exec to exit,
+     with 10,000 inactive jobs in DIR (the note gives the same with an empty DIR);
+17c  the crash test's counts: rank 0 killed with SIGKILL at random moments while a
+     client submits jobs and another writes keys, restarted each time; acknowledged,
+     found after the restarts, lost.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import threading
+import time
+
+
+def _throughput(b, rows, quick):
+    njobs = 100 if quick else 500
+    rounds = 1 if quick else 3
+    plain, durable = [], []
+    for _ in range(rounds):
+        with b.Instance(1) as inst:
+            plain.append(njobs / b._submit_many(inst, njobs))
+        sd = tempfile.mkdtemp(prefix="bench-state-")
+        try:
+            with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+                durable.append(njobs / b._submit_many(inst, njobs))
+        finally:
+            shutil.rmtree(sd, ignore_errors=True)
+    p, d = b.median(plain), b.median(durable)
+    b.progress("state", f"submit --cc=1-{njobs}: {p:.1f}/s without, {d:.1f}/s with statedir")
+    rows.append(b.Row("17a", "submit with statedir", 100.0 * d / p, "%", op=">=", bound=90,
+                      samples=[plain, durable],
+                      note=f"{d:.1f} against {p:.1f} jobs/s (size 1, {njobs} jobs, "
+                           f"median of {rounds}, alternating)"))
+
+
+def _restart(b, rows, quick):
+    njobs = 2000 if quick else 10000
+    sd = tempfile.mkdtemp(prefix="bench-state-")
+    empty = tempfile.mkdtemp(prefix="bench-state-")
+    try:
+        with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+            b._submit_many(inst, njobs)
+        start = b.fluxlite_command() + ["start"]
+        env = dict(b.os.environ)
+        env.pop("FLUXLITE_URI", None)
+        base = [b.run_timed(start + [f"-Sstatedir={empty}", "true"], env, 60)
+                for _ in range(3)]
+        full = [b.run_timed(start + [f"-Sstatedir={sd}", "true"], env, 120)
+                for _ in range(3)]
+        with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+            stats = b.cli(inst, "jobs", "--stats-only").stdout.strip()
+        if f"{njobs} completed" not in stats:
+            raise RuntimeError(f"restart lost jobs: {stats}")
+        b.progress("state", f"restart with {njobs} inactive jobs: {b.median(full):.3f} s "
+                            f"(empty: {b.median(base):.3f} s)")
+        rows.append(b.Row("17b", f"restart, {njobs} inactive jobs", b.median(full), "s",
+                          op="<", bound=2.0, samples=full,
+                          note=f"start -Sstatedir=DIR true, median of 3; with an empty DIR "
+                               f"{b.median(base):.3f} s"))
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+        shutil.rmtree(empty, ignore_errors=True)
+
+
+def _crash(b, rows, quick):
+    from fluxlite.client.sync import Handle
+    from fluxlite.job import jobspec as js
+    cycles = 3 if quick else 10
+    spec = js.Jobspec.from_command(["true"]).jobspec
+    rng = random.Random(17)
+    jobs: list[int] = []
+    keys: dict[str, str] = {}
+    sd = tempfile.mkdtemp(prefix="bench-state-")
+
+    def submitter(uri, stop):
+        try:
+            h = Handle(uri)
+            try:
+                for _ in range(50):
+                    if stop.is_set():
+                        return
+                    jobs.append(b.api.submit(h, spec))
+            finally:
+                h.close()
+        except Exception:
+            pass
+
+    def writer(uri, cycle, stop):
+        try:
+            h = Handle(uri)
+            try:
+                for n in range(50):
+                    if stop.is_set():
+                        return
+                    key = f"bench.c{cycle}.k{n}"
+                    h.call("kvs.commit", {"ops": [{"key": key, "value": n}]}, timeout=30)
+                    keys[key] = n
+            finally:
+                h.close()
+        except Exception:
+            pass
+
+    def found(inst) -> int:
+        h = inst.handle()
+        have = {j["id"] for j in h.call("job-manager.list", {"states": "all"},
+                                        timeout=60)["jobs"]}
+        n = sum(1 for j in jobs if j in have)
+        for key, value in keys.items():
+            try:
+                n += h.call("kvs.get", {"key": key}, timeout=30)["value"] == value
+            except Exception:
+                pass
+        return n
+
+    try:
+        for cycle in range(cycles):
+            with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+                stop = threading.Event()
+                threads = [threading.Thread(target=submitter, args=(inst.uri, stop)),
+                           threading.Thread(target=writer, args=(inst.uri, cycle, stop))]
+                for t in threads:
+                    t.start()
+                time.sleep(rng.uniform(0.05, 0.5))   # the moment of the kill
+                inst.kill_broker(0)
+                inst.proc.wait(timeout=60)
+                stop.set()
+                for t in threads:
+                    t.join(timeout=60)
+        with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+            acked = len(jobs) + len(keys)
+            got = found(inst)
+        b.progress("state", f"crash: {cycles} kills, {acked} acknowledged, {got} found")
+        rows.append(b.Row("17c", f"crash test, {cycles} kills: lost", acked - got, "items",
+                          op="<=", bound=0, samples=[acked, got],
+                          note=f"acknowledged {len(jobs)} jobs + {len(keys)} kvs puts = "
+                               f"{acked}; found after restart {got}"))
+    finally:
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def run(b, rows: list, quick: bool) -> None:
+    """`b` is bench/run.py's module (Row, Instance, cli, progress, ...)."""
+    for label, fn in (("17a", _throughput), ("17b", _restart), ("17c", _crash)):
+        try:
+            fn(b, rows, quick)
+        except Exception as exc:
+            rows.append(b.Row(label, "state directory", None, "", error=str(exc)))

@@ -1,0 +1,121 @@
+"""A durable KVS store (a state directory) and the broker's hold on what rank 0 sends.
+
+The changes of one loop turn are one SQLite transaction at the end of the turn,
+synced to disk by a worker thread; until it is synced the store is `dirty`,
+and the broker's links keep every outgoing message that depends on it, in
+order, sending them once the store says it is durable.  The tree is written
+beside the values and loads back; a second store on the same file is refused
+while the first holds it.
+"""
+
+import asyncio
+
+import pytest
+
+from fluxlite.broker.broker import _Links
+from fluxlite.errors import UsageError
+from fluxlite.service.kvs_store import UNLINK, Blob, Log, Store
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def next_turn() -> None:
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
+async def synced(store: Store) -> None:
+    """Until the store's sync (a worker thread) has covered every write-out."""
+    done = asyncio.Event()
+    store.on_durable.append(lambda: done.set() if not store.dirty else None)
+    if store.dirty:
+        await asyncio.wait_for(done.wait(), 10)
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "content.sqlite")
+
+
+async def test_one_turn_is_one_write_out_and_then_durable(path):
+    store = Store(None, durable_path=path)
+    lg = store.new_log()
+    store.append(lg, [{"name": "submit"}])
+    store.finish(True, [("job.a.eventlog", lg)], 1)
+    store.finish(True, [("mykey", 42)], 2)          # a scalar: only the tree changes
+    blob = store.put({"A": "1"})
+    store.finish(True, [("job.a.jobspec", blob)], 3)
+    assert store.dirty and store.needed() == 1 and store.synced == 0
+    await synced(store)
+    assert store.committed == 1 and store.synced == 1   # one write-out for three commits
+    rows = store.db.execute("SELECT key FROM nodes ORDER BY key").fetchall()
+    assert rows == [("job.a.eventlog",), ("job.a.jobspec",), ("mykey",)]
+    store.finish(True, [("job.a", UNLINK)], 4)
+    await synced(store)
+    assert store.db.execute("SELECT key FROM nodes").fetchall() == [("mykey",)]
+    store.close()
+
+
+async def test_the_tree_loads_back_and_the_file_is_kept(path):
+    store = Store(None, durable_path=path)
+    lg = store.new_log()
+    store.append(lg, [1, 2, 3])
+    store.finish(True, [("a.log", lg), ("a.value", [1, "x"])], 7)
+    await synced(store)
+    store.close()
+    again = Store(None, durable_path=path)
+    nodes, version = again.load()
+    assert version == 7
+    by_key = dict(nodes)
+    assert by_key["a.value"] == [1, "x"]
+    assert isinstance(by_key["a.log"], Log) and by_key["a.log"].n == 3
+    assert again.read(by_key["a.log"]) == [1, 2, 3]
+    assert not isinstance(by_key["a.log"], Blob)
+    assert list(again.scan("a.*")) == [("a.log", [1, 2, 3]), ("a.value", [1, "x"])]
+    again.close()
+
+
+def test_a_second_store_on_the_same_file_is_refused(path):
+    first = Store(None, durable_path=path)
+    try:
+        with pytest.raises(UsageError, match="in use by another instance"):
+            Store(None, durable_path=path)
+    finally:
+        first.close()
+    Store(None, durable_path=path).close()   # free again once the first is closed
+
+
+class _Endpoint:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, ident, frames):
+        self.sent.append(frames)
+        return True
+
+
+class _Broker:
+    overlay = None
+
+    def __init__(self):
+        self.local = _Endpoint()
+
+
+async def test_nothing_leaves_before_the_turns_write_out(path):
+    store = Store(None, durable_path=path)
+    broker = _Broker()
+    links = _Links(broker)
+    links.hold_until_durable(store)
+    assert links.send_client(b"c", [b"before"])      # nothing pending: goes at once
+    assert broker.local.sent == [[b"before"]]
+    store.finish(True, [("k", 1)], 1)
+    assert links.send_client(b"c", [b"ack 1"])
+    assert links.send_client(b"c", [b"ack 2"])
+    assert broker.local.sent == [[b"before"]]         # held: the change is in memory only
+    await next_turn()                                 # written out, maybe not synced yet
+    assert store.committed == 1
+    if store.synced < 1:
+        assert broker.local.sent == [[b"before"]]     # held until the sync covers it
+    await synced(store)
+    assert broker.local.sent == [[b"before"], [b"ack 1"], [b"ack 2"]]
+    store.close()
