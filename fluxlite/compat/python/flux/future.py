@@ -34,10 +34,15 @@ class FutureState:
         self.ended = False        # no more results will come (a stream ended)
         self.streaming = False    # many results may come (a streaming RPC)
         self.reactor_only = False  # its then-callback runs only from reactor_run
+        self.delivered = False    # a result came at some point
 
     def fulfill(self, value=None, errnum: int = 0, errstr: str = "") -> None:
+        self.delivered = True
         self.results.append((value, errnum, errstr))
-        if self.then is not None and self.flux is not None:
+        # the then-callback runs when the future becomes ready; the next result
+        # waits for a reset() (as in Flux: a callback that does not reset is not
+        # called again)
+        if len(self.results) == 1 and self.then is not None and self.flux is not None:
             self.flux._ready(self)
 
     def fulfill_error(self, errnum: int, errstr: str = "") -> None:
@@ -113,6 +118,7 @@ class Future:
         second then() on one future is OSError(EEXIST), as Flux."""
         if self.pimpl.then is not None:
             raise AlreadyExists("this future already has a then-callback")
+        timeout = kwargs.pop("timeout", -1.0)
         if args and "arg" in kwargs:
             raise ValueError("then(): give `arg` or positional arguments, not both")
         if "arg" in kwargs:
@@ -120,10 +126,27 @@ class Future:
         self.pimpl.then = (self, callback, args, kwargs)
         if self.pimpl.flux is not None:
             self.pimpl.flux._watch_future(self.pimpl)
+            if timeout is not None and timeout >= 0:
+                self._time_limit(timeout)
         self.pimpl.start()
         if self.pimpl.results and self.pimpl.flux is not None:
             self.pimpl.flux._ready(self.pimpl)
         return self
+
+    def _time_limit(self, timeout: float) -> None:
+        """then(timeout=T): if nothing came within T seconds, the future fails with
+        ETIMEDOUT (its callback then sees it).  The timer does not keep the
+        reactor running on its own."""
+        state = self.pimpl
+
+        def expire(*_):
+            if not state.results and not state.ended and not state.delivered:
+                state.ended = True
+                state.fulfill_error(errno.ETIMEDOUT, "future timed out")
+
+        timer = state.flux.timer_watcher_create(timeout, expire)
+        timer.daemon = True
+        timer.start()
 
     def get_flux(self):
         return self.pimpl.flux

@@ -270,7 +270,8 @@ class Flux:
         del reactor, flags
         self._stop = None
         while self._stop is None:
-            if not (self._readyq or self._watchers or self._futures):
+            if not (self._readyq or self._futures
+                    or any(not w.daemon for w in self._watchers)):
                 return 0
             self._run_once(None, reactor=True)
         rc, self._stop = self._stop, None

@@ -18,6 +18,7 @@ class Watcher:
     def __init__(self, flux_handle, callback, args=None):
         self.flux_handle, self.callback, self.args = flux_handle, callback, args
         self.active = False
+        self.daemon = False     # True: does not keep reactor_run running by itself
 
     def start(self):
         if not self.active:

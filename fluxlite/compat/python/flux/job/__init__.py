@@ -278,6 +278,9 @@ class JobList:
 from .event import (MAIN_EVENTS, EventLogEvent, JobEventWatchFuture,  # noqa: E402,F401
                     JobException, event_wait, event_watch, event_watch_async)
 from .executor import FluxExecutor, FluxExecutorFuture  # noqa: E402,F401
+from .output import (job_output, output_event_watch, output_event_watch_async,  # noqa: E402,F401
+                     output_watch, output_watch_async, output_watch_lines,
+                     output_watch_lines_async)
 from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
 from .info import JobInfo  # noqa: E402,F401
 from .list import JobListIdRPC, JobListRPC, job_list, job_list_id, job_list_inactive  # noqa: E402,F401,E501
