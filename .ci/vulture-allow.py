@@ -117,3 +117,11 @@ list_all
 add_event
 event_count
 has_event
+# flux.job.output: Flux's names
+LOG_DEBUG
+LOG_ERROR
+LOG_FATAL
+LOG_NOTICE
+LOG_WARN
+get_output
+getline

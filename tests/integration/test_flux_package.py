@@ -602,3 +602,42 @@ def test_job_watcher_follows_output_from_the_reactor(inst, tmp_path):
     assert run_program(inst, tmp_path, WATCHER_PROGRAM) == [
         "reactor 0", "output True 3", "labelio '0: out\\n'", "status failed 3 False",
         "progress flux.job.watcher.JobWatcher(progress)"]
+
+
+OUTPUT_PROGRAM = r'''
+import errno
+import flux, flux.job
+from flux.job import JobspecV1, job_output, output_watch, output_watch_lines_async
+
+h = flux.Flux()
+spec = JobspecV1.from_command(["sh", "-c", "printf 'a\nb\n'; echo err >&2"], num_tasks=2)
+j = flux.job.submit(h, spec)
+out = job_output(h, j, labelio=True, tasks="1")
+print("output", repr(out.stdout), repr(out.stderr), repr(out.log))
+print("watch", sorted(set(output_watch(h, j))))
+lines = []
+def cb(f):
+    lines.append(f.getline())
+output_watch_lines_async(h, j).then(cb)
+h.reactor_run()
+print("lines", sorted(lines))
+held = flux.job.submit(h, JobspecV1.from_command(["true"]), urgency=0)
+flux.job.cancel(h, held)
+try:
+    list(output_watch(h, held))
+except OSError as exc:
+    print("never", errno.errorcode[exc.errno], exc.strerror == f"job {held} never started")
+try:
+    job_output(h, 12345)
+except FileNotFoundError:
+    print("unknown")
+'''
+
+
+def test_job_output_calls_read_the_output_eventlog(inst, tmp_path):
+    assert run_program(inst, tmp_path, OUTPUT_PROGRAM) == [
+        "output '1: a\\n1: b\\n' '1: err\\n' ''",
+        "watch [('stderr', 'err\\n'), ('stdout', 'a\\nb\\n')]",
+        "lines [('stderr', 'err'), ('stderr', 'err'), ('stdout', 'a'), ('stdout', 'a'), "
+        "('stdout', 'b'), ('stdout', 'b')]",
+        "never EIO True", "unknown"]

@@ -71,12 +71,16 @@ class OutputEvent(EventLogEvent):
 
 
 def _pieces(event: OutputEvent, tasks, log_stderr_level: int):
-    """(stream, text) an entry gives: its data, or a log line on stderr (at or
-    below log_stderr_level) or on the `log` stream."""
+    """(stream, text) an entry gives: its data, a log line on stderr (at or below
+    log_stderr_level) or on the `log` stream, a line on stderr for a redirect."""
     if event.name == "data" and event.data and _wanted(event, tasks):
         return [(event.stream, event.data)]
     if event.name == "log":
         return [("stderr" if event.level <= log_stderr_level else "log", event.render())]
+    if event.name == "redirect":     # a stream that went to a file instead
+        ctx = event.context
+        return [("stderr", f"{event.rank}: {ctx.get('stream')} redirected to "
+                           f"{ctx.get('path')}\n")]
     return []
 
 
