@@ -125,3 +125,7 @@ LOG_NOTICE
 LOG_WARN
 get_output
 getline
+# flux.job.stats: Flux's names
+JobStats
+running
+update_sync

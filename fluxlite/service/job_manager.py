@@ -669,6 +669,24 @@ class JobManagerService(Service):
             found = found[:r.max_entries]
         return {"jobs": [joblist.select(e, r.attrs) for e in found]}
 
+    @handler("job-list.job-stats", schema=None, roles=ANY)
+    def job_list_stats(self, msg, r):
+        """Flux's job-list.job-stats: jobs per state and per result (every user's)."""
+        names = {states.NEW: "depend", states.DEPEND: "depend", states.PRIORITY: "priority",
+                 states.SCHED: "sched", states.RUN: "run", states.CLEANUP: "cleanup",
+                 states.INACTIVE: "inactive"}
+        counts = dict.fromkeys(("depend", "priority", "sched", "run", "cleanup", "inactive"),
+                               0)
+        results = dict.fromkeys(("successful", "failed", "timeout", "canceled"), 0)
+        by_result = {"COMPLETED": "successful", "FAILED": "failed", "TIMEOUT": "timeout",
+                     "CANCELED": "canceled"}
+        for job in self.jobs.values():
+            counts[names[job.state]] += 1
+            if job.state == states.INACTIVE and job.result in by_result:
+                results[by_result[job.result]] += 1
+        return {"job_states": {**counts, "total": len(self.jobs) + self.inactive_purged},
+                **results, "inactive_purged": self.inactive_purged, "queues": []}
+
     @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
     def job_list_id(self, msg, r):
         return {"job": joblist.select(joblist.entry(self._job(r.id).info(self.level)),

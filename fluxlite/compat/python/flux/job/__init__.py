@@ -16,6 +16,7 @@ from fluxlite.util import fluid
 
 from .. import _handle, missing
 from ..core.handle import RPC
+from ..core.inner import ffi  # noqa: F401  (flux.job.ffi, as Flux exports it)
 from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 
 __all__ = ["JobspecV1", "JobID", "submit", "submit_async", "submit_get_id", "wait", "result",
@@ -121,6 +122,8 @@ def _spec(jobspec):
 def _flux(flux_handle):
     """A flux.Flux for the handle given (a fluxlite Handle gets one around it)."""
     from .. import Flux
+    if flux_handle is None:
+        raise UsageError("no handle given (flux.Flux() makes one)")
     return flux_handle if isinstance(flux_handle, Flux) else Flux(handle=flux_handle)
 
 

@@ -99,9 +99,11 @@ class JobEventWatchFuture(Future):
 
     get = get_event
 
-    def cancel(self) -> None:
+    def cancel(self, stop: bool = False) -> None:
+        """Stop watching: the future then ends (get_event() gives None)."""
         self._follower.close()
-        self._done()
+        if not self.pimpl.ended:
+            self._done()
 
 
 def event_watch_async(flux_handle, jobid, eventlog: str = "eventlog") -> JobEventWatchFuture:
