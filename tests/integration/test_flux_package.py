@@ -641,3 +641,30 @@ def test_job_output_calls_read_the_output_eventlog(inst, tmp_path):
         "lines [('stderr', 'err'), ('stderr', 'err'), ('stdout', 'a'), ('stdout', 'a'), "
         "('stdout', 'b'), ('stdout', 'b')]",
         "never EIO True", "unknown"]
+
+
+STATS_PROGRAM = r'''
+import subprocess
+import flux, flux.job
+from flux.job import JobspecV1
+from flux.job.stats import JobStats
+
+h = flux.Flux()
+for cmd in (["true"], ["false"]):
+    flux.job.wait(h, flux.job.submit(h, JobspecV1.from_command(cmd)))
+s = JobStats(h)
+print("before", s.active, s.inactive)
+s.update_sync()
+print("sync", s.inactive, s.successful, s.failed, s.active, s.pending, s.running)
+seen = []
+s.update(callback=lambda st, tag=None: seen.append((st.inactive, tag)), tag="t")
+h.reactor_run()
+print("async", seen)
+print("version", subprocess.run(["flux", "version"], capture_output=True,
+                                text=True).stdout.split()[0])
+'''
+
+
+def test_job_stats_and_flux_version(inst, tmp_path):
+    assert run_program(inst, tmp_path, STATS_PROGRAM) == [
+        "before -1 -1", "sync 2 1 1 0 0 0", "async [(2, 't')]", "version commands:"]

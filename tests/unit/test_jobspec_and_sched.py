@@ -112,3 +112,15 @@ def test_request_is_computed_once_and_carried_as_it_was(kw):
                 {k: v for k, v in req.wire().items() if k != "nslots"}):
         with pytest.raises(msgspec.ValidationError):
             msgspec.convert(bad, jschema.Request)
+
+
+def test_a_task_may_name_another_slot_label_as_flux_accepts():
+    """flux-core's t/jobspec/valid/basic_v1.yaml: the task's slot is 'foo' while the
+    one slot is labelled 'task'; Flux accepts it, so fluxlite does."""
+    spec = {"version": 1,
+            "resources": [{"type": "slot", "count": 1, "label": "task",
+                           "with": [{"type": "core", "count": 1}]}],
+            "tasks": [{"command": ["app"], "slot": "foo", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 0}}}
+    req = jschema.validate(spec)
+    assert (req.nslots, req.per_slot) == (1, 1)
