@@ -254,6 +254,9 @@ def read_toml(path: str) -> dict:
         raise FluxliteError.from_oserror(exc, f"cannot read config {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config {path} is not valid TOML: not UTF-8 text (byte "
+                         f"{exc.start})") from None
 
 
 def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:

@@ -27,6 +27,7 @@ import asyncio
 import collections
 import os
 import signal
+import sqlite3
 import sys
 import time
 
@@ -197,6 +198,13 @@ class Broker:
         try:
             await self._start_services()
             self.router.open()
+        except (OSError, sqlite3.Error) as exc:
+            # the run directory's file system (full, read-only): one line says it
+            log.critical("service start failed", error=str(exc), rundir=self.cfg.rundir)
+            self.exit_code = 1
+            self.transition("init-fail")
+            await self._shutdown_phase()
+            return
         except Exception:
             log.critical("service start failed", exc_info=True)
             self.exit_code = 1
