@@ -51,3 +51,16 @@ def test_refused_at_submit_naming_the_field(inst1, make, words):
 def test_the_python_builder_refuses_them_too():
     with pytest.raises(UsageError, match="name 'B=C' is not allowed"):
         Jobspec.from_command(["true"], environment=dict(P, **{"B=C": "1"}))
+
+
+def test_a_jobspec_of_three_mib_is_accepted_and_runs_one_over_four_is_refused(inst1):
+    """docs/protocol.md: methods carrying a jobspec take 4 MiB; submit took 1 MiB."""
+    h = inst1.handle()
+    j = spec()
+    j["attributes"]["user"] = {"data": "d" * (3 << 20)}
+    jobid = api.submit(h, j)
+    assert api.wait(h, jobid, timeout=60)["success"]
+    j["attributes"]["user"] = {"data": "d" * (5 << 20)}
+    with pytest.raises(UsageError) as e:
+        api.submit(h, j)
+    assert "payload" in e.value.message and str(4 << 20) in e.value.message
