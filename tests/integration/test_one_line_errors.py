@@ -50,3 +50,14 @@ def test_an_existing_rundir_on_a_read_only_disk_is_one_line(tmp_path):
         assert cp.returncode == 0, cp.stderr
         line = one_error_line(fl("start", "--rundir", rd, "true"))
         assert line == f"fluxlite start: --rundir: cannot write in {rd}: Read-only file system"
+
+
+@pytest.mark.parametrize("setting, words", [
+    ("tbon.keepalive-period=1e-9s", "'1e-9s' is too short: at least 10ms"),
+    ("tbon.torpid-timeout=1ms", "'1ms' is too short: at least 0.1s"),
+    ("tbon.lost-timeout=0", "'0' must be longer than 0s"),
+])
+def test_a_period_or_timeout_below_its_minimum_is_refused(setting, words):
+    """A keepalive every nanosecond was accepted and every broker spun at 100 %."""
+    line = one_error_line(fl("start", "-S", setting, "true"))
+    assert words in line and setting.split("=")[0] in line
