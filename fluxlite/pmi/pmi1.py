@@ -190,8 +190,11 @@ class PMI1Server:
             return []
         c.gone = True
         out: list = [Close(rank, why, eof)]
-        if not c.finalized and not self.barrier_busy and \
-                any(o.in_barrier for o in self.clients.values()):
+        # a task that spoke PMI and left unfinalized can enter no barrier again: the
+        # job's barrier fails now, here and (through the leader) on every other shell,
+        # whether or not a task here is waiting in it
+        if not c.finalized and not self.barrier_busy and (
+                c.initialized or any(o.in_barrier for o in self.clients.values())):
             out += self._fail(f"task rank {rank} left before the barrier", rank)
         return out
 
