@@ -6,6 +6,7 @@ import collections
 import itertools
 import os
 import re
+import signal
 import sys
 from typing import Iterable, Iterator
 
@@ -273,9 +274,9 @@ def submit_all(specs: Iterable[dict], params: dict, *, quiet: bool, wait: bool, 
         ids, refused = [], set()
         inflight: collections.deque = collections.deque()
 
-        def settle(timeout=None) -> int:
+        def settle() -> int:
             p = inflight.popleft()
-            h.wait(p, timeout)
+            h.wait(p)
             resp = p.take()
             ids.append(resp["id"])
             if not quiet:
@@ -286,15 +287,29 @@ def submit_all(specs: Iterable[dict], params: dict, *, quiet: bool, wait: bool, 
                 refused.add(resp["id"])
                 return 1
             return 0
+        # Ctrl-C: nothing more is sent, the answers already due are awaited and
+        # counted (a second Ctrl-C leaves at once)
+        interrupted: list[bool] = []
+
+        def on_sigint(signum, frame):
+            if interrupted:
+                raise KeyboardInterrupt
+            interrupted.append(True)
+        old = signal.signal(signal.SIGINT, on_sigint)
         try:
             for s in specs:
+                if interrupted:
+                    break
                 inflight.append(api.submit_async(h, s, next(urg), flags))
                 if len(inflight) >= SUBMIT_WINDOW:
                     rc = max(rc, settle())
             while inflight:
                 rc = max(rc, settle())
-        except KeyboardInterrupt:
-            return _interrupted(prog, ids, inflight, settle)
+        finally:
+            signal.signal(signal.SIGINT, old)
+        if interrupted:
+            print(f"{prog}: interrupted: {len(ids)} job(s) submitted", file=sys.stderr)
+            return 130
         if watch:
             from .attach import Attach
             for jobid in ids:
@@ -304,21 +319,6 @@ def submit_all(specs: Iterable[dict], params: dict, *, quiet: bool, wait: bool, 
         elif wait_event:
             _wait_event_all(h, ids, wait_event)
     return rc
-
-
-def _interrupted(prog: str, ids: list[int], inflight, settle) -> int:
-    """Ctrl-C while submitting: nothing more is sent; the requests already sent are
-    answered (a second Ctrl-C stops that too) and the count is said.  130."""
-    from ..errors import FluxliteError
-    unknown = 0
-    try:
-        while inflight:
-            settle(10)
-    except (KeyboardInterrupt, FluxliteError, TimeoutError):
-        unknown = len(inflight)
-    more = f" (and {unknown} request(s) whose answer was not awaited)" if unknown else ""
-    print(f"{prog}: interrupted: {len(ids)} job(s) submitted{more}", file=sys.stderr)
-    return 130
 
 
 def _wait_event_all(h, ids: list[int], name: str) -> None:
