@@ -24,10 +24,18 @@ def _duration(v) -> str:
     return v if isinstance(v, str) else f"{v}s"
 
 
-def _positive_duration(v) -> str:
-    if fsd.parse(v) <= 0:
-        raise ValueError(f"{v!r} must be longer than 0s")
-    return v if isinstance(v, str) else f"{v}s"
+def _at_least(minimum: float, *, none: bool = False) -> Callable[[object], str]:
+    """A duration longer than 0 and at least `minimum` seconds (a broker would spin on
+    a keepalive every nanosecond); with `none`, also 'none' for no timeout."""
+    def check(v) -> str:
+        seconds = fsd.parse_timeout(v) if none else fsd.parse(v)
+        if seconds is not None:
+            if seconds <= 0:
+                raise ValueError(f"{v!r} must be longer than 0s")
+            if seconds < minimum:
+                raise ValueError(f"{v!r} is too short: at least {fsd.format(minimum)}")
+        return v if isinstance(v, str) else f"{v}s"
+    return check
 
 
 def _limit_duration(v) -> str:
@@ -154,11 +162,11 @@ ATTRIBUTES: dict[str, Attr] = {
     "tbon.parent-endpoint": Attr(None, _text, False, "endpoint of the parent", config=False),
     # tree and liveness
     "tbon.topo": Attr(tree.DEFAULT_TOPO, _topo, False, "tree shape: kary:K (kary:0 is flat)"),
-    "tbon.keepalive-period": Attr("0.1s", _positive_duration, True,
+    "tbon.keepalive-period": Attr("0.1s", _at_least(0.01), True,
                                   "how often each link sends a keepalive both ways"),
-    "tbon.torpid-timeout": Attr("3s", _positive_duration, True,
+    "tbon.torpid-timeout": Attr("3s", _at_least(0.1), True,
                                 "silence after which a peer is torpid (kept out of scheduling)"),
-    "tbon.lost-timeout": Attr("10s", _timeout, True,
+    "tbon.lost-timeout": Attr("10s", _at_least(0.1, none=True), True,
                               "silence after which a peer is declared lost ('none': never); "
                               "a closed connection is lost at once"),
     "tbon.connect-timeout": Attr("30s", _duration, False,
@@ -254,6 +262,9 @@ def read_toml(path: str) -> dict:
         raise FluxliteError.from_oserror(exc, f"cannot read config {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config {path} is not valid TOML: not UTF-8 text (byte "
+                         f"{exc.start})") from None
 
 
 def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:

@@ -27,6 +27,7 @@ import asyncio
 import collections
 import os
 import signal
+import sqlite3
 import sys
 import time
 
@@ -108,6 +109,7 @@ class Broker:
         self._membership_hooks: list = []
         self._quorum = asyncio.Event()
         self.parent_failed = False
+        self._critical_lost = False     # nested rank 0: a critical rank's loss was reported
         self._set_identity_attrs()
 
     def _set_identity_attrs(self) -> None:
@@ -197,6 +199,13 @@ class Broker:
         try:
             await self._start_services()
             self.router.open()
+        except (OSError, sqlite3.Error) as exc:
+            # the run directory's file system (full, read-only): one line says it
+            log.critical("service start failed", error=str(exc), rundir=self.cfg.rundir)
+            self.exit_code = 1
+            self.transition("init-fail")
+            await self._shutdown_phase()
+            return
         except Exception:
             log.critical("service start failed", exc_info=True)
             self.exit_code = 1
@@ -487,6 +496,41 @@ class Broker:
         self.router.subtree_gone(rank)
         self._children_changed.set()
 
+    def _check_critical_lost(self, lost: set[int]) -> None:
+        """Nested rank 0: a lost rank that is critical (broker.critical-ranks; every
+        rank under batch/alloc --no-persist) ends this instance at once: its job in
+        the parent gets a fatal exception naming the rank."""
+        from .attrs import critical_ranks
+        hit = sorted(lost & critical_ranks(self.attrs, self.size))
+        if not hit or self._critical_lost or self.sm.state != st.RUN:
+            return
+        self._critical_lost = True
+        r = hit[0]
+        host = self.hosts[r] if self.hosts and r < len(self.hosts) else "?"
+        setting = self.attrs.get("broker.critical-ranks") or "default"
+        note = (f"broker rank {r} (host {host}) of this instance was lost, and it is a "
+                f"critical rank (broker.critical-ranks={setting})")
+        log.error("critical rank lost: ending the instance", rank=r, host=host)
+        asyncio.get_running_loop().create_task(self._raise_in_parent(note))
+
+    async def _raise_in_parent(self, note: str) -> None:
+        from ..client.aio import AsyncHandle
+        from ..util import fluid
+        try:
+            h = AsyncHandle(self.attrs["parent-uri"], ctx=self.ctx)
+            await h.connect()
+            try:
+                await h.call("job-manager.raise", {"id": fluid.parse(self.attrs["jobid"]),
+                                                   "type": "exec", "severity": 0,
+                                                   "note": note}, timeout=30)
+            finally:
+                h.close()
+        except Exception as exc:   # the parent is unreachable: end here at least
+            log.error("cannot tell the parent instance; shutting down", error=repr(exc))
+            if self.exit_code == 0:
+                self.exit_code = 1
+            self.request_shutdown(note)
+
     def on_membership(self, hook) -> None:
         """Rank 0: call hook(changes) whenever ranks change state (online, lost, ...)."""
         self._membership_hooks.append(hook)
@@ -496,6 +540,8 @@ class Broker:
             return
         if self.overlay.online_count() >= self.size:
             self._quorum.set()
+        if self.cfg.nested and changes.get("lost"):
+            self._check_critical_lost(changes["lost"])
         for hook in list(self._membership_hooks):
             try:
                 hook(changes)

@@ -103,7 +103,8 @@ def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None) -
             if boot.parent_ep.startswith("tcp://"):
                 parent_key = _key_from_word(_get(client, "key", parent))
         if boot.bind_fd is not None:
-            allowed = {_key_from_word(_get(client, "key", c)) for c in children}
+            # each child's key is good for that child's rank only
+            allowed = {_key_from_word(_get(client, "key", c)): c for c in children}
         if parent_key or allowed:
             boot.curve = Curve(keys.public, keys.secret, parent_public=parent_key,
                                allowed=allowed)

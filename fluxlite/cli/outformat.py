@@ -96,6 +96,11 @@ class OutputFormat:
                         break
             self.items.append((text, field, spec, conv))
             self.sentinels.append(mark)
+        for _, field, spec, _ in self.items:
+            for n in re.findall(r"\d+", (spec or "").rpartition("::")[2]):
+                if int(n) > MAX_WIDTH:
+                    raise UsageError(f"--format: width {n} of {{{field}}} is too large "
+                                     f"(at most {MAX_WIDTH})")
         self.fmt = self._rebuild(self.items)
         self.headings = headings
         self.fields = [f for _, f, _, _ in self.items if f is not None]
@@ -156,8 +161,13 @@ class OutputFormat:
             return fn(*args)
         except KeyError as exc:
             raise UsageError(f"--format: unknown field {{{exc.args[0]}}}") from None
-        except (ValueError, TypeError) as exc:
-            raise UsageError(f"--format: {exc} in {self.fmt!r}") from None
+        except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+            raise UsageError(f"--format: {exc or type(exc).__name__} in {self.fmt!r}") \
+                from None
+
+
+# the widest a field may be padded to (a width of 10**11 asked for 100 GB)
+MAX_WIDTH = 10_000
 
 
 def _widen(spec: str, width: int) -> str:

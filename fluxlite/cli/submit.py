@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
 import re
+import signal
 import sys
+from typing import Iterable, Iterator
 
 import click
 
@@ -162,15 +166,21 @@ def submit(command, cc, quiet, wait, watch, progress, **params):
     open_logs(params)
     cc, bcc = cc_or_bcc(cc, params)
     copies = with_cc(list(command), params, cc, set_env=not bcc)
-    for _, p in copies:
-        refuse_per_task_input(p)
-    specs = [jobspec_from(argv, p, extra_options=service_stdin(p)) for argv, p in copies]
+    # built one at a time as they are sent: --cc=1-1000000 holds a window, not a million
+    specs = _jobspecs(copies)
     if params["dry_run"]:
         import json
-        click.echo("\n".join(json.dumps(s) for s in specs))
+        for s in specs:
+            click.echo(json.dumps(s))
         sys.exit(0)
     sys.exit(submit_all(specs, params, quiet=quiet, wait=wait, watch=watch,
                         progress=progress, prog="fluxlite submit"))
+
+
+def _jobspecs(copies):
+    for argv, p in copies:
+        refuse_per_task_input(p)
+        yield jobspec_from(argv, p, extra_options=service_stdin(p))
 
 
 # options that take a path or a name: {cc} is expanded in them as in the command
@@ -209,19 +219,23 @@ def open_logs(params: dict) -> None:
 
 
 def with_cc(command: list[str], params: dict, cc: str | None,
-            set_env: bool = True) -> list[tuple[list[str], dict]]:
-    """(command, params) for each copy --cc asks for: {cc} replaced by the copy's id in
-    the command and in the path and name options, FLUXLITE_JOB_CC set (not for
-    --bcc: set_env False); one unchanged pair without --cc."""
+            set_env: bool = True) -> Iterator[tuple[list[str], dict]]:
+    """(command, params) for each copy --cc asks for, made as they are taken: {cc}
+    replaced by the copy's id in the command and in the path and name options,
+    FLUXLITE_JOB_CC set (not for --bcc: set_env False); one unchanged pair without
+    --cc.  A bad IDSET is refused at once."""
     if cc is None:
-        return [(command, params)]
+        return iter([(command, params)])
     try:
         ccs = sorted(idset.decode(cc))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--cc") from None
     if not ccs:
         raise click.BadParameter("empty idset", param_hint="--cc")
-    out = []
+    return _copies(command, params, ccs, set_env)
+
+
+def _copies(command: list[str], params: dict, ccs: list[int], set_env: bool):
     for i in ccs:
         def sub(text, i=str(i)):
             return _CC.sub(i, text) if isinstance(text, str) else text
@@ -230,14 +244,20 @@ def with_cc(command: list[str], params: dict, cc: str | None,
             p[key] = sub(p.get(key))
         p["env_rules"] = tuple(sub(r) for r in params.get("env_rules") or ()) + \
             ((f"FLUXLITE_JOB_CC={i}",) if set_env else ())
-        out.append(([sub(a) for a in command], p))
-    return out
+        yield [sub(a) for a in command], p
 
 
-def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watch: bool,
+# submit requests in flight at once: jobspecs are built, sent and counted in windows
+SUBMIT_WINDOW = 256
+
+
+def submit_all(specs: Iterable[dict], params: dict, *, quiet: bool, wait: bool, watch: bool,
                progress: bool, prog: str, urgencies: list[int] | None = None) -> int:
-    """Submit the jobspecs, print their ids, and wait or watch as asked; the exit code.
-    Each job's urgency is params' unless `urgencies` gives one per jobspec."""
+    """Submit the jobspecs (taken one at a time, at most SUBMIT_WINDOW unanswered),
+    print their ids, and wait or watch as asked; the exit code.  Each job's urgency
+    is params' unless `urgencies` gives one per jobspec.  Ctrl-C stops submitting at
+    once: the requests already sent are answered, the count submitted is said, and
+    the exit code is 130."""
     wait_event = params.get("wait_event")
     if wait_event == "clean":  # --wait is --wait-event=clean
         wait, wait_event = True, None
@@ -250,10 +270,12 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
         from ..job import api
         # a job waited for is submitted waitable: not purged before its wait arrives
         flags = WAITABLE if wait else 0
-        urgencies = urgencies or [params["urgency"]] * len(specs)
-        pending = [api.submit_async(h, s, u, flags) for s, u in zip(specs, urgencies)]
+        urg = iter(urgencies) if urgencies else itertools.repeat(params["urgency"])
         ids, refused = [], set()
-        for p in pending:
+        inflight: collections.deque = collections.deque()
+
+        def settle() -> int:
+            p = inflight.popleft()
             h.wait(p)
             resp = p.take()
             ids.append(resp["id"])
@@ -263,7 +285,31 @@ def submit_all(specs: list[dict], params: dict, *, quiet: bool, wait: bool, watc
                 ex = resp["exception"]
                 print(f"{prog}: job {fluid.f58(resp['id'])}: {ex['note']}", file=sys.stderr)
                 refused.add(resp["id"])
-                rc = 1
+                return 1
+            return 0
+        # Ctrl-C: nothing more is sent, the answers already due are awaited and
+        # counted (a second Ctrl-C leaves at once)
+        interrupted: list[bool] = []
+
+        def on_sigint(signum, frame):
+            if interrupted:
+                raise KeyboardInterrupt
+            interrupted.append(True)
+        old = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            for s in specs:
+                if interrupted:
+                    break
+                inflight.append(api.submit_async(h, s, next(urg), flags))
+                if len(inflight) >= SUBMIT_WINDOW:
+                    rc = max(rc, settle())
+            while inflight:
+                rc = max(rc, settle())
+        finally:
+            signal.signal(signal.SIGINT, old)
+        if interrupted:
+            print(f"{prog}: interrupted: {len(ids)} job(s) submitted", file=sys.stderr)
+            return 130
         if watch:
             from .attach import Attach
             for jobid in ids:

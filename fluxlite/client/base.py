@@ -87,6 +87,13 @@ class HandleCore:
                 self._lost(f"{not_a_client_socket(self.uri or self.endpoint)} (the broker "
                            f"refused this connection: {why})")
             else:
+                refused_from = p.get("refused_from")
+                if type(refused_from) is int and self.connected:
+                    # requests from that matchtag on reached the broker after the drop
+                    # and were not taken: refused, not lost
+                    self.tracker.fail_from(refused_from, errno.ECONNREFUSED,
+                                           f"request refused, not carried out: the broker "
+                                           f"dropped this connection: {why}")
                 self._lost(f"the broker dropped this connection: {why}")
 
     def _lost(self, reason: str = "connection to broker lost") -> None:

@@ -103,6 +103,12 @@ class TaskV1(Struct, kw_only=True):
     count: TaskCountV1
     attributes: dict[str, Any] = {}
 
+    def __post_init__(self):
+        for i, word in enumerate(self.command):
+            if "\0" in word:
+                raise ValueError(f"command[{i}] contains a NUL byte, which no argument "
+                                 "can hold")
+
 
 class ShellV1(Struct, kw_only=True):
     options: dict[str, Any] = {}
@@ -133,6 +139,18 @@ class SystemV1(Struct, kw_only=True):
     job: JobV1 = msgspec.field(default_factory=JobV1)
     batch: BatchV1 = msgspec.field(default_factory=BatchV1)
     dependencies: Annotated[list[DependencyV1], Meta(max_length=MAX_DEPENDENCIES)] = []
+
+    def __post_init__(self):
+        # what exec and chdir could not take is refused here, not by a crashed shell
+        if "\0" in self.cwd:
+            raise ValueError("cwd contains a NUL byte, which no path can hold")
+        for name, value in self.environment.items():
+            if not name or "=" in name or "\0" in name:
+                raise ValueError(f"environment: name {name!r} is not allowed: a name is "
+                                 "not empty and holds no '=' and no NUL byte")
+            if "\0" in value:
+                raise ValueError(f"environment: the value of {name} contains a NUL byte, "
+                                 "which no environment variable can hold")
 
 
 class AttributesV1(Struct, kw_only=True, forbid_unknown_fields=True):

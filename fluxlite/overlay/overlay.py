@@ -42,7 +42,7 @@ import zmq
 from ..errors import ConnectFailed, ProtocolError
 from ..protocol import message as m
 from ..protocol.admission import ConnectionGuard
-from ..protocol.frames import monitor_event, peer_uid, recv_frames_from
+from ..protocol.frames import monitor_event, peer_uid, recv_frames_auth, recv_frames_from
 from ..protocol.message import Message
 from ..protocol.transport import Channel
 from ..util import fsd, idset, tree
@@ -68,7 +68,9 @@ class Curve:
     public: bytes
     secret: bytes
     parent_public: bytes | None = None         # the key the parent presents
-    allowed: set[bytes] | None = None          # keys of the peers that may connect to us
+    # keys of the peers that may connect to us, each with the one rank that may use
+    # it (PMI bootstrap), or None where every broker shares the key (a certificate)
+    allowed: dict[bytes, int | None] | None = None
 
 
 @dataclass
@@ -183,7 +185,8 @@ class Overlay:
             sock.bind(self.bind_endpoint)
         finally:
             os.umask(old)
-        self.down = Channel(sock, self._on_child_frames, recv=recv_frames_from)
+        self.down = Channel(sock, self._on_child_frames,
+                            recv=recv_frames_auth if self.zap is not None else recv_frames_from)
         self.bind_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)  # tcp port "*"
 
     def _watch(self, sock: zmq.Socket, events: int, cb) -> None:
@@ -232,7 +235,7 @@ class Overlay:
             raise ConnectFailed("a TCP overlay needs a CURVE certificate (see `fluxlite "
                                 "keygen`); plain TCP only with the insecure test flag")
         from .zap import DOMAIN, ZapHandler
-        self.zap = ZapHandler(self.ctx, self.curve.allowed or {self.curve.public})
+        self.zap = ZapHandler(self.ctx, self.curve.allowed or {self.curve.public: None})
         sock.setsockopt(zmq.ZAP_DOMAIN, DOMAIN)
         sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
         sock.setsockopt(zmq.CURVE_SERVER, 1)
@@ -314,7 +317,7 @@ class Overlay:
 
     # ----------------------------------------------------------- receives
     def _on_child_frames(self, got) -> None:
-        frames, peer, fd = got
+        frames, peer, fd, *user = got
         self.guard.spoke(fd)
         if len(frames) < 2:
             return
@@ -329,7 +332,7 @@ class Overlay:
         c = self.by_ident.get(ident)
         if c is None:
             if msg.type == m.CONTROL and msg.topic == "hello":
-                self._on_hello(ident, msg, peer_uid(peer))
+                self._on_hello(ident, msg, peer_uid(peer), user[0] if user else None)
             else:
                 self._refuse(ident, "message from a peer that has not said hello")
             return
@@ -350,7 +353,10 @@ class Overlay:
         except zmq.ZMQError:
             pass
 
-    def _on_hello(self, ident: bytes, msg: Message, uid: int | None) -> None:
+    def _on_hello(self, ident: bytes, msg: Message, uid: int | None,
+                  key_user: str | None = None) -> None:
+        """A child's hello.  `key_user` is what ZAP said of the key the connection
+        authenticated with: "rank:N" when the key is good for rank N only."""
         if uid is not None and uid != os.getuid():
             # an ipc peer of another user (only root could reach the socket) is no broker
             # of this instance, whatever its hello says
@@ -375,10 +381,23 @@ class Overlay:
             self._refuse(ident, f"rank {rank!r} is not a child of rank {self.rank}: "
                                 "mismatched topology?")
             return
+        if key_user and key_user.startswith("rank:") and key_user != f"rank:{rank}":
+            log.error("hello refused: the key is another rank's", peer_rank=rank,
+                      key=key_user)
+            self._refuse(ident, f"this connection's key belongs to {key_user.replace(':', ' ')}, "
+                                f"not to rank {rank}")
+            return
         if self.shutting_down:
             self._refuse(ident, f"rank {self.rank} is shutting down")
             return
         if c.state in (ONLINE, TORPID) and c.ident != ident:
+            # a second hello for a rank: the rank online keeps its place unless its
+            # connection is gone (a broker restarted after a crash)
+            if self._send_child_control(c, "keepalive"):
+                log.error("hello refused: that rank is online on another connection",
+                          peer_rank=rank)
+                self._refuse(ident, f"rank {rank} is online on another connection")
+                return
             log.warning("broker reconnected after crash, dropping old connection state",
                         peer=rank)
             self._child_lost(c, "reconnected after crash")

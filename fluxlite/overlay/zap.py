@@ -30,9 +30,12 @@ log = get_logger("zap")
 
 
 class ZapHandler:
-    def __init__(self, ctx: zmq.Context, allowed: set[bytes]):
-        """`allowed`: Z85 public keys (40 bytes each) that may connect."""
-        self.allowed = set(allowed)
+    def __init__(self, ctx: zmq.Context, allowed: dict[bytes, int | None]):
+        """`allowed`: the Z85 public keys (40 bytes each) that may connect, each with
+        the one rank that may use it, or None for a key every broker shares.  The
+        answer's user id carries that rank ("rank:N"), read back from each message's
+        "User-Id" so that a hello for another rank is refused."""
+        self.allowed = dict(allowed)
         self.refused = 0
         self._logged: dict[bytes, float] = {}
         sock = ctx.socket(zmq.REP)
@@ -54,9 +57,12 @@ class ZapHandler:
         if not ok:
             self.refused += 1
             self._log_refusal(address, mechanism)
+        user = b""
+        if ok:
+            rank = self.allowed[key]
+            user = b"broker" if rank is None else f"rank:{rank}".encode()
         self.channel.send([b"1.0", request_id, b"200" if ok else b"400",
-                           b"OK" if ok else b"not a key of this instance",
-                           b"broker" if ok else b"", b""])
+                           b"OK" if ok else b"not a key of this instance", user, b""])
 
     def refused_handshake(self, address: str) -> None:
         """libzmq refused a peer before asking ZAP (its CURVE hello was encrypted

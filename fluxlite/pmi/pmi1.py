@@ -44,6 +44,11 @@ SUBVERSION = 1
 KVSNAME_MAX = 64
 LINE_MAX = 4096     # a put of the longest key and value fits with room to spare
 UNSUPPORTED = ("publish_name", "unpublish_name", "lookup_name", "spawn")
+# keys the shell sets for every task: no task may put them
+RESERVED_KEYS = frozenset({"PMI_process_mapping"})
+# bytes of keys and values one task may put over the job (what every shell of the
+# job holds for it); MPICH's business cards are a few hundred bytes
+PUT_BYTES_MAX = 1 << 20
 
 
 def encode(cmd: str, pairs: list[tuple[str, object]] = ()) -> bytes:
@@ -132,6 +137,8 @@ class _Client:
     in_barrier: bool = False
     gone: bool = False
     complained: bool = False
+    put_bytes: int = 0                # bytes of the keys and values it put
+    keys: set = field(default_factory=set)   # the keys it put
 
 
 @dataclass
@@ -183,8 +190,11 @@ class PMI1Server:
             return []
         c.gone = True
         out: list = [Close(rank, why, eof)]
-        if not c.finalized and not self.barrier_busy and \
-                any(o.in_barrier for o in self.clients.values()):
+        # a task that spoke PMI and left unfinalized can enter no barrier again: the
+        # job's barrier fails now, here and (through the leader) on every other shell,
+        # whether or not a task here is waiting in it
+        if not c.finalized and not self.barrier_busy and (
+                c.initialized or any(o.in_barrier for o in self.clients.values())):
             out += self._fail(f"task rank {rank} left before the barrier", rank)
         return out
 
@@ -203,7 +213,7 @@ class PMI1Server:
     # ------------------------------------------------------------- barrier
     def barrier_done(self, keys: dict[str, str]) -> list:
         """The exchange finished: the keys of every shell; answer the waiting tasks."""
-        self.kvs.update(keys)
+        self.kvs.update((k, v) for k, v in keys.items() if k not in RESERVED_KEYS)
         return self._release(0, "")
 
     def barrier_failed(self, why: str) -> list:
@@ -318,7 +328,19 @@ class PMI1Server:
             return self._error(c, "put_result", "put without value=")
         if len(value.encode()) > VALUE_MAX:
             return self._error(c, "put_result", f"value longer than {VALUE_MAX} bytes")
-        self.pending[args["key"]] = value
+        key = args["key"]
+        if key in RESERVED_KEYS:
+            return self._error(c, "put_result", f"key {key} is reserved: it is read-only")
+        size = len(key) + len(value)
+        if key in c.keys:   # a key it put before: its old value no longer counts
+            old = self.pending.get(key, self.kvs.get(key))
+            size -= len(key) + len(old) if old is not None else 0
+        if c.put_bytes + size > PUT_BYTES_MAX:
+            return self._error(c, "put_result", f"this task's puts would pass "
+                                                f"{PUT_BYTES_MAX} bytes of keys and values")
+        c.put_bytes += size
+        c.keys.add(key)
+        self.pending[key] = value
         return Answer(c.rank, encode("put_result", [("rc", 0)]))
 
     def _cmd_get(self, c, args) -> Answer:

@@ -66,6 +66,29 @@ def recv_frames_from(sock: zmq.Socket) -> tuple[list[bytes], str | None, int]:
     return frames, peer, fd
 
 
+def recv_frames_auth(sock: zmq.Socket) -> tuple[list[bytes], str | None, int, str | None]:
+    """As recv_frames_from, plus the "User-Id" that the socket's ZAP handler gave the
+    connection's key (None if it gave none)."""
+    frame = _recv(sock, _NOBLOCK, False)
+    try:
+        peer = frame.get("Peer-Address")
+    except zmq.ZMQError:
+        peer = None
+    try:
+        user = frame.get("User-Id")
+    except zmq.ZMQError:
+        user = None
+    try:
+        fd = frame.get(_SRCFD)
+    except zmq.ZMQError:
+        fd = -1
+    frames = [frame.bytes]
+    while frame.more:
+        frame = _recv(sock, _NOBLOCK, False)
+        frames.append(frame.bytes)
+    return frames, peer, fd, user
+
+
 def peer_uid(peer: str | None) -> int | None:
     """The uid in an ipc "Peer-Address" ("...:uid:gid:pid"), or None if it has none."""
     if not peer:

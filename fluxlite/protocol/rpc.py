@@ -129,10 +129,20 @@ class RPCTracker:
 
     def fail_all(self, errnum: int, errstr: str) -> None:
         """Fail every outstanding RPC (e.g. the connection to the broker is gone)."""
-        pending, self._pending = self._pending, {}
-        for p in pending.values():
+        self._fail(list(self._pending), errnum, errstr)
+
+    def fail_from(self, matchtag: int, errnum: int, errstr: str) -> None:
+        """Fail the outstanding RPCs sent at or after `matchtag` (matchtags rise in
+        sending order; one that wrapped around past the largest counts as later)."""
+        wrapped = self._next <= matchtag
+        self._fail([t for t in self._pending
+                    if t >= matchtag or (wrapped and t < self._next)], errnum, errstr)
+
+    def _fail(self, tags: list[int], errnum: int, errstr: str) -> None:
+        for t in tags:
+            p = self._pending.pop(t)
             m = Message.request(p.topic).response(None, errnum, errstr)
-            m.matchtag = p.matchtag
+            m.matchtag = t
             p.feed(m)
 
     def __len__(self) -> int:

@@ -24,9 +24,13 @@ Struct = msgspec.Struct
 Meta = msgspec.Meta
 ValidationError = msgspec.ValidationError
 
-DEFAULT_MAX_PAYLOAD = 1 << 20  # bytes a method decodes unless it declares more (dispatch.py);
-                               # a jobspec is submitted in one such payload
-BULK_PAYLOAD = 4 << 20         # methods that carry a jobspec and more, or job output
+DEFAULT_MAX_PAYLOAD = 1 << 20  # bytes a method decodes unless it declares more (dispatch.py)
+# a submitted jobspec (Flux takes large ones: a big environment, user attributes), a
+# KVS commit, job output
+BULK_PAYLOAD = 4 << 20
+# methods that carry a submitted jobspec and more (its R, a shell's info): whatever
+# submit accepted must also start
+CARRY_PAYLOAD = 2 * BULK_PAYLOAD
 MAX_OPS = 1024                 # operations in one KVS commit
 MAX_ID = (1 << 63) - 1          # msgspec bounds fit in int64; FLUIDs stay below 2**63
 MAX_NODEID = 0xFFFFFFFF

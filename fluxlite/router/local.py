@@ -16,7 +16,9 @@ Bounds, so that no client can grow this broker's memory without limit:
   client that lets that many pile up without reading is dropped: the broker
   forgets it as if it had disconnected (its streams and waits end, its RPCs in
   flight fail), and it is sent a `disconnect` control message with the reason as
-  soon as it reads again, so its handle fails every RPC instead of hanging.
+  soon as it reads again, however long that takes, so its handle fails every RPC
+  instead of hanging (the requests it sent after the drop, which were not taken,
+  as refused).
 
 - at most PENDING_LIMIT connections that have not sent a message are kept
   (the oldest is closed), and none is accepted when descriptors run short
@@ -49,8 +51,9 @@ log = get_logger("local")
 # ZeroMQ drops a closed connection's pipe a moment after reporting it, so the
 # clients are probed a little later (one probe for a burst of disconnects)
 PROBE_DELAY = 0.05
-# a dropped slow client's `disconnect` is retried this often, this many times
-_OVERFLOW_RETRY, _OVERFLOW_TRIES = 0.25, 240
+# a dropped slow client's `disconnect` is retried this often until it is sent or the
+# connection closes: a client stopped for any time learns it was dropped when it resumes
+_OVERFLOW_RETRY = 0.25
 # connections that have not sent a message yet, kept at most (the oldest is closed)
 PENDING_LIMIT = 256
 
@@ -88,7 +91,8 @@ class LocalEndpoint:
             events=zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED), self._on_monitor)
         self._probe_timer: asyncio.TimerHandle | None = None
         self._last_disconnect = 0.0
-        self._overflowed: dict[bytes, tuple[str, int]] = {}   # ident -> (reason, tries left)
+        # ident -> [reason, matchtag of the first request not taken since (or None)]
+        self._overflowed: dict[bytes, list] = {}
         self._overflow_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ receiving
@@ -119,8 +123,14 @@ class LocalEndpoint:
         if msg.type == m.EVENT:
             log.warning("event from local client dropped (publish with broker.publish)")
             return
-        if ident in self._overflowed:
-            return  # dropped as too slow: nothing more until it has read why
+        dropped = self._overflowed.get(ident)
+        if dropped is not None:
+            # dropped as too slow: nothing more is taken; its `disconnect` will say
+            # from which request on nothing was (matchtags rise in sending order)
+            if dropped[1] is None and msg.type == m.REQUEST \
+                    and not msg.flags & m.NORESPONSE:
+                dropped[1] = msg.matchtag
+            return
         self.on_message(msg, ident)
 
     # -------------------------------------------------------------- sending
@@ -142,7 +152,7 @@ class LocalEndpoint:
                   "(broker.client-queue)")
         log.warning("dropping a client that does not read", client=ident.hex(),
                     limit=self.queue_limit)
-        self._overflowed[ident] = (reason, _OVERFLOW_TRIES)
+        self._overflowed[ident] = [reason, None]
         self._arm_overflow()
 
     def _arm_overflow(self) -> None:
@@ -153,16 +163,16 @@ class LocalEndpoint:
     def _retry_overflowed(self) -> None:
         """Tell each dropped client why, once it has room to hear it."""
         self._overflow_timer = None
-        for ident, (reason, tries) in list(self._overflowed.items()):
-            frames = m.encode(Message.control("disconnect", {"reason": reason}))
+        for ident, (reason, refused_from) in list(self._overflowed.items()):
+            p = {"reason": reason}
+            if refused_from is not None:
+                p["refused_from"] = refused_from
             try:
-                self.channel.send([ident] + frames)
+                self.channel.send([ident] + m.encode(Message.control("disconnect", p)))
             except zmq.Again:
-                if tries > 1:
-                    self._overflowed[ident] = (reason, tries - 1)
-                    continue
+                continue        # still not reading: try again
             except zmq.ZMQError:
-                pass
+                pass            # its connection closed
             del self._overflowed[ident]
         self._arm_overflow()
 

@@ -36,7 +36,7 @@ from ..job import schema as jschema
 from ..job import execution as ex
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
-from ..protocol.schema import (BULK_PAYLOAD, AnyMap, Idset, JobId, Name, Severity, Signal,
+from ..protocol.schema import (CARRY_PAYLOAD, AnyMap, Idset, JobId, Name, Severity, Signal,
                                Struct, Text, WaitStatus)
 from ..util import fluid, fsd, idset
 from ..util.log import enabled as log_enabled
@@ -177,7 +177,7 @@ class JobExecService(Service):
 
     # --------------------------------------------------------------- start
     @handler("job-exec.start", schema=StartRequest, streaming=True,
-              max_payload=BULK_PAYLOAD)
+              max_payload=CARRY_PAYLOAD)
     def start_job(self, msg, r):
         job = ExecJob(msg, r.id, r.userid, r.jobspec, r.R, r.request.shared(), self.hosts,
                       self.ctx.attrs)

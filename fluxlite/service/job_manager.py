@@ -32,8 +32,8 @@ from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
 from ..protocol.message import STREAMING
-from ..protocol.schema import (AnyMap, JobId, Matchtag, Meta, Name, Severity, Signal, Struct,
-                               Text, Urgency, UserId, WaitStatus)
+from ..protocol.schema import (BULK_PAYLOAD, AnyMap, JobId, Matchtag, Meta, Name, Severity,
+                               Signal, Struct, Text, Urgency, UserId, WaitStatus)
 from ..util import fluid, fsd, procs
 from ..util.log import enabled as log_enabled
 from . import jm_restart
@@ -390,7 +390,7 @@ class JobManagerService(Service):
                 "returncode": info["returncode"]}
 
     # ------------------------------------------------------------- submit
-    @handler("job-manager.submit", schema=SubmitRequest, roles=ANY)
+    @handler("job-manager.submit", schema=SubmitRequest, roles=ANY, max_payload=BULK_PAYLOAD)
     def submit(self, msg, r):
         """As flux-core's job-ingest, a job gets an id only once the scheduler says its
         request could ever fit (sched.feasibility): one that never can is a submit

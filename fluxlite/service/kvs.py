@@ -388,6 +388,7 @@ class KVSService(Service):
 
     @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
     def commit_rpc(self, msg, req):
+        self.store.check_room()
         return {"version": self.commit(req.ops)}
 
     @handler("kvs.ls", schema=KeyRequest, roles=ANY)

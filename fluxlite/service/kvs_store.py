@@ -20,8 +20,12 @@ a savepoint each, and a transaction per loop turn still cost rank 0 a third of
 a millisecond per job).  A commit that
 fails half way leaves nothing behind: its additions are taken back from that
 buffer, and what it removed is removed only once it has succeeded.  If writing
-out fails (the disk is full), the buffer is kept and written with the next
-write-out, and the error is logged.
+out fails (the disk is full), the buffer is kept and written out again
+RETRY_DELAY later (not by every commit, which would retry the whole buffer
+each time); one line is logged when writing starts failing and one when it
+works again.  What is held so is bounded: past HELD_MAX bytes, `check_room`
+refuses new client commits with ENOSPC, while everything already acknowledged
+stays held until it can be written.
 
 A durable store (`-Sstatedir=DIR`, see statedir.py) keeps the whole tree, not
 only its large values: its database outlives the instance, and a restart
@@ -44,6 +48,7 @@ acknowledged meanwhile.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import sqlite3
 import zlib
@@ -60,7 +65,8 @@ CACHE_KIB = 512             # SQLite page cache (its default is 2 MB, all of it 
 FLUSH_DELAY = 0.05          # seconds additions wait to be written out with later ones
 FLUSH_BYTES = 1 << 20       # ... unless they are this many bytes already
 
-RETRY_DELAY = 1.0           # seconds before a durable store tries a failed write-out again
+RETRY_DELAY = 1.0           # seconds before a failed write-out is tried again
+HELD_MAX = 64 << 20         # bytes held while writing out fails, past which commits are refused
 
 FILENAME = "content.sqlite"
 SCALAR, BLOB, LOG, DIR = 0, 1, 2, 3   # what a row of `nodes` holds (DIR: an empty one made)
@@ -159,6 +165,7 @@ class Store:
         self.deleted: list[int] = []         # ids whose rows go
         self.deleted_rows = 0                # how many rows those are
         self.flush_later: asyncio.Handle | None = None   # the write-out to come
+        self.failing: str | None = None      # why writing out fails, while it does
         # the commit under way: how to take back what it added, what it removes
         self.in_tx = False
         self.undo: list[tuple] = []
@@ -201,8 +208,20 @@ class Store:
                     del node.pending[kept:]
         self.undo.clear()
         self.removals.clear()
-        if self.flush_later is None or self.pending_bytes >= FLUSH_BYTES:
+        if self.failing is not None:
+            if self.flush_later is None:
+                self._retry()       # while writing out fails: on the retry's schedule
+        elif self.flush_later is None or self.pending_bytes >= FLUSH_BYTES:
             self.flush()
+
+    def check_room(self) -> None:
+        """Refuse a client's commit while writing out fails and HELD_MAX bytes are
+        held already (what was acknowledged stays held)."""
+        if self.failing is not None and self.pending_bytes >= HELD_MAX:
+            from ..errors import FluxliteError
+            raise FluxliteError(f"the KVS cannot write to {self.path} ({self.failing}) and "
+                                f"holds {self.pending_bytes >> 20} MiB already: commit "
+                                "refused until it can", errno.ENOSPC)
 
     def _remove(self, node: Log | Blob) -> None:
         if isinstance(node, Blob):
@@ -302,13 +321,21 @@ class Store:
                 self._tree_rows()
             self.db.execute("COMMIT")
         except sqlite3.Error as exc:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            log.error("job store: writing out failed; kept in memory until the next "
-                      "commit", error=str(exc), path=self.path)
-            if self.durable:   # nothing is acknowledged until it is on disk: try again
-                self._retry()
+            try:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if self.failing is None:
+                log.error("job store: writing out failed; held in memory and tried again "
+                          "until it works", error=str(exc), path=self.path)
+            self.failing = str(exc)
+            self._retry()
             return
+        if self.failing is not None:
+            log.warning("job store: writing out works again", path=self.path,
+                        was=self.failing)
+            self.failing = None
         self.tree_ops.clear()
         for lg in self.logs:
             lg.pending = None

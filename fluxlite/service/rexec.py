@@ -17,7 +17,7 @@ import errno
 import signal
 
 from ..errors import AlreadyExists, FluxliteError, NoService, ProtocolError, TryAgain, UsageError
-from ..protocol.schema import BULK_PAYLOAD, AnyMap, Name, Signal, Struct, Text
+from ..protocol.schema import CARRY_PAYLOAD, AnyMap, Name, Signal, Struct, Text
 from .base import Service, handler
 
 
@@ -46,7 +46,7 @@ class RexecService(Service):
         self.rundir = rundir
         self.procs: dict[str, object] = {}
 
-    @handler("rexec.exec", schema=ExecRequest, streaming=True, max_payload=BULK_PAYLOAD)
+    @handler("rexec.exec", schema=ExecRequest, streaming=True, max_payload=CARRY_PAYLOAD)
     async def exec_(self, msg, req):
         kind, label = req.kind, req.label
         spawner = self.spawner

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 
 def preload() -> None:
@@ -17,6 +18,9 @@ def preload() -> None:
     from .plugin import ShellPlugin
     from .plugins import doom, input, instance, limits, output, pmi, pty, signals  # noqa: F401
     from .shell import JobShell
+    # the shell's own log (its stderr) may fail to take a line (a full disk): that
+    # must never change the job's result
+    sys.stderr = _LogStream(sys.stderr)
     # the handlers each class declares, looked up once here rather than in every shell
     for cls in (JobShell, *ShellPlugin.__subclasses__()):
         declared_handlers(cls)
@@ -63,7 +67,32 @@ def run_forked_shell(info: dict, env: dict | None = None) -> int:
     from ..util.proctitle import set_title
     set_title(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} rank={info['shell_rank']}")
     from .shell import JobShell
+    # the shell's own log (its stderr) may fail to take a line (a full disk): that
+    # must never change the job's result
+    sys.stderr = _LogStream(sys.stderr)
     # not asyncio.run: the process ends (os._exit) as soon as this returns, and the
     # shell has already closed its connection, so cancelling what is left and closing
     # the loop would only delay the exit that job-exec is waiting for
     return asyncio.new_event_loop().run_until_complete(JobShell(info, env).run())
+
+
+class _LogStream:
+    """A text stream whose write and flush errors (ENOSPC, EIO) are dropped."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

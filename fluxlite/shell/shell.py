@@ -118,6 +118,7 @@ class JobShell:
         self.exit_code = 0
         self.h: AsyncHandle | None = None
         self._outstanding = 0
+        self._lost_commits: list[str] = []   # errors of KVS commits that failed
         self._drained = asyncio.Event()
         self._drained.set()
 
@@ -168,19 +169,23 @@ class JobShell:
         """A KVS commit; the shell waits for every outstanding commit before exiting."""
         if self.h is None or not self.h.connected:
             return
-        self._no_wait(self.h.rpc("kvs.commit", {"ops": ops}), "kvs commit failed")
+        self._no_wait(self.h.rpc("kvs.commit", {"ops": ops}), "kvs commit failed",
+                      self._lost_commits)
 
-    def _no_wait(self, p, what: str) -> None:
+    def _no_wait(self, p, what: str, failures: list[str] | None = None) -> None:
         """An RPC the shell does not wait for now, but sees answered before it exits
-        (an error answer is a line on its stderr, after `what`)."""
+        (an error answer is a line on its stderr, after `what`, and is added to
+        `failures` if given)."""
         self._outstanding += 1
         self._drained.clear()
-        p.on_response = functools.partial(self._answered, what)
+        p.on_response = functools.partial(self._answered, what, failures)
 
-    def _answered(self, what: str, msg) -> None:
+    def _answered(self, what: str, failures: list[str] | None, msg) -> None:
         if msg.errnum:
             print(f"fluxlite-shell[{self.rank}]: {what}: {msg.errstr}",
                   file=sys.stderr, flush=True)
+            if failures is not None:
+                failures.append(msg.errstr)
         self._outstanding -= 1
         if self._outstanding == 0:
             self._drained.set()
@@ -466,10 +471,15 @@ class JobShell:
                                  self.critical_seq)
 
     async def _flush(self) -> None:
+        """Before the shell exits, every commit of the job's output and events is
+        answered: the shell waits as long as the instance lives (the job's time limit
+        and cancel still end it).  If any failed, what they carried is lost, and the
+        job gets an exception that says so."""
         for sink in self.output_sinks:
             sink.flush()
-        try:
-            await asyncio.wait_for(self._drained.wait(), 10)
-        except asyncio.TimeoutError:
-            print(f"fluxlite-shell[{self.rank}]: requests still unanswered at exit",
-                  file=sys.stderr, flush=True)
+        await self._drained.wait()
+        if self._lost_commits and self.h is not None and self.h.connected:
+            n, why = len(self._lost_commits), self._lost_commits[-1]
+            await self.raise_exception(
+                "exec", 0, f"job output lost: {n} write(s) of its output or events to "
+                           f"the KVS failed on shell rank {self.rank} ({why})")

@@ -74,6 +74,30 @@ def check_private_dir(path: str, what: str = "--rundir") -> None:
         raise UsageError(f"{what}: {path} has mode {mode:04o}: others may write to it and "
                          f"could replace the instance's sockets; use a directory only you "
                          f"can write (chmod go-w {path})")
+    _check_room(path, what)
+
+
+# what a probe writes in a run directory before an instance starts there: its KVS
+# file, logs and sockets need at least this much
+_PROBE_BYTES = 256 * 1024
+
+
+def _check_room(path: str, what: str) -> None:
+    """Refuse a run directory where nothing can be written (a read-only file system,
+    a full disk) with one line, before any broker starts there."""
+    probe = None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"\0" * _PROBE_BYTES)
+    except OSError as exc:
+        raise UsageError.from_oserror(exc, f"{what}: cannot write in {path}") from None
+    finally:
+        if probe is not None:
+            try:
+                os.unlink(probe)
+            except OSError:
+                pass
 
 
 def fluxlite_bindir() -> str | None:

@@ -388,7 +388,7 @@ def test_oversized_frames_are_refused_unread(instance_factory):
 
 def test_a_payload_larger_than_its_method_takes_is_refused_before_decoding(inst1):
     h = inst1.handle()
-    env = {f"V{i}": "x" * 1000 for i in range(2100)}
+    env = {f"V{i}": "x" * 2000 for i in range(2200)}   # 4.4 MB: over submit's 4 MiB
     spec = js.Jobspec.from_command(["true"], environment=env).jobspec
     refused(h, "job-manager.submit", {"jobspec": spec}, errno.EINVAL, "payload",
             "at most")

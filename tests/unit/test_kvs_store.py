@@ -74,18 +74,42 @@ async def test_a_failed_commit_takes_back_what_it_added_and_keeps_what_it_remove
     assert written(store) == 0 and store.count() == 0
 
 
-async def test_a_write_that_fails_is_kept_and_goes_out_with_a_later_turn(store):
+async def test_a_write_that_fails_is_kept_and_goes_out_on_the_retry(store):
+    """While writing out fails, commits are held and do not each retry the whole
+    buffer: the retry, RETRY_DELAY later, writes everything once there is room."""
     lg = store.new_log()
     store.db.execute("PRAGMA query_only=ON")   # every write now fails, as on a full disk
     store.append(lg, [1])
     store.finish(True)
     await next_turn()
     assert written(store) == 0 and store.read(lg) == [1] and store.count() == 1
+    assert store.failing is not None
     store.db.execute("PRAGMA query_only=OFF")
     store.append(lg, [2])
     store.finish(True)
     await next_turn()
+    assert written(store) == 0 and store.read(lg) == [1, 2]    # held for the retry
+    done = asyncio.get_running_loop().create_future()
+    store.on_durable.append(lambda: done.done() or done.set_result(True))
+    await asyncio.wait_for(done, 10)
     assert written(store) == 2 and store.read(lg) == [1, 2] and lg.pending is None
+    assert store.failing is None
+
+
+async def test_past_the_bound_held_while_failing_commits_are_refused(store, monkeypatch):
+    import errno
+    from fluxlite.errors import FluxliteError
+    from fluxlite.service import kvs_store
+    monkeypatch.setattr(kvs_store, "HELD_MAX", 10)
+    lg = store.new_log()
+    store.check_room()                         # writing out works: never refused
+    store.db.execute("PRAGMA query_only=ON")
+    store.append(lg, ["x" * 100])
+    store.finish(True)
+    await next_turn()
+    with pytest.raises(FluxliteError) as e:
+        store.check_room()
+    assert e.value.errnum == errno.ENOSPC and store.read(lg) == ["x" * 100]
 
 
 async def test_closing_with_a_write_out_pending_leaves_nothing_to_run(tmp_path):

@@ -243,10 +243,17 @@ class PMI(ShellPlugin):
                 resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
                                                nodeid=self.shell.leader_rank)
         except FluxliteError as exc:
-            self.ending_elsewhere = True
             if error:
-                return          # the local tasks were told already
-
+                return          # our own failure: the local tasks were told already
+            self.ending_elsewhere = True
+            if not self.shell.is_leader:
+                # the leader may never have taken this entry (a refused request): it
+                # is told, so that no other shell's tasks wait on this one
+                self.shell.h.send(f"{self.shell.service}.pmi-barrier",
+                                  {"shell_rank": req.shell_rank, "seq": req.seq, "keys": {},
+                                   "error": f"shell rank {req.shell_rank} could not enter "
+                                            f"the barrier: {exc.message or exc}"},
+                                  nodeid=self.shell.leader_rank)
             self._apply(self.server.barrier_failed(exc.message or str(exc)))
             return
         self._apply(self.server.barrier_done(dict(resp.get("keys") or {})))
