@@ -241,7 +241,7 @@ class Broker:
 
     def _build_services(self) -> list:
         """Every service of this rank, in start order, each with what it needs."""
-        from ..service import broker_svc, overlay, rexec
+        from ..service import admin, broker_svc, overlay, rexec
         ctx = self._context()
         out = [broker_svc.BrokerService(ctx, attributes=battrs.ATTRIBUTES,
                                         check_attr=lambda n, v: battrs.check(n, v,
@@ -266,7 +266,15 @@ class Broker:
                     jm]
         out.append(overlay.OverlayService(ctx, overlay=self.overlay,
                                           on_membership=self.on_membership))
+        out += [admin.ModuleService(ctx, services=lambda: self.router.services),
+                admin.LogService(ctx), admin.ConfigService(ctx, config=self._config_in_effect)]
         return out
+
+    def _config_in_effect(self) -> dict[str, str]:
+        """The configured tables' keys whose value is not the default (`config get`)."""
+        specs = battrs.ATTRIBUTES
+        return {n: v for n, v in self.attrs.items()
+                if "." in n and n in specs and specs[n].config and v != specs[n].default}
 
     def _inventory(self) -> dict[int, list[int]]:
         """Cores per rank: a nested instance's allocation, or N cores on every rank."""

@@ -9,7 +9,7 @@ Broker and spawner talk over a Unix stream socket carrying msgpack maps:
 
     broker  -> spawner  {op: spawn, tag, kind: exec|shell, tmpdir_in, child}
                         child: msgpack bytes of {argv, env, cwd, pgid, setsid, ctty,
-                        stdio: inherit|null|log, info}
+                        stdio: inherit|null|log|connect, stdio_path, info}
                         {op: kill, tag, signum, below}  {op: killall}
     spawner -> broker   {op: started, tag, pid}
                         {op: failed, tag, error, errno}  (the child's errno, else EIO)
@@ -29,6 +29,10 @@ first write: ~200 faults a job, most of the spawner's own work.
 what is left in its session.  `failed` answers a spawn that did not exec (or a
 request the spawner could not read); `exited` carries the pid, so a process
 that ends before its `started` was read still names itself.
+
+`stdio: connect` (rexec's commands, `fluxlite exec`): the child connects to two
+Unix sockets the broker listens on, `stdio_path` + "o" (its stdin and stdout)
+and + "e" (its stderr), before it execs, so the broker streams its output.
 
 Death follows the node model.  The spawner gets SIGTERM when the broker
 dies (PR_SET_PDEATHSIG); it is a child subreaper, so orphans stay below it; on
@@ -349,6 +353,19 @@ class _Server:
         mode = req.get("stdio", "inherit")
         if mode == "inherit":
             return
+        if mode == "connect":
+            # the broker listens at PATH.o (stdin and stdout) and PATH.e (stderr)
+            ends = []
+            for suffix in ("o", "e"):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.connect(req["stdio_path"] + suffix)
+                ends.append(sock)
+            os.dup2(ends[0].fileno(), 0)
+            os.dup2(ends[0].fileno(), 1)
+            os.dup2(ends[1].fileno(), 2)
+            for sock in ends:
+                sock.close()
+            return
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
@@ -526,7 +543,8 @@ class Spawner:
 
     def spawn(self, kind: str = "exec", *, argv=None, env=None, cwd=None, pgid=None,
               setsid: bool = False, ctty: bool = False, stdio: str = "inherit",
-              info=None, tmpdir_in: str | None = None) -> SpawnedProcess:
+              stdio_path: str | None = None, info=None,
+              tmpdir_in: str | None = None) -> SpawnedProcess:
         """Start a process; with `tmpdir_in`, it gets a private directory made there,
         removed once it is reaped."""
         tag = self._next
@@ -536,7 +554,7 @@ class Spawner:
         self._send({"op": "spawn", "tag": tag, "kind": kind, "tmpdir_in": tmpdir_in,
                     "child": pack({"argv": argv, "env": env, "cwd": cwd, "pgid": pgid,
                                      "setsid": setsid, "ctty": ctty, "stdio": stdio,
-                                     "info": info})})
+                                     "stdio_path": stdio_path, "info": info})})
         return p
 
     def kill(self, proc: SpawnedProcess, signum: int, *, below: bool = False) -> None:

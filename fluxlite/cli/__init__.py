@@ -45,6 +45,20 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "shutdown": ("misc", "shutdown", "Shut the instance down"),
     "keygen": ("keygen", "keygen", "Write a CURVE certificate for a TCP overlay"),
     "compat": ("compat", "compat", "Flux compatibility: `eval \"$(fluxlite compat env)\"`"),
+    # commands of flux(1) beyond the job-user core (one module each, or tools.py)
+    "exec": ("execcmd", "exec_", "Run a command on broker ranks, outside any job"),
+    "top": ("top", "top", "A live view of the instance's resources, jobs and instances"),
+    "pstree": ("pstree", "pstree", "Draw jobs and nested instances as a tree"),
+    "version": ("tools", "version", "Print the versions of fluxlite and its libraries"),
+    "config": ("tools", "config", "Show the instance configuration: get"),
+    "jobtap": ("tools", "jobtap", "Show the job-manager's plugins: list"),
+    "module": ("tools", "module", "Show each broker's services: list"),
+    "hostlist": ("tools", "hostlist", "Expand, combine and transform lists of hosts"),
+    "env": ("tools", "env", "Print the environment of commands run in the instance, or run one"),
+    "logger": ("tools", "logger", "Write a message to the broker's log"),
+    "event": ("tools", "event", "Publish and watch events: pub, sub"),
+    "pgrep": ("tools", "pgrep", "List the jobs whose name matches a pattern"),
+    "pkill": ("tools", "pkill", "Cancel the jobs whose name matches a pattern"),
 }
 HIDDEN: set[str] = set()
 
@@ -77,7 +91,8 @@ def cli():
     """
 
 
-GROUPS = {"job", "kvs", "resource", "overlay", "compat", "queue"}  # commands with subcommands
+GROUPS = {"job", "kvs", "resource", "overlay", "compat", "queue", "config", "jobtap",
+          "module", "event"}  # commands with subcommands
 
 
 def _command_name(argv: list[str]) -> str:

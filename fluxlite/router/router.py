@@ -350,11 +350,13 @@ class Router:
         return True
 
     # --------------------------------------------------------------- events
-    def publish(self, topic: str, payload=None) -> None:
-        """Publish an event to the whole instance (through rank 0)."""
+    def publish(self, topic: str, payload=None) -> int | None:
+        """Publish an event to the whole instance (through rank 0); on rank 0, its
+        sequence number."""
         if self.rank == 0:
             self.event_seq += 1
             self.distribute_event(Message.event(topic, payload, self.event_seq))
+            return self.event_seq
         else:
             self.send_noresponse("broker.publish", {"topic": topic, "payload": payload},
                                  nodeid=0)

@@ -17,6 +17,7 @@ that wires parts together.  Requests reach handlers through the one dispatcher
 from __future__ import annotations
 
 import errno
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -57,6 +58,7 @@ class Service:
         self.dispatcher.add_object(self)
         # streams opened by clients, so a vanished client's watchers can be dropped
         self._streams: dict[tuple, dict[int, list]] = {}   # route -> matchtag -> cancels
+        self.last_active = time.monotonic()  # when a request last came (`module list` idle)
 
     # lifecycle hooks ------------------------------------------------------
     async def start(self) -> None:
@@ -71,6 +73,7 @@ class Service:
     # dispatch -------------------------------------------------------------
     def dispatch(self, msg: Message) -> bool:
         """True if the request may be answered later (see Dispatcher.dispatch)."""
+        self.last_active = time.monotonic()
         return self.dispatcher.dispatch(msg)
 
     def _builtin(self, msg: Message) -> bool:

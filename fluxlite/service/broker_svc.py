@@ -206,8 +206,8 @@ class BrokerService(Service):
 
     @handler("broker.publish", schema=PublishRequest)
     def publish(self, msg, req):
-        self.ctx.publish(req.topic, req.payload)
-        return {}
+        seq = self.ctx.publish(req.topic, req.payload)
+        return {} if seq is None else {"seq": seq}
 
     @handler("broker.state", schema=None, roles=ANY)
     def state(self, msg, req):

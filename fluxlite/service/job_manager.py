@@ -113,6 +113,22 @@ class QueueStartRequest(Struct, kw_only=True):
     reason: Text | None = None
 
 
+class QueueEnableRequest(Struct, kw_only=True):
+    enable: bool
+    all: bool = False
+    name: Name | None = None
+    reason: Text | None = None
+
+
+class JobtapRequest(Struct, kw_only=True):   # Flux's query_only is the default here
+    load: Text | None = None
+    remove: Text | None = None
+
+
+# Flux's built-in jobtap plugins whose behaviour this job-manager has (it loads no others)
+BUILTIN_PLUGINS = (".priority-default", ".dependency-after", ".begin-time", ".history")
+
+
 class ListRequest(Struct, kw_only=True):
     states: Name = "active"
     ids: list[JobId] | None = None
@@ -182,6 +198,7 @@ class JobManagerService(Service):
         self._idle = asyncio.Event()
         self._idle.set()
         self.stop_reason: str | None = None   # why the queue was stopped
+        self.disable_reason: str | None = None  # why submissions are refused (queue disable)
         self.n_active = 0        # jobs not INACTIVE
         self.n_running = 0       # jobs in RUN or CLEANUP (what `queue idle` waits out)
         self.drain_waiters: list = []
@@ -414,6 +431,8 @@ class JobManagerService(Service):
                                    f"with an urgency above {depend.URGENCY_DEFAULT}")
         if r.flags & ~WAITABLE:
             raise UsageError(f"submit: unknown flags 0x{r.flags & ~WAITABLE:x}")
+        if self.disable_reason is not None:
+            raise UsageError(f"job submission is disabled: {self.disable_reason}")
 
     def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
         """sched's feasibility answer: refuse the submission, or make the job."""
@@ -816,9 +835,38 @@ class JobManagerService(Service):
         return (job.state == states.SCHED and job.fatal is None and not job.sched_req
                 and job.priority > depend.PRIORITY_MIN)
 
+    @handler("job-manager.queue-enable", schema=QueueEnableRequest)
+    def queue_enable(self, msg, r):
+        """`queue enable` / `queue disable`: whether submissions are accepted (jobs
+        already submitted are untouched).  There is one anonymous queue: a name is
+        refused, as Flux refuses a queue it does not know."""
+        if r.name is not None:
+            raise UsageError(f"{r.name!r} is not a valid queue: this instance has one "
+                             "anonymous queue")
+        if not r.enable and not r.reason:
+            raise UsageError("reason is required for disable")
+        self.disable_reason = None if r.enable else r.reason
+        return {}
+
+    @handler("job-manager.jobtap", schema=JobtapRequest)
+    def jobtap(self, msg, r):
+        """`jobtap list`: the plugins in effect (built in; none can be loaded)."""
+        if r.load or r.remove:
+            raise FluxliteError("jobtap plugins cannot be loaded or removed here: the "
+                                "built-in ones are always in effect", errno.ENOSYS)
+        return {"plugins": list(BUILTIN_PLUGINS)}
+
+    @handler("job-manager.queue-list", schema=None, roles=ANY)
+    def queue_list(self, msg, r):
+        """The named queues (Flux's answer for an instance with only the anonymous
+        queue is an empty list)."""
+        return {"queues": []}
+
     @handler("job-manager.queue-status", schema=None, roles=ANY)
     def queue_status(self, msg, r):
-        out = {"enable": True, "start": self.actions.started}
+        out = {"enable": self.disable_reason is None, "start": self.actions.started}
+        if self.disable_reason is not None:
+            out["disable_reason"] = self.disable_reason
         if not self.actions.started and self.stop_reason:
             out["stop_reason"] = self.stop_reason
         return out

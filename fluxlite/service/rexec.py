@@ -6,15 +6,23 @@ private directory in the broker's run directory (`tmpdir` in its info: the
 batch script, a nested instance's run directories), which the spawner removes
 once the shell is reaped, before the exit is reported.  `rexec.exec` is a
 streaming RPC: {type: started, pid}, then {type: exited, status}, then the
-end of the stream.  Processes are named by a label so they can be signalled
-without knowing their pid.  SIGKILL takes a shell's whole process tree.
+end of the stream.  A command started with `output` (kind exec: `fluxlite
+exec`) also streams what it writes, {type: output, stream: stdout|stderr,
+data}, all of it before `exited`, and reads what `rexec.write` sends it
+({label, data, eof}); a client that goes away takes its command with it.
+Processes are named by a label so they can be signalled without knowing
+their pid.  SIGKILL takes a shell's whole process tree.
 When the broker shuts down, its spawner kills everything it started.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import itertools
+import os
 import signal
+import socket
 
 from ..errors import AlreadyExists, FluxliteError, NoService, ProtocolError, TryAgain, UsageError
 from ..protocol.schema import CARRY_PAYLOAD, AnyMap, Name, Signal, Struct, Text
@@ -28,6 +36,13 @@ class ExecRequest(Struct, kw_only=True):
     argv: list[Text] | None = None     # kind exec
     env: dict[str, Text] | None = None
     cwd: Text | None = None
+    output: bool = False               # kind exec: stream its stdout/stderr, take rexec.write
+
+
+class WriteRequest(Struct, kw_only=True):
+    label: Name
+    data: bytes = b""
+    eof: bool = False
 
 
 class KillRequest(Struct, kw_only=True):
@@ -45,6 +60,9 @@ class RexecService(Service):
         self.local_uri = local_uri
         self.rundir = rundir
         self.procs: dict[str, object] = {}
+        # label -> its stdin (output commands), and a lock that keeps writes in order
+        self.stdin: dict[str, tuple[socket.socket, asyncio.Lock]] = {}
+        self._serial = itertools.count()
 
     @handler("rexec.exec", schema=ExecRequest, streaming=True, max_payload=CARRY_PAYLOAD)
     async def exec_(self, msg, req):
@@ -68,6 +86,8 @@ class RexecService(Service):
         elif kind == "exec":
             if not req.argv:
                 raise ProtocolError("rexec.exec: argv must be a non-empty list of strings")
+            if req.output:
+                return await self._exec_output(msg, req)
             proc = spawner.spawn("exec", argv=req.argv, env=req.env, cwd=req.cwd,
                                  setsid=True, stdio="null")
         else:
@@ -87,6 +107,90 @@ class RexecService(Service):
             self.end_stream(msg)
         finally:
             self.procs.pop(label, None)
+
+    async def _exec_output(self, msg, req):
+        """A command whose stdin, stdout and stderr travel in messages."""
+        loop = asyncio.get_running_loop()
+        base = os.path.join(self.rundir, f"x{self.ctx.rank}.{next(self._serial)}.")
+        listeners = []
+        ends: list[socket.socket] = []
+        proc = None
+        try:
+            for suffix in ("o", "e"):
+                lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listeners.append(lsock)
+                lsock.bind(base + suffix)
+                lsock.listen(1)
+                lsock.setblocking(False)
+            env = req.env
+            if env is not None and "FLUXLITE_URI" in env:
+                env = {**env, "FLUXLITE_URI": self.local_uri}   # this rank's broker
+            proc = self.spawner.spawn("exec", argv=req.argv, env=env, cwd=req.cwd,
+                                      setsid=True, stdio="connect", stdio_path=base)
+            self.procs[req.label] = proc
+            self.track_stream(msg, lambda: self.spawner.kill(proc, signal.SIGKILL))
+            try:
+                pid = await proc.started
+            except OSError as exc:
+                raise FluxliteError.from_oserror(exc) from None
+            # the child connected before it exec'd: both are waiting in the backlog
+            for lsock in listeners:
+                conn, _ = await loop.sock_accept(lsock)
+                conn.setblocking(False)
+                ends.append(conn)
+            self.stdin[req.label] = (ends[0], asyncio.Lock())
+            self.respond(msg, {"type": "started", "pid": pid})
+            await asyncio.gather(self._pump(msg, ends[0], "stdout"),
+                                 self._pump(msg, ends[1], "stderr"))
+            try:
+                status = await proc.exited
+            except OSError as exc:
+                raise FluxliteError.from_oserror(exc) from None
+            self.respond(msg, {"type": "exited", "pid": pid, "status": status})
+            self.end_stream(msg)
+        finally:
+            self.untrack_stream(msg)
+            self.procs.pop(req.label, None)
+            self.stdin.pop(req.label, None)
+            for sock in listeners + ends:
+                sock.close()
+            for suffix in ("o", "e"):
+                try:
+                    os.unlink(base + suffix)
+                except OSError:
+                    pass
+            if proc is not None and not proc.exited.done():
+                self.spawner.kill(proc, signal.SIGKILL)
+
+    async def _pump(self, msg, sock: socket.socket, stream: str) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data = await loop.sock_recv(sock, 64 << 10)
+            except OSError:
+                return
+            if not data:
+                return
+            self.respond(msg, {"type": "output", "stream": stream, "data": data})
+
+    @handler("rexec.write", schema=WriteRequest)
+    async def write(self, msg, req):
+        """Input for a command started with `output`; `eof` closes its stdin."""
+        entry = self.stdin.get(req.label)
+        if entry is None:
+            raise FluxliteError(f"no command labelled {req.label!r} takes input on rank "
+                                f"{self.ctx.rank}", errno.ESRCH)
+        sock, lock = entry
+        try:
+            async with lock:
+                if req.data:
+                    await asyncio.get_running_loop().sock_sendall(sock, req.data)
+                if req.eof:
+                    sock.shutdown(socket.SHUT_WR)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:   # a command that stopped reading is no error
+                raise FluxliteError.from_oserror(exc) from None
+        return {}
 
     @handler("rexec.kill", schema=KillRequest)
     def kill(self, msg, req):

@@ -1,0 +1,282 @@
+"""`fluxlite exec`: run a command on broker ranks, outside any job (flux-exec(1)).
+
+Each target rank's `rexec` service starts the command as its broker's child
+(`rexec.exec` with `output`), streams its stdout and stderr back, and feeds it
+what this command reads on stdin (`rexec.write`).  SIGINT and SIGTERM are
+forwarded; two Ctrl-C within 2 s leave at once.  The exit code is Flux's: the
+largest of the commands' exit codes, 128+N for one killed by signal N, 126 or
+127 for one that could not start, 68 for an unreachable rank.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+import time
+import uuid
+
+import click
+
+from ..errors import UsageError
+from .common import NO_INTERSPERSED, handle
+
+INTERRUPT_WINDOW = 2.0
+
+
+def _idset(text: str, option: str) -> set[int]:
+    from ..util import idset
+    try:
+        return idset.decode(text)
+    except ValueError:
+        raise UsageError(f"{option}: {text!r} is not an idset (e.g. 0-3,5) or 'all'") from None
+
+
+def target_ranks(size: int, rank: str, exclude: str | None) -> list[int]:
+    """flux-exec's targets: --rank (default all) less --exclude."""
+    if rank == "all":
+        ranks = set(range(size))
+    else:
+        ranks = _idset(rank, "--rank")
+        bad = sorted(r for r in ranks if r >= size)
+        if bad:
+            from ..util import idset
+            raise UsageError(f"One or more invalid --ranks specified: {idset.encode(bad)}")
+    if exclude:
+        ranks -= _idset(exclude, "--exclude")
+    if not ranks:
+        raise UsageError("No targets specified")
+    return sorted(ranks)
+
+
+class _Run:
+    """One command on one rank: its stream of responses, its line buffers."""
+
+    def __init__(self, rank: int, label: str):
+        self.rank = rank
+        self.label = label
+        self.pending = None
+        self.running = False
+        self.done = False
+        self.code = 0
+        self.why = ""          # "Exit 3", a signal's name
+        self.partial = {"stdout": b"", "stderr": b""}
+        self.inbox: list[bytes] | None = []   # stdin read before it started (None: sent)
+
+
+class Exec:
+    def __init__(self, h, ranks, argv, *, cwd, label_io, noinput, verbose, quiet):
+        self.h = h
+        self.argv = argv
+        self.cwd = cwd
+        self.label_io = label_io
+        self.noinput = noinput
+        self.verbose = verbose
+        self.quiet = quiet
+        tag = uuid.uuid4().hex[:12]
+        self.runs = [_Run(r, f"exec-{tag}-{r}") for r in ranks]
+        self.last_interrupt = 0.0
+        self.interrupts = 0
+        self.forced = False
+
+    # ----------------------------------------------------------- responses
+    def _on_response(self, run: _Run, msg) -> None:
+        if msg.errnum:
+            if msg.errnum != errno.ENODATA:
+                self._failed(run, msg.errnum, msg.errstr or os.strerror(msg.errnum))
+            run.done = True
+            return
+        p = msg.payload or {}
+        kind = p.get("type")
+        if kind == "started":
+            run.running = True
+            if self.noinput:
+                self._write(run, b"")
+            else:
+                for data in run.inbox:
+                    self._write(run, data)
+            run.inbox = None
+        elif kind == "output":
+            self._output(run, p.get("stream", "stdout"), p.get("data") or b"")
+        elif kind == "exited":
+            run.running = False
+            self._flush(run)
+            self._exited(run, int(p.get("status", 0)))
+
+    def _output(self, run: _Run, stream: str, data: bytes) -> None:
+        out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+        if not self.label_io:
+            out.write(data)
+            out.flush()
+            return
+        buf = run.partial[stream] + data
+        *lines, rest = buf.split(b"\n")
+        run.partial[stream] = rest
+        if lines:
+            prefix = f"{run.rank}: ".encode()
+            out.write(b"".join(prefix + ln + b"\n" for ln in lines))
+            out.flush()
+
+    def _flush(self, run: _Run) -> None:
+        for stream, rest in run.partial.items():
+            if rest:
+                out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+                out.write(f"{run.rank}: ".encode() + rest + b"\n")
+                out.flush()
+                run.partial[stream] = b""
+
+    def _exited(self, run: _Run, status: int) -> None:
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            run.code = 128 + sig
+            run.why = signal.strsignal(sig) or f"Signal {sig}"
+        else:
+            run.code = os.WEXITSTATUS(status)
+            run.why = f"Exit {run.code}" if run.code else ""
+
+    def _failed(self, run: _Run, errnum: int, errstr: str) -> None:
+        sys.stderr.write(f"fluxlite exec: Error: rank {run.rank}: {self.argv[0]}: "
+                         f"{_reason(errstr, self.argv[0])}\n")
+        run.code = {errno.EPERM: 126, errno.EACCES: 126, errno.ENOENT: 127,
+                    errno.EHOSTUNREACH: 68}.get(errnum, 1)
+
+    @staticmethod
+    def _quietly(p) -> None:
+        p.on_response = lambda msg: None
+
+    # ------------------------------------------------------------- input, signals
+    def _on_stdin(self) -> None:
+        try:
+            data = os.read(sys.stdin.fileno(), 65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.h.remove_fd(sys.stdin.fileno())
+        for run in self.runs:
+            if run.done:
+                continue
+            if run.inbox is not None:
+                run.inbox.append(data)
+            else:
+                self._write(run, data)
+
+    def _write(self, run: _Run, data: bytes) -> None:
+        """Input for one command; empty data is the end of it."""
+        payload = {"label": run.label, "data": data, "eof": not data}
+        self._quietly(self.h.rpc("rexec.write", payload, nodeid=run.rank))
+
+    def _on_signal_pipe(self) -> None:
+        try:
+            data = os.read(self._sig_r, 64)
+        except BlockingIOError:
+            return
+        for signum in data:
+            running = [r for r in self.runs if r.running and not r.done]
+            if signum == signal.SIGINT:
+                now = time.monotonic()
+                if self.interrupts and now - self.last_interrupt < INTERRUPT_WINDOW:
+                    from ..util import idset
+                    hanging = idset.encode(r.rank for r in self.runs if not r.done)
+                    sys.stderr.write(f"[{hanging}]: command still running at exit\n")
+                    self.forced = True
+                    return
+                if self.interrupts:
+                    sys.stderr.write("interrupt (Ctrl+C) one more time within "
+                                     f"{INTERRUPT_WINDOW:.2f} sec to exit\n")
+                self.last_interrupt = now
+                self.interrupts += 1
+            if self.verbose:
+                sys.stderr.write(f"sending signal {signum} to {len(running)} running "
+                                 "processes\n")
+            for run in running:
+                self._quietly(self.h.rpc("rexec.kill", {"label": run.label, "signum": signum},
+                                         nodeid=run.rank))
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> int:
+        env = dict(os.environ)
+        for run in self.runs:
+            payload = {"kind": "exec", "label": run.label, "argv": self.argv, "env": env,
+                       "cwd": self.cwd, "output": True}
+            p = self.h.rpc("rexec.exec", payload, nodeid=run.rank, streaming=True)
+            run.pending = p
+            p.on_response = lambda msg, run=run: self._on_response(run, msg)
+        self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old_fd = signal.set_wakeup_fd(sig_w)
+        old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.h.add_fd(self._sig_r, self._on_signal_pipe)
+        stdin = not self.noinput and _readable(sys.stdin)
+        if stdin:
+            self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
+        try:
+            self.h.run_until(lambda: self.forced or all(r.done for r in self.runs)
+                             or not self.h.connected)
+        finally:
+            if stdin:
+                self.h.remove_fd(sys.stdin.fileno())
+            signal.set_wakeup_fd(old_fd)
+            for s, handler in old.items():
+                signal.signal(s, handler)
+            os.close(self._sig_r)
+            os.close(sig_w)
+        if self.forced:
+            return 1
+        if not self.h.connected:
+            sys.stderr.write("fluxlite exec: lost connection to the instance\n")
+            return 1
+        if not self.quiet:
+            self._report()
+        return max(r.code for r in self.runs)
+
+    def _report(self) -> None:
+        """flux-exec's closing lines: '[RANKS]: Exit N' per distinct ending."""
+        from ..util import idset
+        sets: dict[str, list[int]] = {}
+        for r in self.runs:
+            if r.why:
+                sets.setdefault(r.why, []).append(r.rank)
+        for why, ranks in sets.items():
+            sys.stderr.write(f"[{idset.encode(ranks)}]: {why}\n")
+
+
+def _reason(errstr: str, cmd: str) -> str:
+    # the spawner says "CMD: reason"; flux-exec names the command once
+    prefix = f"{cmd}: "
+    return errstr[len(prefix):] if errstr.startswith(prefix) else errstr
+
+
+def _readable(stream) -> bool:
+    try:
+        return stream is not None and stream.fileno() >= 0
+    except (OSError, ValueError):
+        return False
+
+
+@click.command("exec", context_settings=NO_INTERSPERSED)
+@click.option("-r", "--rank", default="all", show_default=True, metavar="IDSET",
+              help="Ranks to run on: an idset such as 0-2,5, or all.")
+@click.option("-x", "--exclude", default=None, metavar="IDSET", help="Ranks to leave out.")
+@click.option("-l", "--label-io", is_flag=True, help="Prefix each output line with 'RANK: '.")
+@click.option("-n", "--noinput", is_flag=True,
+              help="Do not forward stdin: the commands read end-of-file.")
+@click.option("-d", "--dir", "cwd", default=None, metavar="DIR",
+              help="Working directory of the commands (default: this one's).")
+@click.option("-v", "--verbose", is_flag=True, help="Say which signals are forwarded.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Leave out the closing lines that give each rank's nonzero exit.")
+@click.argument("command", nargs=-1, required=True)
+def exec_(rank, exclude, label_io, noinput, cwd, verbose, quiet, command):
+    """Run COMMAND on broker ranks (default: every rank), outside any job, as flux exec.
+
+    Output comes back on this command's stdout and stderr, stdin goes to
+    every command, SIGINT and SIGTERM are forwarded (Ctrl-C twice within 2 s:
+    leave).  Exits with the largest exit code (128+N for signal N; 127: not
+    found, 126: not executable, 68: unreachable rank).  Only the instance
+    owner may run it."""
+    with handle() as h:
+        size = int(h.getattr("size"))
+        ranks = target_ranks(size, rank, exclude)
+        code = Exec(h, ranks, list(command), cwd=cwd or os.getcwd(), label_io=label_io,
+                    noinput=noinput, verbose=verbose, quiet=quiet).run()
+    sys.exit(code)

@@ -1,0 +1,84 @@
+"""Small services for administrative commands, on every rank, under Flux's topics.
+
+- `module.list` (`fluxlite module list`): the services this broker runs, as
+  Flux lists its broker modules: {mods: [{name, path, idle, status, services}]}.
+- `log.append` (`fluxlite logger`): an entry in this broker's log, which
+  `fluxlite dmesg` then shows as APPNAME.LEVEL[RANK]: MESSAGE.
+- `config.get` (`fluxlite config get`): the instance configuration in effect, as
+  one object of tables (`{"tbon": {"topo": "kary:2"}}`): every configurable
+  attribute whose value is not its default.
+
+They own nothing but what they read: the broker hands each one a callable.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import UsageError
+from ..protocol.schema import Name, Struct, Text
+from .base import ANY, Service, handler
+
+# Flux's syslog severities -> the levels of fluxlite's log
+SEVERITIES = {"emerg": "critical", "alert": "critical", "crit": "critical", "err": "error",
+              "warning": "warning", "notice": "info", "info": "info", "debug": "debug"}
+
+
+class ModuleService(Service):
+    name = "module"
+
+    def __init__(self, ctx, *, services):
+        super().__init__(ctx)
+        self.services = services            # () -> {name: Service} of this rank
+
+    @handler("module.list", schema=None, roles=ANY)
+    def list(self, msg, req):
+        now = time.monotonic()
+        mods = []
+        for name, svc in sorted(self.services().items()):
+            idle = int(now - getattr(svc, "last_active", now))
+            mods.append({"name": name, "path": "builtin", "idle": idle, "status": 2,
+                         "services": [name], "sendqueue": 0, "recvqueue": 0})
+        return {"mods": mods}
+
+
+class LogAppend(Struct, kw_only=True):
+    appname: Name = "logger"
+    severity: Name = "notice"
+    message: Text
+
+
+class LogService(Service):
+    name = "log"
+
+    @handler("log.append", schema=LogAppend)
+    def append(self, msg, req):
+        level = SEVERITIES.get(req.severity)
+        if level is None:
+            raise UsageError(f"invalid severity {req.severity!r}: one of "
+                             f"{', '.join(SEVERITIES)}")
+        from ..util.log import get_logger
+        getattr(get_logger(req.appname), level)(req.message)
+        return {}
+
+
+class ConfigService(Service):
+    name = "config"
+
+    def __init__(self, ctx, *, config):
+        super().__init__(ctx)
+        self.config = config                # () -> {dotted name: value} set by config
+
+    @handler("config.get", schema=None, roles=ANY)
+    def get(self, msg, req):
+        out: dict = {}
+        for dotted, value in sorted(self.config().items()):
+            *tables, key = dotted.split(".")
+            node = out
+            for t in tables:
+                node = node.setdefault(t, {})
+                if not isinstance(node, dict):
+                    break
+            else:
+                node[key] = value
+        return out
