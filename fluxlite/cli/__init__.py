@@ -21,11 +21,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "submit": ("submit", "submit", "Submit a job and print its id"),
     "bulksubmit": ("bulksubmit", "bulksubmit", "Submit one job per input of a command template"),
     "jobs": ("jobs", "jobs", "List jobs"),
-    "resource": ("resource", "resource", "Show and change resources: list, status, drain, undrain"),
+    "resource": ("resource", "resource", "Show and change resources: list, status, info, R, "
+                 "eventlog, drain, undrain"),
     "cancel": ("job", "cancel", "Cancel jobs"),
     "job": ("job", "job", "Job utilities: eventlog, wait-event, attach, wait, status, "
-            "last, info, raise, urgency, kill, purge, id"),
-    "queue": ("queue", "queue", "Control the job queue: stop, start, status, drain, idle"),
+            "last, info, raise, urgency, kill, purge, id, submit, taskmap, timeleft, "
+            "hostpids, memo"),
+    "queue": ("queue", "queue", "Control the job queue: stop, start, enable, disable, status, "
+              "list, drain, idle"),
     "kvs": ("kvs", "kvs", "Read and write the key-value store"),
     "dump": ("dump", "dump", "Write the instance's KVS to a tar archive"),
     "restore": ("dump", "restore", "Load a KVS archive into an instance or a new state "

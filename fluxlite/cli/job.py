@@ -49,7 +49,7 @@ def _signum(text: str) -> int:
 @click.group(context_settings=HELP)
 def job():
     """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise,
-    urgency, kill, purge, id."""
+    urgency, kill, purge, id, submit, taskmap, timeleft, hostpids, memo."""
 
 
 @job.command(context_settings=HELP)
@@ -291,22 +291,31 @@ def last(which):
         click.echo("\n".join(fluid.f58(i) for i in chosen))
 
 
-INFO_KEYS = ("jobspec", "R", "eventlog", "guest.exec.eventlog", "guest.output")
+INFO_KEYS = ("jobspec", "R", "J", "eventlog", "guest.exec.eventlog", "guest.input",
+             "guest.output")
 
 
 @job.command(context_settings=HELP)
+@click.option("-o", "--original", is_flag=True,
+              help="With jobspec: as submitted (here the same: nothing changes it).")
+@click.option("-b", "--base", is_flag=True,
+              help="With jobspec or R: before updates (here the same: none are made).")
 @click.argument("jobid", type=JOBID)
-@click.argument("key", type=click.Choice(INFO_KEYS), required=False)
-def info(jobid, key):
-    """Print a job's KEY as JSON: jobspec, R, eventlog, guest.exec.eventlog or guest.output."""
+@click.argument("key", required=False)
+def info(original, base, jobid, key):
+    """Print a job's KEY as JSON: jobspec, R, J (the jobspec: fluxlite signs none),
+    eventlog, guest.exec.eventlog, guest.input, guest.output, or any other key in
+    the job's KVS directory."""
     from ..job import api, states
     from ..util import fluid
+    del original, base
     if key is None:  # click's own message lists the choices on tab-indented lines
-        raise click.UsageError(f"Missing argument 'KEY': one of {', '.join(INFO_KEYS)}")
+        raise click.UsageError(f"Missing argument 'KEY': one of {', '.join(INFO_KEYS)}, "
+                               "or another key of the job")
     with handle() as h:
         state = api.info(h, jobid)["state"]
         try:
-            value = api.job_data(h, jobid, key)
+            value = api.job_data(h, jobid, "jobspec" if key == "J" else key)
         except NotFound:
             yet = "" if state == states.INACTIVE else " yet"
             raise NotFound(f"job {fluid.f58(jobid)} has no {key}{yet}") from None
@@ -389,12 +398,20 @@ def purge(age_limit, num_limit, force, jobids):
 
 
 @job.command("id", context_settings=HELP)
-@click.option("--to", type=click.Choice(["dec", "f58", "f58plain", "hex", "dothex", "kvs"]),
+@click.option("-t", "--to", type=click.Choice(["dec", "f58", "f58plain", "hex", "dothex", "kvs",
+                                               "words", "emoji"]),
               default="dec", show_default=True)
-@click.argument("jobids", nargs=-1, required=True)
+@click.argument("jobids", nargs=-1, required=False)
 def id_(to, jobids):
-    """Convert job ids between forms (decimal, F58, hex, dotted hex, KVS path)."""
+    """Convert job ids between forms (decimal, F58, hex, dotted hex, KVS path); with no
+    JOBIDS, read them from stdin, one a line."""
     from ..util import fluid
+    if to in ("words", "emoji"):
+        raise UsageError(f"--to={to}: not available: fluxlite does not carry Flux's "
+                         "tables of words and emoji (use f58, dec, hex, dothex or kvs)")
+    if not jobids:
+        import sys as _sys
+        jobids = tuple(line.strip() for line in _sys.stdin if line.strip())
     for text in jobids:
         i = parse_jobid(text)
         click.echo({"dec": str(i), "f58": fluid.f58(i), "f58plain": fluid.f58_plain(i),
@@ -490,3 +507,5 @@ def cancel(all_, user, states, dry_run, message, quiet, jobids):
     elif not quiet:
         print(f"{prog}: Matched 0 jobs", file=sys.stderr)
     sys.exit(1 if errors else 0)
+
+from . import jobtools  # noqa: E402,F401  (submit FILE, taskmap, timeleft, hostpids, memo)

@@ -29,7 +29,11 @@ _EMPTY = ("", "0s", "0.0", "0:00:00", "1970-01-01T00:00:00")
 
 
 def fsd(secs) -> str:
-    """A duration as Flux's listing commands print it: "0.050s", "12.5s", "1.5m"."""
+    """A duration as Flux's listing commands print it: "0.050s", "12.5s", "1.5m"
+    ("∞" for no limit)."""
+    if secs == float("inf"):
+        from ..util.fluid import utf8_locale
+        return "∞" if utf8_locale() else "inf"
     if secs < 1.0e-3:
         return "0s"
     if secs < 10.0:

@@ -3,14 +3,18 @@
     stop [-a] [--nocheckpoint] [-m REASON | REASON...]   no new job gets resources
     start [-a]                                           scheduling resumes
     status [-v]                                          submission and scheduling state
+    enable [-a] / disable [-a] [-m REASON | REASON...]    submissions accepted or refused
+    list [-n] [-o FORMAT]                                 each queue: EN ST, limits
     drain [--timeout=FSD]                                wait until no job is active
     idle [--timeout=FSD] [-q]                            wait until no job runs
 
-A stopped queue still accepts jobs (`status` says "Job submission is
-enabled"); they wait in SCHED until `queue start`.  There is one anonymous
-queue, so `--all` changes nothing.  In an instance with a state directory
-(-Sstatedir), a stopped queue stays stopped, with its reason, across a
-restart, unless it was stopped with `--nocheckpoint`.
+A disabled queue refuses submissions ("job submission is disabled: REASON")
+and leaves the jobs it holds alone; a stopped queue still accepts jobs
+(`status` says "Job submission is enabled"); they wait in SCHED until
+`queue start`.  There is one anonymous queue, so `--all` changes nothing.
+In an instance with a state directory (-Sstatedir), a stopped queue stays
+stopped, with its reason, across a restart, unless it was stopped with
+`--nocheckpoint`.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def _alloc_lines(h) -> list[str]:
 
 @click.group(context_settings=HELP)
 def queue():
-    """Control the job queue: stop, start, status, drain, idle."""
+    """Control the job queue: stop, start, enable, disable, status, list, drain, idle."""
 
 
 @queue.command(context_settings=HELP)
@@ -132,3 +136,86 @@ def idle(timeout, quiet):
     pending = _wait(api.queue_idle, timeout, "jobs still running")
     if not quiet or pending > 0:
         click.echo(f"{pending} jobs")
+
+
+def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, reason=None) -> None:
+    with handle() as h:
+        api.queue_enable(h, enable, all_queues=all_, reason=reason)
+        if quiet:
+            return
+        lines = [_enable_line(api.queue_status(h))]
+        if verbose:
+            lines += _alloc_lines(h)
+    click.echo("\n".join(lines))
+
+
+@queue.command(context_settings=HELP)
+@_common
+def enable(all_, verbose, quiet):
+    """Accept job submissions again."""
+    _enable(True, all_, verbose, quiet)
+
+
+@queue.command(context_settings=HELP)
+@_common
+@click.option("-m", "--message", default=None, metavar="REASON",
+              help="Why submissions are refused (default: disabled by administrator).")
+@click.argument("reason", nargs=-1)
+def disable(all_, verbose, quiet, message, reason):
+    """Refuse job submissions (each refused one says REASON); jobs already submitted
+    are scheduled and run as before."""
+    if message is not None and reason:
+        raise click.UsageError("give the reason with -m or as arguments, not both")
+    text = message if message is not None else " ".join(reason)
+    if "\n" in text:
+        raise click.BadParameter("the reason must be one line", param_hint="REASON")
+    _enable(False, all_, verbose, quiet, reason=text or "disabled by administrator")
+
+
+LIST_FORMATS = {"default": ("{enabled:>2} {started:>2} {defaults.timelimit!F:>8} "
+                            "{limits.timelimit!F:>8} {limits.range.effective.nnodes:>10} "
+                            "{limits.range.effective.ncores:>10} "
+                            "{limits.range.effective.ngpus:>10}")}
+LIST_HEADINGS = {"queue": "QUEUE", "queuem": "QUEUE", "submission": "SUBMIT",
+                 "scheduling": "SCHED", "enabled": "EN", "started": "ST",
+                 "defaults.timelimit": "TDEFAULT", "limits.timelimit": "TLIMIT",
+                 "limits.range.effective.nnodes": "NNODES",
+                 "limits.range.effective.ncores": "NCORES",
+                 "limits.range.effective.ngpus": "NGPUS",
+                 "resources.all.nnodes": "NODES", "resources.all.ncores": "CORES",
+                 "resources.all.ngpus": "GPUS"}
+
+
+@queue.command("list", context_settings=HELP)
+@click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
+@click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
+              help="A format string over " + " ".join(f"{{{k}}}" for k in LIST_HEADINGS)
+              + ".")
+def list_(no_header, fmt):
+    """List the queues with EN (submissions enabled), ST (scheduling started), the
+    default and largest time limits (∞: none) and the nodes, cores and GPUs a job
+    may ask for.  The one queue of an instance without named queues has no name."""
+    from ..util.fluid import utf8_locale
+    from .outformat import OutputFormat
+    out = OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
+    yes, no = ("✔", "✗") if utf8_locale() else ("y", "n")
+    with handle() as h:
+        st = api.queue_status(h)
+        view = h.call("sched.resource-status", nodeid=0)
+    up = {r: c for r, c in view["all"].items() if r not in view["down"]}
+    nnodes, ncores = len(up), sum(len(c) for c in up.values())
+    row = {"queue": "", "queuem": "", "enabled": yes if st.get("enable", True) else no,
+           "started": yes if st["start"] else no,
+           "submission": "enabled" if st.get("enable", True) else "disabled",
+           "scheduling": "started" if st["start"] else "stopped",
+           "defaults.timelimit": float("inf"), "limits.timelimit": float("inf"),
+           "limits.range.effective.nnodes": f"0-{nnodes}",
+           "limits.range.effective.ncores": f"0-{ncores}",
+           "limits.range.effective.ngpus": "0-0",
+           "resources.all.nnodes": nnodes, "resources.all.ncores": ncores,
+           "resources.all.ngpus": 0}
+    lines = [out.format(row)]
+    if not no_header:
+        lines.insert(0, out.header())
+    click.echo("\n".join(lines))
+

@@ -20,7 +20,7 @@ import click
 from ..job import api
 from ..util import hostlist, idset
 from ..util.fluid import utf8_locale
-from .common import HELP, handle
+from .common import HELP, fsd_timeout, handle
 from .outformat import OutputFormat
 
 LIST_STATES = ("up", "down", "allocated", "free", "all")
@@ -78,7 +78,7 @@ def _print(out: OutputFormat, rows: list[dict], no_header: bool) -> None:
 
 @click.group(context_settings=HELP)
 def resource():
-    """Show and change resources: list, status, drain, undrain."""
+    """Show and change resources: list, status, info, R, eventlog, drain, undrain."""
 
 
 @resource.command("list", context_settings=HELP)
@@ -229,3 +229,91 @@ def undrain(targets):
     with handle() as h:
         h.call("resource.undrain", {"targets": targets}, nodeid=0)
 
+
+
+# ---------------------------------------------- info, R, eventlog (flux-resource(1))
+def _selected(h, which: list[str], include: str | None) -> dict[int, list[int]]:
+    """rank -> cores of the ranks in the states `which` (the scheduler's view), limited
+    to the ranks in `include` (an idset) when given."""
+    view = h.call("sched.resource-status", nodeid=0)
+    sets = {"all": view["all"], "free": view["free"], "allocated": view["allocated"],
+            "down": view["down"],
+            "up": {r: c for r, c in view["all"].items() if r not in view["down"]}}
+    out: dict[int, set[int]] = {}
+    for state in which:
+        for r, cores in sets[state].items():
+            out.setdefault(int(r), set()).update(cores)
+    if include is not None:
+        keep = idset.decode(include)
+        out = {r: c for r, c in out.items() if r in keep}
+    return {r: sorted(c) for r, c in sorted(out.items())}
+
+
+def _include(ctx, param, value):
+    return _targets(ctx, param, value)
+
+
+@resource.command(context_settings=HELP)
+@click.option("-s", "--states", "which", default=None, callback=_states(LIST_STATES, ("all",)),
+              metavar="STATE,...", help="Only resources in these states: up, down, "
+                                        "allocated, free, all (default: all).")
+@click.option("-i", "--include", default=None, callback=_include, metavar="RANKS",
+              help="Only these ranks (an idset).")
+def info(which, include):
+    """One line: how many nodes, cores and GPUs ('4 Nodes, 8 Cores, 0 GPUs')."""
+    with handle() as h:
+        sel = _selected(h, which, include)
+    click.echo(f"{len(sel)} Nodes, {sum(len(c) for c in sel.values())} Cores, 0 GPUs")
+
+
+@resource.command("R", context_settings=HELP)
+@click.option("-s", "--states", "which", default=None, callback=_states(LIST_STATES, ("all",)),
+              metavar="STATE,...", help="Only resources in these states (default: all).")
+@click.option("-i", "--include", default=None, callback=_include, metavar="RANKS",
+              help="Only these ranks (an idset).")
+def resource_R(which, include):  # noqa: N802 - the command is called R
+    """Print the instance's resources (or those in STATES) as R, RFC 20's JSON."""
+    from ..job import rset
+    with handle() as h:
+        sel = _selected(h, which, include)
+        hosts = api.hosts(h)
+    click.echo(json.dumps(rset.build(sel, starttime=0.0, expiration=0.0, hosts=hosts)))
+
+
+@resource.command("eventlog", context_settings=HELP)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.option("-F", "--follow", is_flag=True, help="Keep printing entries as they come.")
+@click.option("-w", "--wait", "wait_for", default=None, metavar="EVENT",
+              help="Follow until EVENT is posted, then exit.")
+@click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="FSD",
+              help="With --follow or --wait: give up after this long.")
+def resource_eventlog(fmt, human, follow, wait_for, timeout):
+    """Print the resource eventlog (resource-define, online, offline, drain, undrain,
+    torpid, lively, shrink), one entry per line."""
+    from ..errors import RPCTimeout
+    from ..job.eventlog import format_entry
+    follow = follow or wait_for is not None
+    t0 = [None]
+
+    def show(e) -> bool:
+        t0[0] = e.get("timestamp") if t0[0] is None else t0[0]
+        click.echo(json.dumps(e) if fmt == "json" else format_entry(e, human=human, t0=t0[0]))
+        return wait_for is not None and e.get("name") == wait_for
+
+    with handle() as h:
+        if not follow:
+            for e in h.call("kvs.get", {"key": "resource.eventlog"}, nodeid=0)["value"]:
+                show(e)
+            return
+        try:
+            for resp in h.stream("kvs.watch", {"key": "resource.eventlog", "append": True,
+                                               "waitcreate": True}, nodeid=0, timeout=timeout):
+                for e in resp["entries"]:
+                    if show(e):
+                        return
+        except RPCTimeout:
+            if wait_for is not None:
+                raise RPCTimeout(f"timeout waiting for event '{wait_for}'") from None
+            return 0

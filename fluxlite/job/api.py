@@ -188,6 +188,17 @@ def queue_start(h, start: bool, *, all_queues: bool = False, **kw) -> None:
     h.call("job-manager.queue-start", {"start": start, "all": all_queues, **kw})
 
 
+def queue_enable(h, enable: bool, *, all_queues: bool = False, reason: str | None = None,
+                 name: str | None = None) -> None:
+    """`queue enable` / `queue disable`: whether submissions are accepted."""
+    payload: dict = {"enable": enable, "all": all_queues}
+    if reason:
+        payload["reason"] = reason
+    if name:
+        payload["name"] = name
+    h.call("job-manager.queue-enable", payload)
+
+
 def alloc_query(h) -> dict:
     """The job-manager's alloc counts: queue_length, alloc_pending, running."""
     return h.call("job-manager.alloc-query")

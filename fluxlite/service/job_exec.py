@@ -31,12 +31,12 @@ import asyncio
 import errno
 import time
 
-from ..errors import NotFound, UsageError
+from ..errors import NotFound, TryAgain, UsageError
 from ..job import schema as jschema
 from ..job import execution as ex
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
-from ..protocol.schema import (CARRY_PAYLOAD, AnyMap, Idset, JobId, Name, Severity, Signal,
+from ..protocol.schema import (CARRY_PAYLOAD, AnyMap, Idset, JobId, Name, Pid, Severity, Signal,
                                Struct, Text, WaitStatus)
 from ..util import fluid, fsd, idset
 from ..util.log import enabled as log_enabled
@@ -55,6 +55,7 @@ class BarrierRequest(Struct, kw_only=True):
     id: JobId
     shell_rank: int
     error: Text | None = None
+    pids: list[Pid] | None = None      # start barrier: the shell's tasks, in task order
 
 
 class ExceptionRequest(Struct, kw_only=True):
@@ -92,6 +93,7 @@ class ExecJob:
         self.ranks = sorted(self.alloc)
         self.counts = rset.layout(request, self.alloc)
         self.service = f"{userid}-shell-{fluid.f58_plain(jobid)}"
+        self.pids: dict[int, list[int]] = {}   # shell rank -> its tasks' pids
         self.exec_key = eventlog_key(jobid, "exec")
         config = ex.Config(
             barrier_timeout=fsd.parse_timeout(attrs["exec.barrier-timeout"]),
@@ -221,6 +223,8 @@ class JobExecService(Service):
         if job is None or not 0 <= r.shell_rank < job.nshells:
             raise NotFound(f"no such job shell: {fluid.f58(r.id)}.{r.shell_rank}")
         job.barriers[name][r.shell_rank] = msg
+        if r.pids is not None:
+            job.pids[r.shell_rank] = list(r.pids[: job.counts[r.shell_rank]])
         self._handle(job, ex.BarrierEntered(name, r.shell_rank, r.error))
         return self.no_reply
 
@@ -231,6 +235,23 @@ class JobExecService(Service):
     @handler("job-exec.shell-start", schema=BarrierRequest)
     def shell_start(self, msg, r):
         return self._barrier(msg, r, "start")
+
+    @handler("job-exec.proctable", schema=JobRequest, roles=ANY)
+    def proctable(self, msg, r):
+        """`job hostpids`: every task's host and pid, in task order, once every shell
+        has entered the start barrier (as Flux's MPIR proctable)."""
+        job = self.jobs.get(r.id)
+        if job is None:
+            raise NotFound(f"job {fluid.f58(r.id)} is not running")
+        self.authorize(msg, job.userid, f"job {fluid.f58(r.id)}")
+        if len(job.pids) < len(job.ranks):
+            raise TryAgain(f"job {fluid.f58(r.id)}: its tasks have not all started")
+        hosts, pids = [], []
+        for sr, rank in enumerate(job.ranks):
+            for pid in job.pids[sr]:
+                hosts.append(self.hosts[rank] if rank < len(self.hosts) else "")
+                pids.append(pid)
+        return {"hosts": hosts, "pids": pids}
 
     # ---------------------------------------------------------- exceptions
     @handler("job-exec.exception", schema=ExceptionRequest)

@@ -311,6 +311,8 @@ class JobShell:
         still hears it enter (the exec eventlog, the job's start), but the shell goes on
         at once, sees the answer before it exits, and gets None here."""
         topic, payload = f"job-exec.shell-{name}", {"id": self.jobid, "shell_rank": self.rank}
+        if name == "start":   # job-exec's proctable (`job hostpids`)
+            payload["pids"] = [t.pid for t in self.tasks if t.pid]
         if self.nshells == 1:
             self._no_wait(self.h.rpc(topic, payload), f"{name} barrier")
             return None

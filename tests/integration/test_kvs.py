@@ -64,11 +64,11 @@ def test_bad_requests(inst1):
 
 def test_eventlog_of_a_key_that_is_not_one(inst1):
     inst1.cli("kvs", "put", "c=hello", check=True)
-    cp = inst1.cli("kvs", "eventlog", "c")
+    cp = inst1.cli("kvs", "eventlog", "get", "c")
     assert cp.returncode == 1
     assert cp.stderr.strip() == ("fluxlite kvs eventlog: c is not an eventlog (a list of "
                                  "entries with a name); use `fluxlite kvs get` to read it")
-    assert "resource-define" in inst1.cli("kvs", "eventlog", "resource.eventlog",
+    assert "resource-define" in inst1.cli("kvs", "eventlog", "get", "resource.eventlog",
                                           check=True).stdout
 
 
