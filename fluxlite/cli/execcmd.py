@@ -57,7 +57,6 @@ class _Run:
         self.rank = rank
         self.label = label
         self.pending = None
-        self.running = False
         self.done = False
         self.code = 0
         self.why = ""          # "Exit 3", a signal's name
@@ -90,7 +89,6 @@ class Exec:
         p = msg.payload or {}
         kind = p.get("type")
         if kind == "started":
-            run.running = True
             if self.noinput:
                 self._write(run, b"")
             else:
@@ -100,7 +98,6 @@ class Exec:
         elif kind == "output":
             self._output(run, p.get("stream", "stdout"), p.get("data") or b"")
         elif kind == "exited":
-            run.running = False
             self._flush(run)
             self._exited(run, int(p.get("status", 0)))
 
@@ -172,7 +169,8 @@ class Exec:
         except BlockingIOError:
             return
         for signum in data:
-            running = [r for r in self.runs if r.running and not r.done]
+            # not only those whose start was heard: a command may run before we know
+            running = [r for r in self.runs if not r.done]
             if signum == signal.SIGINT:
                 now = time.monotonic()
                 if self.interrupts and now - self.last_interrupt < INTERRUPT_WINDOW:
@@ -195,6 +193,11 @@ class Exec:
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
+        # signals are caught before any command starts, so none goes unforwarded
+        self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old_fd = signal.set_wakeup_fd(sig_w)
+        old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.h.add_fd(self._sig_r, self._on_signal_pipe)
         env = dict(os.environ)
         for run in self.runs:
             payload = {"kind": "exec", "label": run.label, "argv": self.argv, "env": env,
@@ -202,10 +205,6 @@ class Exec:
             p = self.h.rpc("rexec.exec", payload, nodeid=run.rank, streaming=True)
             run.pending = p
             p.on_response = lambda msg, run=run: self._on_response(run, msg)
-        self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        old_fd = signal.set_wakeup_fd(sig_w)
-        old = {s: signal.signal(s, lambda *a: None) for s in (signal.SIGINT, signal.SIGTERM)}
-        self.h.add_fd(self._sig_r, self._on_signal_pipe)
         stdin = not self.noinput and _readable(sys.stdin)
         if stdin:
             self.h.add_fd(sys.stdin.fileno(), self._on_stdin)

@@ -508,4 +508,7 @@ def cancel(all_, user, states, dry_run, message, quiet, jobids):
         print(f"{prog}: Matched 0 jobs", file=sys.stderr)
     sys.exit(1 if errors else 0)
 
-from . import jobtools  # noqa: E402,F401  (submit FILE, taskmap, timeleft, hostpids, memo)
+from .jobtools import COMMANDS as _MORE  # noqa: E402  (submit, taskmap, timeleft, ...)
+
+for _command in _MORE:
+    job.add_command(_command)

@@ -1,6 +1,5 @@
 """More `fluxlite job` subcommands, as flux-job(1) has them: submit FILE, taskmap,
-timeleft, hostpids, memo.  They add themselves to the `job` group (job.py
-imports this module at its end)."""
+timeleft, hostpids, memo.  job.py adds COMMANDS to its `job` group."""
 
 from __future__ import annotations
 
@@ -13,13 +12,25 @@ import click
 
 from ..errors import FluxliteError, NotFound, UsageError
 from .common import HELP, fsd_timeout, handle, parse_jobid
-from .job import JOBID, job
 
 UINT_MAX = 4294967295   # what Flux's timeleft reports for no limit
 
 
+class _JobID(click.ParamType):
+    name = "JOBID"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_jobid(value)
+        except UsageError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+JOBID = _JobID()
+
+
 # -------------------------------------------------------------------- submit
-@job.command("submit", context_settings=HELP)
+@click.command("submit", context_settings=HELP)
 @click.option("-u", "--urgency", type=click.IntRange(0, 31), default=16, show_default=True,
               help="Urgency: 0 holds the job, 31 expedites it.")
 @click.option("-f", "--flags", default="", metavar="FLAGS",
@@ -122,8 +133,9 @@ def parse_taskmap(text: str) -> dict:
         raise UsageError(f"invalid taskmap {text!r}: expected a JOBID, RFC 34 JSON, "
                          "raw (0-1;2-3) or PMI ((vector,(0,2,2)))") from None
     owner = {task: node for node, tasks in enumerate(per_node) for task in tasks}
-    if sorted(owner) != list(range(len(owner))):
-        raise UsageError(f"invalid raw taskmap {text!r}: task ids must be 0..N-1")
+    if (sorted(owner) != list(range(len(owner)))
+            or sum(len(tasks) for tasks in per_node) != len(owner)):
+        raise UsageError(f"invalid raw taskmap {text!r}: each task id 0..N-1 once")
     return taskmap_from_nodes([owner[t] for t in range(len(owner))])
 
 
@@ -136,7 +148,7 @@ def _job_taskmap(h, jobid: int) -> dict:
     raise NotFound("job never started its tasks: no taskmap")
 
 
-@job.command("taskmap", context_settings=HELP)
+@click.command("taskmap", context_settings=HELP)
 @click.option("--taskids", type=click.IntRange(0), default=None, metavar="NODEID",
               help="Print the idset of the tasks on node NODEID.")
 @click.option("--ntasks", type=click.IntRange(0), default=None, metavar="NODEID",
@@ -214,7 +226,7 @@ def taskmap(taskids, ntasks, nodeid, hostname, to, target):
 
 
 # ------------------------------------------------------------------ timeleft
-@job.command("timeleft", context_settings=HELP)
+@click.command("timeleft", context_settings=HELP)
 @click.option("-H", "--human", is_flag=True, help="As a Flux Standard Duration.")
 @click.argument("jobid", type=JOBID, required=False)
 def timeleft(human, jobid):
@@ -262,7 +274,7 @@ def _left(secs: float | None, human: bool) -> None:
 
 
 # ---------------------------------------------------------------------- memo
-@job.command("memo", context_settings=HELP)
+@click.command("memo", context_settings=HELP)
 @click.option("--volatile", is_flag=True,
               help="Accepted for Flux scripts (memos are kept with the job here).")
 @click.argument("jobid", type=JOBID)
@@ -292,7 +304,7 @@ def memo(volatile, jobid, pairs):
 
 
 # ------------------------------------------------------------------ hostpids
-@job.command("hostpids", context_settings=HELP)
+@click.command("hostpids", context_settings=HELP)
 @click.option("-d", "--delimiter", default=",", show_default=True, metavar="STRING",
               help="Between HOST:PID pairs.")
 @click.option("-r", "--ranks", default=None, metavar="IDSET",
@@ -328,3 +340,6 @@ def hostpids(delimiter, ranks, timeout, jobid):
              enumerate(zip(table["hosts"], table["pids"]))
              if wanted is None or rank in wanted]
     click.echo(delimiter.join(pairs))
+
+
+COMMANDS = (submit_file, taskmap, timeleft, memo, hostpids)

@@ -319,7 +319,8 @@ def env(command):
         os.execvpe(command[0], list(command), envs)
     except OSError as exc:
         raise FluxliteError(f"{command[0]}: {exc.strerror}",
-                            127 if isinstance(exc, FileNotFoundError) else 126) from None
+                            exit_code=127 if isinstance(exc, FileNotFoundError) else 126
+                            ) from None
 
 
 # -------------------------------------------------------------- pgrep, pkill

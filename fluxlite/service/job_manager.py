@@ -24,8 +24,8 @@ import functools
 import time
 from typing import Annotated
 
-from ..errors import (FluxliteError, NoChild, NotFound, PermissionDenied, ProtocolError, TryAgain,
-                      UsageError)
+from ..errors import (FluxliteError, NoChild, NoService, NotFound, PermissionDenied, ProtocolError,
+                      TryAgain, UsageError)
 from ..job import actions as act
 from ..job import depend, joblist, states
 from ..job import schema as jschema
@@ -852,8 +852,8 @@ class JobManagerService(Service):
     def jobtap(self, msg, r):
         """`jobtap list`: the plugins in effect (built in; none can be loaded)."""
         if r.load or r.remove:
-            raise FluxliteError("jobtap plugins cannot be loaded or removed here: the "
-                                "built-in ones are always in effect", errno.ENOSYS)
+            raise NoService("jobtap plugins cannot be loaded or removed here: the "
+                            "built-in ones are always in effect")
         return {"plugins": list(BUILTIN_PLUGINS)}
 
     @handler("job-manager.queue-list", schema=None, roles=ANY)
