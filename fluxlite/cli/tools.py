@@ -161,18 +161,20 @@ def module_list(long_, rank):
 
 
 # -------------------------------------------------------------------- logger
+SEVERITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
+
+
 @click.command(context_settings=HELP)
 @click.option("-s", "--severity", default="notice", show_default=True,
-              type=click.Choice(["emerg", "alert", "crit", "err", "warning", "notice",
-                                 "info", "debug"]), help="How severe the message is.")
+              type=click.Choice(SEVERITIES), help="How severe the message is.")
 @click.option("-n", "--appname", default="logger", show_default=True,
               help="Name shown before the level in `fluxlite dmesg`.")
 @click.argument("message", nargs=-1, required=True)
 def logger(severity, appname, message):
-    """Write MESSAGE to the local broker's log (shown by `fluxlite dmesg` as
-    APPNAME.LEVEL[RANK]: MESSAGE)."""
+    """Write MESSAGE to the local broker's log, at a syslog severity (shown by
+    `fluxlite dmesg`, with appname=APPNAME)."""
     with handle() as h:
-        h.call("log.append", {"appname": appname, "severity": severity,
+        h.call("log.append", {"appname": appname, "level": SEVERITIES.index(severity),
                               "message": " ".join(message)})
 
 
