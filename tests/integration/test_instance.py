@@ -281,12 +281,26 @@ def test_shutdown_command_ends_instance():
 
 
 def test_help_on_every_command():
-    from fluxlite.cli import COMMANDS
-    for name in COMMANDS:
-        cp = subprocess.run(fluxlite_command() + [name, "--help"], capture_output=True,
+    """--help of every command and of every subcommand of a group, nested ones too
+    (kvs eventlog get)."""
+    import click
+
+    from fluxlite.cli import COMMANDS, cli
+
+    def paths(words, command):
+        yield words
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(None):
+                yield from paths(words + [sub], command.get_command(None, sub))
+
+    ctx = click.Context(cli)
+    every = [p for name in COMMANDS for p in paths([name], cli.get_command(ctx, name))]
+    assert ["kvs", "eventlog", "wait-event"] in every and ["job", "taskmap"] in every
+    for words in every:
+        cp = subprocess.run(fluxlite_command() + words + ["--help"], capture_output=True,
                             text=True, timeout=30)
-        assert cp.returncode == 0, cp.stderr
-        assert "Usage:" in cp.stdout
+        assert cp.returncode == 0, (words, cp.stderr)
+        assert "Usage:" in cp.stdout, words
 
 
 def test_start_without_command_runs_interactive_shell():
