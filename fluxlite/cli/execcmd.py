@@ -3,9 +3,10 @@
 Each target rank's `rexec` service starts the command as its broker's child
 (`rexec.exec` with `output`), streams its stdout and stderr back, and feeds it
 what this command reads on stdin (`rexec.write`).  SIGINT and SIGTERM are
-forwarded; two Ctrl-C within 2 s leave at once.  The exit code is Flux's: the
-largest of the commands' exit codes, 128+N for one killed by signal N, 126 or
-127 for one that could not start, 68 for an unreachable rank.
+forwarded; after a second Ctrl-C, a third within 2 s leaves at once.  The exit
+code is Flux's: the largest of the commands' exit codes, 128+N for one killed
+by signal N, 126 or 127 for one that could not start, 68 for an unreachable
+rank.
 """
 
 from __future__ import annotations
@@ -171,25 +172,26 @@ class Exec:
         for signum in data:
             # not only those whose start was heard: a command may run before we know
             running = [r for r in self.runs if not r.done]
-            if signum == signal.SIGINT:
-                now = time.monotonic()
-                if self.interrupts and now - self.last_interrupt < INTERRUPT_WINDOW:
-                    from ..util import idset
-                    hanging = idset.encode(r.rank for r in self.runs if not r.done)
-                    sys.stderr.write(f"[{hanging}]: command still running at exit\n")
-                    self.forced = True
-                    return
-                if self.interrupts:
-                    sys.stderr.write("interrupt (Ctrl+C) one more time within "
-                                     f"{INTERRUPT_WINDOW:.2f} sec to exit\n")
-                self.last_interrupt = now
-                self.interrupts += 1
+            now = time.monotonic()
+            if (signum == signal.SIGINT and self.interrupts >= 2
+                    and now - self.last_interrupt < INTERRUPT_WINDOW):
+                from ..util import idset
+                hanging = idset.encode(r.rank for r in running)
+                sys.stderr.write(f"[{hanging}]: command still running at exit\n")
+                self.forced = True
+                return
             if self.verbose:
                 sys.stderr.write(f"sending signal {signum} to {len(running)} running "
                                  "processes\n")
             for run in running:
                 self._quietly(self.h.rpc("rexec.kill", {"label": run.label, "signum": signum},
                                          nodeid=run.rank))
+            if signum == signal.SIGINT:
+                if self.interrupts:
+                    sys.stderr.write("interrupt (Ctrl+C) one more time within "
+                                     f"{INTERRUPT_WINDOW:.2f} sec to exit\n")
+                self.last_interrupt = now
+                self.interrupts += 1
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
@@ -269,8 +271,8 @@ def exec_(rank, exclude, label_io, noinput, cwd, verbose, quiet, command):
     """Run COMMAND on broker ranks (default: every rank), outside any job, as flux exec.
 
     Output comes back on this command's stdout and stderr, stdin goes to
-    every command, SIGINT and SIGTERM are forwarded (Ctrl-C twice within 2 s:
-    leave).  Exits with the largest exit code (128+N for signal N; 127: not
+    every command, SIGINT and SIGTERM are forwarded (after a second Ctrl-C,
+    a third within 2 s leaves).  Exits with the largest exit code (128+N for signal N; 127: not
     found, 126: not executable, 68: unreachable rank).  Only the instance
     owner may run it."""
     with handle() as h:

@@ -119,7 +119,11 @@ class RexecService(Service):
             for suffix in ("o", "e"):
                 lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 listeners.append(lsock)
-                lsock.bind(base + suffix)
+                try:
+                    lsock.bind(base + suffix)
+                except OSError as exc:
+                    raise FluxliteError.from_oserror(exc, "cannot make the command's "
+                                                          "output socket") from None
                 lsock.listen(1)
                 lsock.setblocking(False)
             env = req.env

@@ -58,11 +58,11 @@ def test_dir_and_environment(inst1, tmp_path):
     assert cp.stdout.splitlines() == [str(tmp_path), "carried"]
 
 
-def _background_exec(inst, tmp_path, script):
+def _background_exec(inst, tmp_path, script, *options):
     """exec running `script` on rank 0; its first write to the FIFO $READY returns."""
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)
-    proc = subprocess.Popen(fluxlite_command() + ["exec", "-n", "sh", "-c", script],
+    proc = subprocess.Popen(fluxlite_command() + ["exec", "-n", *options, "sh", "-c", script],
                             env=dict(inst.env, READY=str(fifo)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     return proc, wait_fifo(fifo, timeout=30)
@@ -91,4 +91,36 @@ def test_a_vanished_client_takes_its_command_with_it(inst1, tmp_path):
     pid = int(said)
     proc.kill()
     proc.wait()
+    assert wait_pids_gone([pid], 30) == set()
+
+
+def test_third_interrupt_leaves_a_command_that_ignores_them(inst1, tmp_path):
+    """As flux exec: each Ctrl-C is forwarded (-v says so), the second also warns, a
+    third within 2 s leaves (exit 1) naming the ranks still running; the broker then
+    kills what was left."""
+    proc, said = _background_exec(inst1, tmp_path,
+                                  "trap '' INT; echo $$ > $READY; exec sleep 300", "-v")
+    pid = int(said)
+
+    def next_line() -> str:
+        # each signal is sent once the previous one was handled (signals sent at once
+        # may merge); a line that never comes is the test's timeout, an exit is ""
+        return proc.stderr.readline().rstrip("\n")
+
+    forwarded = "sending signal 2 to 1 running processes"
+    try:
+        proc.send_signal(signal.SIGINT)
+        assert next_line() == forwarded
+        proc.send_signal(signal.SIGINT)
+        assert next_line() == forwarded
+        assert next_line() == "interrupt (Ctrl+C) one more time within 2.00 sec to exit"
+        proc.send_signal(signal.SIGINT)
+        assert next_line() == "[0]: command still running at exit"
+        assert proc.wait(30) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
     assert wait_pids_gone([pid], 30) == set()
