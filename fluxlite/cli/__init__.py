@@ -57,7 +57,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jobtap": ("tools", "jobtap", "Show the job-manager's plugins: list"),
     "module": ("tools", "module", "Show each broker's services: list"),
     "hostlist": ("tools", "hostlist", "Expand, combine and transform lists of hosts"),
-    "env": ("tools", "env", "Print the environment of commands run in the instance, or run one"),
+    "env": ("tools", "env", "Print the environment fluxlite gives commands, or run one in it"),
     "logger": ("tools", "logger", "Write a message to the broker's log"),
     "event": ("tools", "event", "Publish and watch events: pub, sub"),
     "pgrep": ("tools", "pgrep", "List the jobs whose name matches a pattern"),

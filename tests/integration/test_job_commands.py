@@ -188,7 +188,8 @@ def test_job_info_without_key_lists_keys_on_one_line(inst1):
     cp = inst1.cli("job", "info", jobid)
     line = one_error_line(cp)
     assert cp.returncode == 2 and "\t" not in line
-    assert "jobspec, R, eventlog, guest.exec.eventlog, guest.output" in line
+    assert ("jobspec, R, J, eventlog, guest.exec.eventlog, guest.input, guest.output, "
+            "or another key of the job") in line
 
 
 def test_concurrent_job_waits_get_different_jobs(inst1):
