@@ -26,7 +26,9 @@ class ModuleService(Service):
     @handler("module.list", schema=None, roles=ANY)
     def list(self, msg, req):
         now = time.monotonic()
-        unique = {id(svc): svc for svc in self.services().values()}.values()
+        # the table also routes to clients' services (broker.service-add): not modules
+        unique = {id(svc): svc for svc in self.services().values()
+                  if isinstance(svc, Service)}.values()
         mods = []
         for svc in sorted(unique, key=lambda s: s.name):
             idle = int(now - getattr(svc, "last_active", now))
