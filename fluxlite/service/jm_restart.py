@@ -8,7 +8,8 @@ eventlogs.  What the job-manager keeps that is not a job's is one KVS key,
 
     {"version": 1, "epoch": T,            the job id clock's zero: ids keep increasing
      "max_jobid": ID,                     the largest id of a job purged
-     "queue": {"start": bool, "reason": str}}   the queue, unless stopped --nocheckpoint
+     "queue": {"start": bool, "reason": str,    the queue, unless stopped --nocheckpoint;
+               "enable": false, "disable_reason": str}}   a disabled queue
 
 Then the links no eventlog holds are made again (dependents, singletons,
 begin-time timers), and every active job is looked at once more (Restarted):
@@ -87,6 +88,8 @@ def _rebuild(jm) -> None:
     queue = jm.checkpoint_queue = cp.get("queue") or {"start": True}
     jm.actions.started = queue.get("start", True)
     jm.stop_reason = None if jm.actions.started else queue.get("reason")
+    if queue.get("enable") is False:
+        jm.disable_reason = queue.get("disable_reason") or "disabled by administrator"
     inactive = []
     for jobid, records in _records(kvs):
         try:

@@ -227,8 +227,12 @@ class JobManagerService(Service):
         commit), where a restart finds it; nothing without a state directory."""
         if not self.kvs.durable:
             return
+        queue = {k: v for k, v in self.checkpoint_queue.items()
+                 if k not in ("enable", "disable_reason")}
+        if self.disable_reason is not None:   # as Flux's, a disabled queue stays so
+            queue.update(enable=False, disable_reason=self.disable_reason)
         cp = {"version": 1, "epoch": self.gen.epoch, "max_jobid": self.max_purged,
-              "queue": self.checkpoint_queue}
+              "queue": queue}
         self.kvs.commit([*ops, {"key": jm_restart.CHECKPOINT, "value": cp}])
 
     # ------------------------------------------------------------ helpers
@@ -846,6 +850,7 @@ class JobManagerService(Service):
         if not r.enable and not r.reason:
             raise UsageError("reason is required for disable")
         self.disable_reason = None if r.enable else r.reason
+        self.checkpoint()
         return {}
 
     @handler("job-manager.jobtap", schema=JobtapRequest)

@@ -204,3 +204,20 @@ def test_a_queue_stopped_with_nocheckpoint_starts_after_a_restart(instance_facto
     b = _restart(instance_factory, sd)
     assert "Scheduling is started" in b.cli("queue", "status", check=True).stdout
     assert b.cli("run", "true").returncode == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_disabled_queue_stays_disabled_after_a_restart(instance_factory, tmp_path):
+    sd = tmp_path / "state"
+    a = _restart(instance_factory, sd)
+    a.cli("queue", "disable", "moving racks", check=True)
+    assert a.stop() == 0
+    b = _restart(instance_factory, sd)
+    assert b.cli("queue", "status", check=True).stdout.splitlines()[0] == (
+        "Job submission is disabled: moving racks")
+    cp = b.cli("submit", "true")
+    assert cp.returncode == 1 and "job submission is disabled: moving racks" in cp.stderr
+    b.cli("queue", "enable", check=True)
+    assert b.stop() == 0
+    c = _restart(instance_factory, sd)
+    assert c.cli("run", "true").returncode == 0
