@@ -267,7 +267,7 @@ class Broker:
         out.append(overlay.OverlayService(ctx, overlay=self.overlay,
                                           on_membership=self.on_membership))
         out += [admin.ModuleService(ctx, services=lambda: self.router.services),
-                admin.ConfigService(ctx, config=self._config_in_effect)]
+                admin.LogService(ctx), admin.ConfigService(ctx, config=self._config_in_effect)]
         return out
 
     def _config_in_effect(self) -> dict[str, str]:

@@ -172,9 +172,9 @@ SEVERITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "deb
 @click.argument("message", nargs=-1, required=True)
 def logger(severity, appname, message):
     """Write MESSAGE to the local broker's log, at a syslog severity (shown by
-    `fluxlite dmesg`, with appname=APPNAME)."""
+    `fluxlite dmesg` as APPNAME.LEVEL[RANK]: MESSAGE)."""
     with handle() as h:
-        h.call("log.append", {"appname": appname, "level": SEVERITIES.index(severity),
+        h.call("log.append", {"appname": appname, "severity": severity,
                               "message": " ".join(message)})
 
 

@@ -2,7 +2,9 @@
 
 - `module.list` (`fluxlite module list`): the services this broker runs, as
   Flux lists its broker modules: {mods: [{name, path, idle, status, services}]},
-  services naming the other topics' services it answers (broker: attr, log).
+  services naming the other topics' services it answers (broker: attr).
+- `log.append` (`fluxlite logger`, flux.Flux().log): an entry in this broker's
+  log, which `fluxlite dmesg` then shows as APPNAME.LEVEL[RANK]: MESSAGE.
 - `config.get` (`fluxlite config get`): the instance configuration in effect, as
   one object of tables (`{"tbon": {"topo": "kary:2"}}`): every configurable
   attribute whose value is not its default.
@@ -14,7 +16,13 @@ from __future__ import annotations
 
 import time
 
+from ..errors import UsageError
+from ..protocol.schema import Name, Struct, Text
 from .base import ANY, Service, handler
+
+# Flux's syslog severities -> the levels of fluxlite's log
+SEVERITIES = {"emerg": "critical", "alert": "critical", "crit": "critical", "err": "error",
+              "warning": "warning", "notice": "info", "info": "info", "debug": "debug"}
 
 class ModuleService(Service):
     name = "module"
@@ -36,6 +44,26 @@ class ModuleService(Service):
                          "services": [svc.name, *svc.aliases], "sendqueue": 0,
                          "recvqueue": 0})
         return {"mods": mods}
+
+
+class LogAppend(Struct, kw_only=True):
+    appname: Name = "logger"
+    severity: Name = "notice"
+    message: Text
+
+
+class LogService(Service):
+    name = "log"
+
+    @handler("log.append", schema=LogAppend, roles=ANY)
+    def append(self, msg, req):
+        level = SEVERITIES.get(req.severity)
+        if level is None:
+            raise UsageError(f"invalid severity {req.severity!r}: one of "
+                             f"{', '.join(SEVERITIES)}")
+        from ..util.log import get_logger
+        getattr(get_logger(req.appname), level)(req.message)
+        return {}
 
 
 class ConfigService(Service):

@@ -57,6 +57,7 @@ METHODS = {
     "job-manager.queue-list": {},
     "job-manager.jobtap": {},
     "module.list": {},
+    "log.append": {"appname": "fuzz", "severity": "info", "message": "fuzz"},
     "config.get": {},
     "rexec.write": {"label": "fuzz", "data": b"x", "eof": True},
     "job-exec.shell-init": {"id": 1, "shell_rank": 0},
