@@ -148,6 +148,7 @@ class Broker:
         self.local = LocalEndpoint(
             self.ctx, self.cfg.local_path, owner=self.userid, max_message=max_message,
             queue_limit=int(self.attrs["broker.client-queue"]),
+            byte_limit=battrs.parse_size(self.attrs["broker.client-queue-bytes"]),
             on_message=self.router.deliver, on_client_gone=self.router.client_gone,
             known_clients=lambda: list(self.router.clients))
         if self.spawner is not None:
