@@ -511,7 +511,7 @@ class Broker:
         setting = self.attrs.get("broker.critical-ranks") or "default"
         note = (f"broker rank {r} (host {host}) of this instance was lost, and it is a "
                 f"critical rank (broker.critical-ranks={setting})")
-        log.error("critical rank lost: ending the instance", rank=r, host=host)
+        log.error("critical rank lost: ending the instance", lost_rank=r, host=host)
         asyncio.get_running_loop().create_task(self._raise_in_parent(note))
 
     async def _raise_in_parent(self, note: str) -> None:
