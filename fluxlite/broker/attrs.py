@@ -190,6 +190,10 @@ ATTRIBUTES: dict[str, Attr] = {
     "broker.client-queue": Attr("4096", _queue, False,
                                 "messages that may wait for one local client; a client "
                                 "that lets more pile up without reading is dropped"),
+    "broker.client-queue-bytes": Attr("64M", _size, False,
+                                      "bytes sent to one local client that it has not "
+                                      "read yet; a client that lets more pile up is "
+                                      "dropped"),
     # logging
     "log-stderr-level": Attr("error", _level, True, "lowest level printed on stderr"),
     "log-level": Attr("info", _level, True, "lowest level kept in the ring and log file"),

@@ -148,6 +148,7 @@ class Broker:
         self.local = LocalEndpoint(
             self.ctx, self.cfg.local_path, owner=self.userid, max_message=max_message,
             queue_limit=int(self.attrs["broker.client-queue"]),
+            byte_limit=battrs.parse_size(self.attrs["broker.client-queue-bytes"]),
             on_message=self.router.deliver, on_client_gone=self.router.client_gone,
             known_clients=lambda: list(self.router.clients))
         if self.spawner is not None:
@@ -518,7 +519,7 @@ class Broker:
         setting = self.attrs.get("broker.critical-ranks") or "default"
         note = (f"broker rank {r} (host {host}) of this instance was lost, and it is a "
                 f"critical rank (broker.critical-ranks={setting})")
-        log.error("critical rank lost: ending the instance", rank=r, host=host)
+        log.error("critical rank lost: ending the instance", lost_rank=r, host=host)
         asyncio.get_running_loop().create_task(self._raise_in_parent(note))
 
     async def _raise_in_parent(self, note: str) -> None:

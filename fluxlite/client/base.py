@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import errno
 
+import zmq
+
 from ..errors import FluxliteError, HostUnreachable
 from ..protocol import message as m
 from ..protocol.message import Message
 from .connect import credentials, not_a_client_socket
 from ..protocol.rpc import PendingRPC, RPCTracker
+
+
+# a handle tells the broker it read this many bytes (the broker's byte bound per client)
+ACK_BYTES = 1 << 20
 
 
 class HandleCore:
@@ -23,6 +29,7 @@ class HandleCore:
         self.connected = False
         self.answered = False   # a message came from the broker
         self.uri: str | None = None
+        self._unacked = 0       # bytes received since the last `ack`
 
     def _transmit(self, frames: list[bytes]) -> None:
         raise NotImplementedError
@@ -65,6 +72,15 @@ class HandleCore:
         self._send(msg)
 
     def _deliver(self, frames: list[bytes]) -> None:
+        # what was read is acknowledged now and then: the broker holds at most
+        # broker.client-queue-bytes that this client has not read
+        self._unacked += sum(map(len, frames))
+        if self._unacked >= ACK_BYTES and self.connected:
+            n, self._unacked = self._unacked, 0
+            try:
+                self._transmit(m.encode(Message.control("ack", {"bytes": n})))
+            except (FluxliteError, zmq.ZMQError):
+                pass            # the connection is going: its end says the rest
         try:
             msg = m.decode(frames)
         except FluxliteError:

@@ -12,8 +12,10 @@ message.
 Bounds, so that no client can grow this broker's memory without limit:
 - a message larger than `broker.max-message-size` is refused by libzmq
   (ZMQ_MAXMSGSIZE: the connection is closed, the message never buffered whole);
-- at most `broker.client-queue` messages wait to be sent to one client.  A
-  client that lets that many pile up without reading is dropped: the broker
+- at most `broker.client-queue` messages, and `broker.client-queue-bytes` bytes
+  it has not acknowledged reading (a client says `ack {bytes}` every
+  ACK_BYTES it reads), wait for one client.  A client that lets that many pile
+  up without reading is dropped: the broker
   forgets it as if it had disconnected (its streams and waits end, its RPCs in
   flight fail), and it is sent a `disconnect` control message with the reason as
   soon as it reads again, however long that takes, so its handle fails every RPC
@@ -62,11 +64,14 @@ class LocalEndpoint:
     def __init__(self, ctx: zmq.Context, path: str, *, owner: int, max_message: int,
                  queue_limit: int, on_message: Callable[[Message, bytes], None],
                  on_client_gone: Callable[[bytes, str], None],
-                 known_clients: Callable[[], list[bytes]]):
+                 known_clients: Callable[[], list[bytes]], byte_limit: int = 64 << 20):
         self.path = path
         self.owner = owner
         self.max_message = max_message
         self.queue_limit = queue_limit
+        self.byte_limit = byte_limit
+        # bytes sent to each client that it has not said it read (its `ack`s)
+        self.unread: dict[bytes, int] = {}
         self.on_message = on_message            # (msg, ident): a request or response
         self.on_client_gone = on_client_gone    # (ident, reason)
         self.known_clients = known_clients      # the identities the router remembers
@@ -117,7 +122,13 @@ class LocalEndpoint:
         msg.userid = uid
         msg.role = m.ROLE_OWNER if uid == self.owner else m.ROLE_USER
         if msg.type == m.CONTROL:
-            if msg.topic == "disconnect":
+            if msg.topic == "ack":
+                # the client read that many bytes of what was sent to it
+                n = msg.payload.get("bytes") if isinstance(msg.payload, dict) else None
+                if type(n) is int and n > 0 and ident in self.unread:
+                    self.unread[ident] = max(0, self.unread[ident] - n)
+            elif msg.topic == "disconnect":
+                self.unread.pop(ident, None)
                 self.on_client_gone(ident, "client closed its connection")
             return
         if msg.type == m.EVENT:
@@ -138,20 +149,28 @@ class LocalEndpoint:
         """Send to a client; False if it is gone (or was just dropped as too slow)."""
         if ident in self._overflowed:
             return False
+        unread = self.unread.get(ident, 0) + sum(map(len, frames))
+        if unread > self.byte_limit:
+            self._drop_slow(ident, f"{self.byte_limit} bytes were waiting for it "
+                                   "(broker.client-queue-bytes)")
+            return False
         try:
             self.channel.send([ident] + frames)
-            return True
         except zmq.Again:
-            self._drop_slow(ident)
+            self._drop_slow(ident, f"{self.queue_limit} messages were waiting for it "
+                                   "(broker.client-queue)")
             return False
         except zmq.ZMQError:
+            self.unread.pop(ident, None)
             return False
+        self.unread[ident] = unread
+        return True
 
-    def _drop_slow(self, ident: bytes) -> None:
-        reason = (f"client too slow: {self.queue_limit} messages were waiting for it "
-                  "(broker.client-queue)")
+    def _drop_slow(self, ident: bytes, what: str) -> None:
+        reason = f"client too slow: {what}"
+        self.unread.pop(ident, None)
         log.warning("dropping a client that does not read", client=ident.hex(),
-                    limit=self.queue_limit)
+                    reason=reason)
         self._overflowed[ident] = [reason, None]
         self._arm_overflow()
 
@@ -210,6 +229,7 @@ class LocalEndpoint:
             except zmq.Again:
                 pass  # alive but not reading: the queue limit decides
             except zmq.ZMQError:
+                self.unread.pop(ident, None)
                 self.on_client_gone(ident, "client connection closed")
 
     def close(self, linger: int = 100) -> None:

@@ -97,3 +97,39 @@ def test_a_run_stopped_past_any_retry_window_fails_clearly_when_it_resumes(
             out.close()
     assert rc != 0
     assert "dropped this connection" in err and "client too slow" in err, err
+
+
+def test_the_send_queue_is_counted_in_bytes(instance_factory):
+    """4,096 messages of 128 KiB once waited for one non-reading client (500 MB of
+    rank 0): what waits is bounded in bytes too (broker.client-queue-bytes)."""
+    from rawpeer import rss_kib
+    inst = instance_factory(1, setattrs=["broker.client-queue-bytes=8M"])
+    h = inst.handle()
+    pid = inst.broker_pid(0)
+    value = "v" * (256 << 10)
+    h.call("kvs.commit", {"ops": [{"key": "flood", "value": value}]})
+    with drop_watch(inst) as wait_dropped, \
+            RawPeer(local_endpoint(inst), rcvhwm=1, rcvbuf=4096) as slow:
+        before = rss_kib(pid)
+        for tag in range(1, 1001):      # 1000 answers of 256 KiB: 250 MB if all waited
+            slow.send([header(topic="kvs.get", matchtag=tag), m._packb({"key": "flood"})])
+        wait_dropped()
+        h.call("broker.ping", {}, nodeid=0)     # rank 0 has handled the flood
+        grown = rss_kib(pid) - before
+        assert grown < 48 << 10, f"rank 0 grew by {grown} KiB for one non-reading client"
+        deadline = time.monotonic() + 30
+        reason = None
+        while reason is None and time.monotonic() < deadline:
+            msg = slow.recv_msg(1.0)
+            if msg is not None and msg.type == m.CONTROL and msg.topic == "disconnect":
+                reason = msg.payload["reason"]
+    assert reason and "bytes were waiting" in reason and "client-queue-bytes" in reason
+
+
+def test_a_reading_client_is_never_dropped_for_bytes(instance_factory):
+    inst = instance_factory(1, setattrs=["broker.client-queue-bytes=16M"])
+    cp = inst.cli("run", sys.executable, "-c",
+                  "import sys\nfor i in range(200): sys.stdout.write('x' * 99999 + '\\n')",
+                  timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert len(cp.stdout) == 200 * 100000

@@ -121,7 +121,9 @@ def test_bounds_on_keys_values_kvsname_and_lines():
     assert s.feed(0, b"cmd=get_ap") == []
     assert words(s.feed(0, b"pnum\n")[0])["appnum"] == "0"
     out = s.feed(0, b"x" * (LINE_MAX + 10))
-    assert len(out) == 1 and isinstance(out[0], Close) and "longer" in out[0].why
+    assert isinstance(out[0], Close) and "longer" in out[0].why
+    # it spoke PMI and can enter no barrier now: the job's barrier fails at once
+    assert len(out) == 2 and isinstance(out[1], Barrier) and out[1].gone_rank == 0
     assert s.feed(0, b"cmd=get_appnum\n") == []       # closed: nothing more
 
 
