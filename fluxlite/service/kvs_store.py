@@ -33,16 +33,16 @@ loads it back (`load`).  Each key's node is a row of `nodes` (a scalar with
 its value, a map or list by its id in `entries`; directories are implied by
 the keys below them), written beside the entries in the same transaction.
 Writing out happens at the end of the loop turn that changed anything (not
-FLUSH_DELAY later): one transaction into the WAL for all of the turn's commits
-(write-out number `committed`).  It is on disk once the WAL file is synced,
-which a worker thread does (os.fsync) while the loop goes on: the write-outs
-made meanwhile are covered by the next sync, so one sync serves as many turns
-as came during the one before (group commit), and rank 0 never waits for the
-disk itself.  `needed()` says which write-out a message sent now depends on,
-`synced` which are on disk, and `on_durable` callbacks run as that grows (the
-broker holds back everything it sends until then).  If writing out or syncing
-fails, it is tried again RETRY_DELAY later, and nothing waiting on it is
-acknowledged meanwhile.
+FLUSH_DELAY later): one transaction into the WAL (write-out number
+`committed`). It is on disk once the WAL file is synced, which a worker thread
+does (os.fsync) while the loop goes on; what the turns bring while a sync runs
+is written out in one transaction when it ends, and synced next (group commit):
+rank 0 never waits for the disk, and each transaction and sync carries as many
+turns as one sync takes. `needed()` says which write-out a message sent now
+depends on, `synced` which are on disk, and `on_durable` callbacks run as that
+grows (the broker holds back everything it sends until then). If writing out or
+syncing fails, it is tried again RETRY_DELAY later, and nothing waiting on it
+is acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -275,6 +275,7 @@ class Store:
             self.flush_later = asyncio.get_running_loop().call_later(RETRY_DELAY, self._sync)
             return
         self._synced_to(target)
+        self.flush()   # what came during the sync: written out, and synced in turn
         self._sync()
 
     def _synced_to(self, target: int) -> None:
@@ -301,10 +302,18 @@ class Store:
         ex("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,))
 
     def flush(self) -> None:
-        """Write out what the commits since the last flush changed."""
+        """Write out what the commits since the last flush changed.  A durable store
+        whose last write-out is being synced waits for that sync (its end writes out
+        what came meanwhile): so each transaction and each sync carry as many loop
+        turns as the disk takes to sync one."""
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
+        if self.syncing:
+            return
+        self._write_out()
+
+    def _write_out(self) -> None:
         if self.in_tx or not (self.logs or self.blobs or self.deleted or self.tree_ops):
             return
         rows = [(lg.id, seq, data) for lg in self.logs if lg.pending
@@ -353,7 +362,7 @@ class Store:
         in key order, in one pass over the file: a restart reads thousands of jobs'
         records this way, not one key at a time.  What is not written out yet is
         written out first, so the file holds every value."""
-        self.flush()
+        self._write_out()
         rows = self.db.execute(
             "SELECT n.key, n.kind, n.data, e.data FROM nodes n LEFT JOIN entries e "
             "ON n.kind != 0 AND e.log = n.ref WHERE n.key GLOB ? ORDER BY n.key, e.seq",
@@ -469,7 +478,7 @@ class Store:
         directory kept with --rundir keeps its logs, not job data).  A durable
         store writes out what is left, and is kept."""
         if self.durable:
-            self.flush()
+            self._write_out()
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
