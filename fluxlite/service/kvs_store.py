@@ -72,6 +72,7 @@ FILENAME = "content.sqlite"
 SCALAR, BLOB, LOG, DIR = 0, 1, 2, 3   # what a row of `nodes` holds (DIR: an empty one made)
 UNLINK = object()             # a tree change that removes a key and everything below it
 MKDIR = object()              # a tree change that makes an empty directory (kvs mkdir)
+VERSION_KEY = "\0version"     # the row of `nodes` that holds the KVS version (no key's name)
 
 
 class Log:
@@ -144,8 +145,6 @@ class Store:
         if self.durable:
             self.db.execute("CREATE TABLE IF NOT EXISTS nodes (key TEXT PRIMARY KEY, "
                             "kind INTEGER, ref INTEGER, data BLOB) WITHOUT ROWID")
-            self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, "
-                            "value) WITHOUT ROWID")
             top = self.db.execute("SELECT max(log) FROM entries").fetchone()[0]
             self.next_id = (top or 0) + 1
             flush_delay = 0.0
@@ -284,22 +283,27 @@ class Store:
             callback()
 
     def _tree_rows(self) -> None:
-        """Write a durable store's tree changes, in the order they were made."""
-        ex = self.db.execute
+        """Write a durable store's tree changes, in the order they were made (the rows
+        between two unlinks in one statement)."""
+        rows: list[tuple] = []
+        put = "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)"
         for key, node in self.tree_ops:
             if node is UNLINK:
-                ex("DELETE FROM nodes WHERE key = ? OR (key > ? AND key < ?)",
-                   (key, key + ".", key + "/"))   # "/" follows "." in byte order
+                if rows:
+                    self.db.executemany(put, rows)
+                    rows = []
+                self.db.execute("DELETE FROM nodes WHERE key = ? OR (key > ? AND key < ?)",
+                                (key, key + ".", key + "/"))   # "/" follows "." in bytes
             elif node is MKDIR:
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, NULL, NULL)", (key, DIR))
+                rows.append((key, DIR, None, None))
             elif isinstance(node, Blob):
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, BLOB, node.id))
+                rows.append((key, BLOB, node.id, None))
             elif isinstance(node, Log):
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, LOG, node.id))
+                rows.append((key, LOG, node.id, None))
             else:
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, NULL, ?)",
-                   (key, SCALAR, pack(node)))
-        ex("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,))
+                rows.append((key, SCALAR, None, pack(node)))
+        rows.append((VERSION_KEY, SCALAR, None, pack(self.version)))
+        self.db.executemany(put, rows)
 
     def flush(self) -> None:
         """Write out what the commits since the last flush changed.  A durable store
@@ -395,7 +399,9 @@ class Store:
         out: list[tuple[str, object]] = []
         for key, kind, ref, data in self.db.execute("SELECT key, kind, ref, data FROM nodes "
                                                     "ORDER BY key"):
-            if kind == BLOB:
+            if key == VERSION_KEY:
+                self.version = unpack(data)
+            elif kind == BLOB:
                 out.append((key, Blob(ref)))
             elif kind == LOG:
                 out.append((key, Log(ref, counts.get(ref, 0))))
@@ -403,8 +409,6 @@ class Store:
                 out.append((key, MKDIR))
             else:
                 out.append((key, unpack(data)))
-        row = self.db.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()
-        self.version = row[0] if row else 0
         return out, self.version
 
     # ------------------------------------------------------------ values
