@@ -360,6 +360,9 @@ class Store:
         if self.durable:
             self.committed += 1
             self._sync()
+        else:   # written out is all a store without a state directory does
+            for callback in self.on_durable:
+                callback()
 
     def scan(self, glob: str):
         """A durable store's (key, value) for every key matching `glob` (SQLite GLOB),
