@@ -13,6 +13,9 @@ release, and `job-exec.exception`), waiters, dependents and the purge policy.
 A submission is first checked by the scheduler (`sched.feasibility`), as
 flux-core's job-ingest does: a request that can never fit is a submit error
 and never becomes a job.
+
+With a state directory (-Sstatedir), the table is rebuilt at start from the
+jobs' eventlogs (jm_restart.py), and a shutdown cancels only running jobs.
 """
 
 from __future__ import annotations

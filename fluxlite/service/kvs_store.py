@@ -33,16 +33,16 @@ loads it back (`load`).  Each key's node is a row of `nodes` (a scalar with
 its value, a map or list by its id in `entries`; directories are implied by
 the keys below them), written beside the entries in the same transaction.
 Writing out happens at the end of the loop turn that changed anything (not
-FLUSH_DELAY later): one transaction into the WAL for all of the turn's commits
-(write-out number `committed`).  It is on disk once the WAL file is synced,
-which a worker thread does (os.fsync) while the loop goes on: the write-outs
-made meanwhile are covered by the next sync, so one sync serves as many turns
-as came during the one before (group commit), and rank 0 never waits for the
-disk itself.  `needed()` says which write-out a message sent now depends on,
-`synced` which are on disk, and `on_durable` callbacks run as that grows (the
-broker holds back everything it sends until then).  If writing out or syncing
-fails, it is tried again RETRY_DELAY later, and nothing waiting on it is
-acknowledged meanwhile.
+FLUSH_DELAY later): one transaction into the WAL (write-out number
+`committed`). It is on disk once the WAL file is synced, which a worker thread
+does (os.fsync) while the loop goes on; what the turns bring while a sync runs
+is written out in one transaction when it ends, and synced next (group commit):
+rank 0 never waits for the disk, and each transaction and sync carries as many
+turns as one sync takes. `needed()` says which write-out a message sent now
+depends on, `synced` which are on disk, and `on_durable` callbacks run as that
+grows (the broker holds back everything it sends until then). If writing out or
+syncing fails, it is tried again RETRY_DELAY later, and nothing waiting on it
+is acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ FILENAME = "content.sqlite"
 SCALAR, BLOB, LOG, DIR = 0, 1, 2, 3   # what a row of `nodes` holds (DIR: an empty one made)
 UNLINK = object()             # a tree change that removes a key and everything below it
 MKDIR = object()              # a tree change that makes an empty directory (kvs mkdir)
+VERSION_KEY = "\0version"     # the row of `nodes` that holds the KVS version (no key's name)
 
 
 class Log:
@@ -144,8 +145,6 @@ class Store:
         if self.durable:
             self.db.execute("CREATE TABLE IF NOT EXISTS nodes (key TEXT PRIMARY KEY, "
                             "kind INTEGER, ref INTEGER, data BLOB) WITHOUT ROWID")
-            self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, "
-                            "value) WITHOUT ROWID")
             top = self.db.execute("SELECT max(log) FROM entries").fetchone()[0]
             self.next_id = (top or 0) + 1
             flush_delay = 0.0
@@ -275,6 +274,7 @@ class Store:
             self.flush_later = asyncio.get_running_loop().call_later(RETRY_DELAY, self._sync)
             return
         self._synced_to(target)
+        self.flush()   # what came during the sync: written out, and synced in turn
         self._sync()
 
     def _synced_to(self, target: int) -> None:
@@ -283,28 +283,41 @@ class Store:
             callback()
 
     def _tree_rows(self) -> None:
-        """Write a durable store's tree changes, in the order they were made."""
-        ex = self.db.execute
+        """Write a durable store's tree changes, in the order they were made (the rows
+        between two unlinks in one statement)."""
+        rows: list[tuple] = []
+        put = "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)"
         for key, node in self.tree_ops:
             if node is UNLINK:
-                ex("DELETE FROM nodes WHERE key = ? OR (key > ? AND key < ?)",
-                   (key, key + ".", key + "/"))   # "/" follows "." in byte order
+                if rows:
+                    self.db.executemany(put, rows)
+                    rows = []
+                self.db.execute("DELETE FROM nodes WHERE key = ? OR (key > ? AND key < ?)",
+                                (key, key + ".", key + "/"))   # "/" follows "." in bytes
             elif node is MKDIR:
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, NULL, NULL)", (key, DIR))
+                rows.append((key, DIR, None, None))
             elif isinstance(node, Blob):
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, BLOB, node.id))
+                rows.append((key, BLOB, node.id, None))
             elif isinstance(node, Log):
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, NULL)", (key, LOG, node.id))
+                rows.append((key, LOG, node.id, None))
             else:
-                ex("INSERT OR REPLACE INTO nodes VALUES (?, ?, NULL, ?)",
-                   (key, SCALAR, pack(node)))
-        ex("INSERT OR REPLACE INTO meta VALUES ('version', ?)", (self.version,))
+                rows.append((key, SCALAR, None, pack(node)))
+        rows.append((VERSION_KEY, SCALAR, None, pack(self.version)))
+        self.db.executemany(put, rows)
 
     def flush(self) -> None:
-        """Write out what the commits since the last flush changed."""
+        """Write out what the commits since the last flush changed.  A durable store
+        whose last write-out is being synced waits for that sync (its end writes out
+        what came meanwhile): so each transaction and each sync carry as many loop
+        turns as the disk takes to sync one."""
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
+        if self.syncing:
+            return
+        self._write_out()
+
+    def _write_out(self) -> None:
         if self.in_tx or not (self.logs or self.blobs or self.deleted or self.tree_ops):
             return
         rows = [(lg.id, seq, data) for lg in self.logs if lg.pending
@@ -347,13 +360,16 @@ class Store:
         if self.durable:
             self.committed += 1
             self._sync()
+        else:   # written out is all a store without a state directory does
+            for callback in self.on_durable:
+                callback()
 
     def scan(self, glob: str):
         """A durable store's (key, value) for every key matching `glob` (SQLite GLOB),
         in key order, in one pass over the file: a restart reads thousands of jobs'
         records this way, not one key at a time.  What is not written out yet is
         written out first, so the file holds every value."""
-        self.flush()
+        self._write_out()
         rows = self.db.execute(
             "SELECT n.key, n.kind, n.data, e.data FROM nodes n LEFT JOIN entries e "
             "ON n.kind != 0 AND e.log = n.ref WHERE n.key GLOB ? ORDER BY n.key, e.seq",
@@ -386,7 +402,9 @@ class Store:
         out: list[tuple[str, object]] = []
         for key, kind, ref, data in self.db.execute("SELECT key, kind, ref, data FROM nodes "
                                                     "ORDER BY key"):
-            if kind == BLOB:
+            if key == VERSION_KEY:
+                self.version = unpack(data)
+            elif kind == BLOB:
                 out.append((key, Blob(ref)))
             elif kind == LOG:
                 out.append((key, Log(ref, counts.get(ref, 0))))
@@ -394,8 +412,6 @@ class Store:
                 out.append((key, MKDIR))
             else:
                 out.append((key, unpack(data)))
-        row = self.db.execute("SELECT value FROM meta WHERE name = 'version'").fetchone()
-        self.version = row[0] if row else 0
         return out, self.version
 
     # ------------------------------------------------------------ values
@@ -469,7 +485,7 @@ class Store:
         directory kept with --rundir keeps its logs, not job data).  A durable
         store writes out what is left, and is kept."""
         if self.durable:
-            self.flush()
+            self._write_out()
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
