@@ -24,6 +24,9 @@ shuts itself down.  Each broker reports its subtree's membership (online,
 torpid, lost, offline ranks) upstream whenever it changes, so rank 0 holds the
 whole instance's view for `overlay status`, quorum and the resource service.
 
+The rules of liveness and of merging membership are pure, in liveness.py and
+membership.py; this module keeps the sockets, CURVE and the hello.
+
 The overlay knows no broker: what it learns it reports through the callbacks
 in OverlayCallbacks, given at construction (as flux-core's overlay_create()).
 """
@@ -45,20 +48,13 @@ from ..protocol.admission import ConnectionGuard
 from ..protocol.frames import monitor_event, peer_uid, recv_frames_auth, recv_frames_from
 from ..protocol.message import Message
 from ..protocol.transport import Channel
-from ..util import fsd, idset, tree
+from ..util import fsd, tree
 from ..util.log import get_logger
+from . import membership as members
+from .liveness import LOST, OFFLINE, ONLINE, TORPID, Liveness, PeerTimes, Timeouts
+from .membership import Membership
 
 log = get_logger("overlay")
-
-
-@dataclass
-class Timeouts:
-    """Liveness settings, in seconds (lost: None means never)."""
-
-    keepalive: float
-    torpid: float
-    lost: float | None
-    connect: float
 
 
 @dataclass
@@ -87,21 +83,18 @@ class OverlayCallbacks:
 # (per peer address on TCP, and in all); the oldest is closed past either
 PENDING_PER_ADDRESS, PENDING_LIMIT = 64, 256
 
-ONLINE, TORPID, LOST, OFFLINE = "online", "torpid", "lost", "offline"
 HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
-class ChildLink:
-    __slots__ = ("rank", "ident", "state", "lastseen", "lastsent", "since", "report", "pid",
-                 "hostname", "error")
+class ChildLink(PeerTimes):
+    __slots__ = ("rank", "ident", "state", "since", "report", "pid", "hostname", "error")
 
     def __init__(self, rank: int):
+        super().__init__()
         self.rank = rank
         self.ident: bytes | None = None
         self.state = OFFLINE
-        self.lastseen = 0.0
-        self.lastsent = 0.0
         self.since = time.time()
         self.report: dict[str, set[int]] = {}
         self.pid = 0
@@ -135,26 +128,26 @@ class Overlay:
         self.up: Channel | None = None
         self._monitors: list[Channel] = []
         self.parent_state = OFFLINE if self.rank else ONLINE
-        self.parent_lastseen = 0.0
-        self.parent_lastsent = 0.0
+        self.parent_times = PeerTimes()
         self._hello_done: asyncio.Future | None = None
         self._report_pending = False
         self._last_report: dict | None = None
         self._timer: asyncio.Task | None = None
         self.shutting_down = False
         self.started = time.time()
-        # whole-instance membership (meaningful on rank 0): rank -> state
-        self.membership: dict[int, str] = {}
-        self.membership_since: dict[int, float] = {}
+        # whole-instance membership (meaningful on rank 0): rank -> state, and since when
+        self.members = Membership(clock=time.time)
+        self.membership = self.members.states
+        self.membership_since = self.members.since
         self.hostname = _socket.gethostname()
         self._accepted: dict[int, str | None] = {}   # TCP descriptor -> peer address
         self._handshake_failures: list[int] = []      # failed, not yet closed
-        self._last_tick = time.monotonic()            # when _tick last ran
+        self.liveness = Liveness(timeouts, clock=time.monotonic)
         self.set_timeouts(timeouts)
 
     def set_timeouts(self, t: Timeouts) -> None:
+        self.liveness.timeouts = t
         self.keepalive_period = t.keepalive
-        self.torpid_timeout = t.torpid
         self.lost_timeout = t.lost
         self.connect_timeout = t.connect
 
@@ -223,7 +216,7 @@ class Overlay:
             raise ConnectFailed(
                 f"parent did not accept us within {fsd.format(self.connect_timeout)}") from None
         self.parent_state = ONLINE
-        self.parent_lastseen = time.monotonic()
+        self.liveness.seen(self.parent_times)
         self.schedule_report()
 
     def _secure_server(self, sock: zmq.Socket) -> None:
@@ -278,7 +271,7 @@ class Overlay:
     def send_parent(self, frames: list[bytes]) -> None:
         if self.up is None:
             return
-        self.parent_lastsent = time.monotonic()
+        self.liveness.sent(self.parent_times)
         try:
             self.up.send(frames)
         except zmq.ZMQError as exc:
@@ -304,7 +297,7 @@ class Overlay:
                 return False
             log.warning("send to child failed", child=rank, error=str(exc))
             return False
-        c.lastsent = time.monotonic()
+        self.liveness.sent(c)
         return True
 
     def _send_child_control(self, c: ChildLink, topic: str, payload=None) -> bool:
@@ -336,8 +329,7 @@ class Overlay:
             else:
                 self._refuse(ident, "message from a peer that has not said hello")
             return
-        now = time.monotonic()
-        c.lastseen = now
+        self.liveness.seen(c)
         if c.state == TORPID:
             log.info("broker is responsive now", peer=c.rank)
             c.state = ONLINE
@@ -408,7 +400,7 @@ class Overlay:
         c.hostname = str(p.get("hostname", ""))
         c.state = ONLINE
         c.since = time.time()
-        c.lastseen = time.monotonic()
+        self.liveness.seen(c)
         c.error = ""
         c.report = {ONLINE: {rank}, OFFLINE: set(self.topology.descendants(rank))}
         self.by_ident[ident] = c
@@ -426,10 +418,8 @@ class Overlay:
                 # a child speaks for its own subtree only: ranks outside it are ignored
                 mine = {c.rank, *self.topology.descendants(c.rank)}
                 try:
-                    c.report = {k: idset.decode(v, below=self.size) & mine
-                                for k, v in p.items()
-                                if k in (ONLINE, TORPID, LOST, OFFLINE)}
-                except (ValueError, TypeError, AttributeError):
+                    c.report = members.child_report(p, mine, self.size)
+                except ValueError:
                     log.warning("malformed status report dropped", peer=c.rank)
                     return
                 self.schedule_report()
@@ -444,7 +434,7 @@ class Overlay:
         except ProtocolError as exc:
             log.warning("malformed message from parent dropped", error=exc.message)
             return
-        self.parent_lastseen = time.monotonic()
+        self.liveness.seen(self.parent_times)
         if msg.type == m.CONTROL:
             self._on_parent_control(msg)
             return
@@ -550,39 +540,35 @@ class Overlay:
 
     def _tick(self) -> None:
         # what peers sent while this loop was busy is read before anyone's silence is
-        # judged: a stall here must not make live peers look unresponsive
-        for ch in (self.up, self.down):
-            if ch is not None:
-                ch.drain_backlog()
-        now = time.monotonic()
-        period = self.keepalive_period
-        # a tick far later than its period means this process was stopped (SIGSTOP,
-        # swapped out): ZeroMQ's I/O thread may not have handed over what peers sent
-        # meanwhile, so send keepalives but judge no one's silence until the next tick
-        stalled = now - self._last_tick > 2 * period + 0.5
-        self._last_tick = now
+        # judged (Liveness.tick): a stall here must not make live peers look unresponsive
+        now, judge = self.liveness.tick(self._drain_backlog)
+        live = self.liveness
         if self.up is not None and self.parent_state == ONLINE:
-            if now - self.parent_lastsent >= period:
+            if live.keepalive_due(self.parent_times, now):
                 self._send_parent_control("keepalive")
-            silent = now - self.parent_lastseen
-            if not stalled and self.lost_timeout is not None and silent > self.lost_timeout:
+            if judge and live.parent_lost(self.parent_times, now):
+                silent = live.silence(self.parent_times, now)
                 self._parent_lost(f"parent silent for {fsd.format(silent)}")
         for c in list(self.children.values()):
             if c.state not in (ONLINE, TORPID):
                 continue
-            if now - c.lastsent >= period:
-                if not self._send_child_control(c, "keepalive"):
-                    continue
-            if stalled:
+            if live.keepalive_due(c, now) and not self._send_child_control(c, "keepalive"):
                 continue
-            silent = now - c.lastseen
-            if self.lost_timeout is not None and silent > self.lost_timeout:
-                self._child_lost(c, f"unresponsive for {fsd.format(silent)}")
-            elif c.state == ONLINE and silent > self.torpid_timeout:
-                log.warning("broker has been unresponsive", peer=c.rank,
-                            silent=fsd.format(silent))
-                c.state = TORPID
+            if not judge:
+                continue
+            verdict = live.judge(c, c.state, now)
+            silent = fsd.format(live.silence(c, now))
+            if verdict == LOST:
+                self._child_lost(c, f"unresponsive for {silent}")
+            elif verdict != c.state:
+                log.warning("broker has been unresponsive", peer=c.rank, silent=silent)
+                c.state = verdict
                 self.schedule_report()
+
+    def _drain_backlog(self) -> None:
+        for ch in (self.up, self.down):
+            if ch is not None:
+                ch.drain_backlog()
 
     # ------------------------------------------------------ membership
     def schedule_report(self) -> None:
@@ -591,14 +577,8 @@ class Overlay:
             asyncio.get_running_loop().call_soon(self._send_report)
 
     def subtree_report(self) -> dict[str, set[int]]:
-        out = {ONLINE: {self.rank}, TORPID: set(), LOST: set(), OFFLINE: set()}
-        for c in self.children.values():
-            for state, ranks in c.report.items():
-                out[state] |= ranks
-            if c.state == TORPID:
-                out[ONLINE].discard(c.rank)
-                out[TORPID].add(c.rank)
-        return out
+        return members.merge_subtree(
+            self.rank, ((c.rank, c.state, c.report) for c in self.children.values()))
 
     def _send_report(self) -> None:
         self._report_pending = False
@@ -608,25 +588,18 @@ class Overlay:
         if self.rank == 0:
             self._update_membership(rep)
         elif self.parent_connected():
-            self._send_parent_control("status", {k: idset.encode(v) for k, v in rep.items()})
+            self._send_parent_control("status", members.encode(rep))
         else:
             return  # not joined yet: join() reports once the parent accepts us
         self._last_report = rep
 
     def _update_membership(self, rep: dict[str, set[int]]) -> None:
-        changes: dict[str, set[int]] = {}
-        now = time.time()
-        for state, ranks in rep.items():
-            for r in ranks:
-                if self.membership.get(r) != state:
-                    self.membership[r] = state
-                    self.membership_since[r] = now
-                    changes.setdefault(state, set()).add(r)
+        changes = self.members.update(rep)
         if changes:
             self.cb.membership(changes)
 
     def online_count(self) -> int:
-        return sum(1 for s in self.membership.values() if s in (ONLINE, TORPID))
+        return self.members.online_count()
 
     def live_children(self) -> list[int]:
         return [c.rank for c in self.children.values() if c.state in (ONLINE, TORPID)]
