@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 # and recompiling on every command would cost start-up time
 setup: $(STAMP)
 	@$(PY) -m compileall -q fluxlite >/dev/null
+	@if pkg-config --exists pmix 2>/dev/null; then \
+	    $(PY) -m fluxlite.pmi.pmix_build >/dev/null 2>&1 || \
+	    echo "note: building the PMIx server module failed (Open MPI jobs need it)" >&2; fi
 
 start: setup
 	@if [ -t 0 ]; then exec bin/fluxlite start --size 4; else exec bin/fluxlite-demo; fi

@@ -130,12 +130,29 @@ def _output_mode(v) -> None:
         raise ValueError
 
 
-PMI_MODES = ("simple", "off")
+PMI_METHODS = ("simple", "pmix")
+PMI_OFF = ("off", "none")
+
+
+def pmi_list(v) -> list[str] | None:
+    """`-o pmi=LIST` (Flux's): a comma-separated list (or a list) of methods to offer
+    the tasks, 'simple' (PMI-1 on PMI_FD) and 'pmix' (OpenPMIx); 'off' (or 'none')
+    offers none.  None when the option is absent: the shell's default then."""
+    if v is None:
+        return None
+    items = v if isinstance(v, list) else str(v).split(",")
+    names = [str(x).strip() for x in items]
+    if not names or any(n not in PMI_METHODS + PMI_OFF for n in names):
+        raise ValueError
+    if any(n in PMI_OFF for n in names):
+        if len(names) > 1:
+            raise ValueError
+        return []
+    return list(dict.fromkeys(names))
 
 
 def _pmi(v) -> None:
-    if v not in PMI_MODES:
-        raise ValueError
+    pmi_list(v)
 
 
 OPTIONS = {
@@ -153,7 +170,8 @@ OPTIONS = {
                            "write stderr to this file (mustache tags expand)"),
     "output.mode": (_output_mode, "output", "truncate (default) or append: how output "
                                             "files are opened"),
-    "pmi": (_pmi, "pmi", "simple (default): serve PMI-1 to MPI tasks; off: no PMI"),
+    "pmi": (_pmi, "pmi", "LIST of simple (PMI-1, MPICH), pmix (PMIx, Open MPI), or off; "
+                         "default simple,pmix (pmix where OpenPMIx is installed)"),
     "input": (_any, "input", "tasks read stdin from the job's input log (set by run), or "
                              "input.path=FILE"),
     "verbose": (_verbose, "shell", "the shell's log lines on stderr: 1 (-o verbose), 2 more"),
@@ -182,7 +200,7 @@ _MESSAGES = {
     "output.stdout.path": "output.stdout.path must be a file name",
     "output.stderr.path": "output.stderr.path must be a file name",
     "output.mode": "output.mode must be truncate or append",
-    "pmi": "pmi must be simple or off",
+    "pmi": "pmi must be a comma-separated list of simple and pmix, or off",
     "verbose": "verbose takes no value, or a level 0, 1, 2...",
     "nosetpgrp": "nosetpgrp takes no value, or true/false",
     "mpi": "mpi must be a name, e.g. none",

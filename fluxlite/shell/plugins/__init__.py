@@ -16,10 +16,15 @@ def builtin_plugins(shell) -> list:
     if shell.options.get("instance"):
         from .instance import Instance
         plugins.insert(0, Instance)
-    # the brokers of an instance find each other through PMI, whatever -o pmi says
-    if shell.options.get("instance") or shell.options.get("pmi", "simple") != "off":
+    # the brokers of an instance find each other through PMI, whatever -o pmi says;
+    # the pmi plugin is also the exchange between shells that pmix uses
+    methods = pmi_offered(shell)
+    if shell.options.get("instance") or methods:
         from .pmi import PMI
         plugins.append(PMI)
+    if "pmix" in methods:
+        from .pmix import PMIx
+        plugins.append(PMIx)
     opts = shell.options
     if "rlimit" in opts or "signal" in opts or "files" in shell.jobspec["attributes"]["system"] \
             or any(k.startswith("rlimit.") for k in opts):
@@ -29,3 +34,19 @@ def builtin_plugins(shell) -> list:
         from .pty import Pty
         plugins.insert(0, Pty)
     return plugins
+
+
+def pmi_offered(shell) -> list[str]:
+    """The PMI methods offered to the job's tasks (-o pmi=LIST).  The default offers
+    both at once, so MPICH (PMI-1 on PMI_FD) and Open MPI (PMIx's environment)
+    programs start without options: each reads only its own variables.  pmix is
+    in the default only where OpenPMIx is installed."""
+    offered = getattr(shell, "_pmi_offered", None)
+    if offered is None:
+        from ...job.shell_options import pmi_list
+        offered = pmi_list(getattr(shell, "options", {}).get("pmi"))
+        if offered is None:
+            from ...pmi import pmix_build
+            offered = ["simple", "pmix"] if pmix_build.available() else ["simple"]
+        shell._pmi_offered = offered
+    return offered

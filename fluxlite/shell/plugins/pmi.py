@@ -36,6 +36,7 @@ from ...protocol.dispatch import NO_REPLY, handler
 from ...protocol.schema import Rank, Seq, Struct, Text
 from ...util import fluid
 from ..plugin import ShellPlugin
+from . import pmi_offered
 
 
 class PMIBarrier(Struct, kw_only=True):
@@ -93,6 +94,8 @@ class PMI(ShellPlugin):
 
     # ----------------------------------------------------------- per task
     def task_init(self, task) -> None:
+        if "simple" not in pmi_offered(self.shell):
+            return      # here only as the exchange between shells (-o pmi=pmix)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         ours.setblocking(False)
         task.pass_fds = tuple(task.pass_fds) + (theirs.fileno(),)
@@ -227,7 +230,10 @@ class PMI(ShellPlugin):
                               "host": self.shell.hostname},
             wait_status=task.status if known and task.status else 1 << 8)
 
-    async def _barrier(self, keys: dict, error: str = "") -> None:
+    async def exchange(self, keys: dict, error: str = "") -> dict:
+        """Enter the job's exchange between shells with this shell's `keys` and return
+        every shell's, merged; raises FluxliteError when it failed.  PMI-1 barriers and
+        PMIx fences (the pmix plugin) both go through it."""
         self.seq += 1
         req = PMIBarrier(shell_rank=self.shell.rank, seq=self.seq, keys=keys, error=error)
         try:
@@ -243,10 +249,7 @@ class PMI(ShellPlugin):
                 resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
                                                nodeid=self.shell.leader_rank)
         except FluxliteError as exc:
-            if error:
-                return          # our own failure: the local tasks were told already
-            self.ending_elsewhere = True
-            if not self.shell.is_leader:
+            if not error and not self.shell.is_leader:
                 # the leader may never have taken this entry (a refused request): it
                 # is told, so that no other shell's tasks wait on this one
                 self.shell.h.send(f"{self.shell.service}.pmi-barrier",
@@ -254,9 +257,19 @@ class PMI(ShellPlugin):
                                    "error": f"shell rank {req.shell_rank} could not enter "
                                             f"the barrier: {exc.message or exc}"},
                                   nodeid=self.shell.leader_rank)
+            raise
+        return dict(resp.get("keys") or {})
+
+    async def _barrier(self, keys: dict, error: str = "") -> None:
+        try:
+            merged = await self.exchange(keys, error)
+        except FluxliteError as exc:
+            if error:
+                return          # our own failure: the local tasks were told already
+            self.ending_elsewhere = True
             self._apply(self.server.barrier_failed(exc.message or str(exc)))
             return
-        self._apply(self.server.barrier_done(dict(resp.get("keys") or {})))
+        self._apply(self.server.barrier_done(merged))
 
     # ----------------------------------------------------------- leader
     @handler("pmi-barrier", schema=PMIBarrier, max_payload=16 << 20)

@@ -1,0 +1,184 @@
+"""pmix: serve PMIx to the job's tasks (Open MPI programs), as flux-pmix does for Flux.
+
+Options:
+    pmi=LIST        simple,pmix (the default where OpenPMIx is installed) offers
+                    both: MPICH reads PMI_FD, Open MPI the PMIX_* variables, and
+                    neither looks at the other's; pmi=pmix offers PMIx alone
+
+Each shell hosts one PMIx server (OpenPMIx's server library, fluxlite/pmi/pmix.py)
+for its local tasks: the job is registered as a namespace with its size, the
+node and process maps, the local ranks and the hosts, and each task gets the
+environment its PMIx client needs.  A fence over the job goes between shells
+through the same exchange as PMI-1's barriers (the pmi plugin's): each shell
+adds its node's blob, base64 in a key of its own, and hands OpenPMIx every
+shell's blob, in shell order, once all arrived.  PMIx_Abort (MPI_Abort) raises
+a fatal `exec` exception naming the task, and the job finishes with the abort
+code.  A task that exits without PMIx_Finalize while the others use PMIx (one
+connected, or a fence is open) ends the job with its status: the others' fence
+could never complete.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import signal
+import tempfile
+
+from ...errors import FluxliteError
+from ...pmi import pmix
+from ...util import fluid, hostlist
+from ..plugin import ShellPlugin
+from .pmi import PMI
+
+KEY = "pmix.fence."     # + shell rank: a shell's blob in the exchange
+
+
+def job_hosts(info: dict) -> list[str]:
+    """Each shell's host, in shell order, from R's nodelist (one host per broker
+    rank, ranks in order); this shell's own name for every shell when R says less."""
+    nodelist = ((info.get("R") or {}).get("execution") or {}).get("nodelist") or []
+    hosts = [h for entry in nodelist for h in hostlist.decode(entry)]
+    ranks = list(info.get("ranks") or [])
+    if len(hosts) != len(ranks):
+        return [info["hostname"]] * info["nshells"]
+    of_rank = dict(zip(sorted(ranks), hosts))
+    return [of_rank[r] for r in ranks]
+
+
+class PMIx(ShellPlugin):
+    name = "pmix"
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.server: pmix.Server | None = None
+        self.exchange: PMI | None = None
+        self.tmpdir: str | None = None
+        self.connected: set[int] = set()
+        self.finalized: set[int] = set()
+        self.left: list = []            # local tasks gone without PMIx_Finalize
+        self.fencing = 0                # fences this shell is in
+        self.ending = False
+
+    def shell_init(self) -> None:
+        self.exchange = next(p for p in self.shell.plugins.plugins if isinstance(p, PMI))
+        s = self.shell
+        self.tmpdir = tempfile.mkdtemp(prefix="pmix.", dir=s.info.get("tmpdir") or None)
+        try:
+            self.server = pmix.Server(self.tmpdir, self._event)
+            self.server.register_job(fluid.f58_plain(s.jobid), fluid.f58_plain(s.jobid), s.ntasks,
+                                     list(s.info["counts"]), s.rank, job_hosts(s.info),
+                                     self.tmpdir)
+        except pmix.PMIxError as exc:
+            self._close()
+            if s.options.get("pmi") is not None:
+                raise       # asked for by name: the job cannot run without it
+            # offered by default only: MPICH programs still have PMI-1
+            s.log(f"pmix: not offered: {exc}", "WARNING")
+
+    def task_init(self, task) -> None:
+        if self.server is None:
+            return
+        task.env.update(self.server.client_env(task.rank))
+        for name, value in self._ompi_env().items():
+            task.env.setdefault(name, value)     # the user's own settings win
+
+    def _ompi_env(self) -> dict[str, str]:
+        """What Open MPI 4.x needs to start under a PMIx server it did not launch:
+        its launch detection (schizo) takes a task that mpirun did not start for a
+        singleton unless its 'orte' part is left out; and shells of one job may
+        share a machine, so each keeps its shared-memory segments and session
+        directory in its own directory (their names repeat on every node)."""
+        return {"OMPI_MCA_schizo": "^orte",
+                "OMPI_MCA_btl_vader_backing_directory": self.tmpdir,
+                "OMPI_MCA_orte_tmpdir_base": self.tmpdir}
+
+    def _event(self, ev: pmix.Event) -> None:
+        """An event from OpenPMIx's thread, on the shell's loop."""
+        if self.server is None:
+            return
+        if ev.kind == pmix.CONNECTED:
+            self.connected.add(ev.rank)
+            self._check_left()
+        elif ev.kind == pmix.FINALIZED:
+            self.finalized.add(ev.rank)
+        elif ev.kind == pmix.ABORT:
+            self.shell.spawn(self._abort(ev))
+        elif ev.kind == pmix.FENCE:
+            self.shell.spawn(self._fence(ev))
+
+    async def _fence(self, ev: pmix.Event) -> None:
+        self.fencing += 1
+        self._check_left()
+        keys = {f"{KEY}{self.shell.rank}": base64.b64encode(ev.data).decode()} \
+            if ev.data else {}
+        try:
+            merged = await self.exchange.exchange(keys)
+        except FluxliteError as exc:
+            if not self.ending:
+                self.shell.log(f"pmix: fence failed: {exc.message or exc}", "ERROR")
+            ok, data = False, b""
+        else:
+            ok = True
+            blobs = sorted((int(k[len(KEY):]), v) for k, v in merged.items()
+                           if k.startswith(KEY) and k[len(KEY):].isdigit())
+            data = b"".join(base64.b64decode(v) for _, v in blobs)
+        finally:
+            self.fencing -= 1
+        if self.server is not None:
+            self.server.fence_done(ev, ok, data)
+
+    async def _abort(self, ev: pmix.Event) -> None:
+        if self.ending:
+            self.server.op_done(ev)
+            return
+        self.ending = True
+        s = self.shell
+        message = ev.data.decode(errors="replace").strip()
+        if message == "N/A":     # what Open MPI says when MPI_Abort has no message
+            message = ""
+        note = (f"{s.arg0}: task rank {ev.rank} on host {s.hostname} called PMIx abort "
+                f"(exit code {ev.status})" + (f": {message}" if message else ""))
+        s.log(note, "FATAL")
+        try:
+            await s.raise_exception("exec", 0, note, {"rank": ev.rank, "shell_rank": s.rank,
+                                                      "host": s.hostname},
+                                    wait_status=(ev.status & 0xff) << 8)
+        finally:
+            if self.server is not None:
+                self.server.op_done(ev)
+
+    def task_exit(self, task) -> None:
+        if self.server is None or task.rank in self.finalized or self.ending:
+            return
+        if task.signaled in (signal.SIGTERM, signal.SIGKILL):
+            return      # killed: the job is ending (or someone ends it)
+        self.left.append(task)
+        self._check_left()
+
+    def _check_left(self) -> None:
+        """A task left without PMIx_Finalize while the others use PMIx: their fences
+        cannot complete without it, so the job ends with its status."""
+        if not self.left or self.ending or not (self.connected or self.fencing):
+            return
+        self.ending = True
+        task, s = self.left[0], self.shell
+        before = "after PMIx_Init and before PMIx_Finalize" if task.rank in self.connected \
+            else "before the PMIx fence the other tasks are in"
+        note = (f"{s.arg0}: task rank {task.rank} on host {s.hostname} left "
+                f"({task.disposition()}) {before}")
+        s.log(note, "FATAL")
+        s.spawn(s.raise_exception("exec", 0, note, {"rank": task.rank, "shell_rank": s.rank,
+                                                    "host": s.hostname},
+                                  wait_status=task.status or 1 << 8))
+
+    def shell_exit(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self.server is not None:
+            server, self.server = self.server, None
+            server.close()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
