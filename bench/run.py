@@ -774,25 +774,28 @@ def fig_ping_under_load(rows: list, quick: bool, ctx: dict) -> None:
         rows.append(Row("12", "ping during largest valid submits", None, "ms", error=str(exc)))
 
 
-def _build_mpi_hello(out: str) -> str:
-    """tests/programs/mpi_hello.c built with mpicc into `out` (RuntimeError without mpicc)."""
+def _build_mpi_hello(out: str, mpicc_name: str = "mpicc.mpich",
+                     package: str = "mpich libmpich-dev") -> str:
+    """tests/programs/mpi_hello.c built with `mpicc_name` (MPICH's by default) into `out`
+    (RuntimeError without it)."""
     import shutil
-    mpicc = shutil.which("mpicc")
+    mpicc = shutil.which(mpicc_name)
     if mpicc is None:
-        raise RuntimeError("mpicc not found: install mpich libmpich-dev")
-    path = os.path.join(out, "mpi_hello")
+        raise RuntimeError(f"{mpicc_name} not found: install {package}")
+    path = os.path.join(out, f"mpi_hello.{mpicc_name}")
     subprocess.run([mpicc, "-o", path, os.path.join(ROOT, "tests", "programs", "mpi_hello.c")],
                    check=True, timeout=120, capture_output=True)
     return path
 
 
-def _mpi_samples(hello: str, reps: int, samples: dict) -> None:
+def _mpi_samples(hello: str, reps: int, samples: dict, ompi_hello: str = "") -> None:
     """Interleaved runs (drift hits every command alike) in a size-4 instance with 16
     cores per rank (room for -n64); samples[key] gets the wall times."""
     argv = {"true16": ["run", "-N4", "-n16", "true"],
             "mpi16": ["run", "-N4", "-n16", hello],
             "mpi64": ["run", "-N4", "-n64", hello],
-            "off16": ["run", "-N4", "-n16", "-o", "pmi=off", hello]}
+            "off16": ["run", "-N4", "-n16", "-o", "pmi=off", hello],
+            "ompi16": ["run", "-N4", "-n16", ompi_hello]}
     with Instance(4, cores_per_rank=16) as inst:
         run_timed(fluxlite_command() + argv["mpi16"], inst.env, 120)     # warm-up
         for _i in range(reps):
@@ -802,15 +805,25 @@ def _mpi_samples(hello: str, reps: int, samples: dict) -> None:
 
 
 def fig_mpi(rows: list, quick: bool, ctx: dict) -> None:
-    """13. `run -N4 -n16|-n64 ./mpi_hello` (MPICH over PMI) beside `run -N4 -n16 true`, size 4."""
+    """13. `run -N4 -n16|-n64 ./mpi_hello` (MPICH over PMI-1; Open MPI over PMIx) beside
+    `run -N4 -n16 true`, size 4."""
     import tempfile
     reps = 2 if quick else 5
     labels = {"true16": "run -N4 -n16 true", "mpi16": "run -N4 -n16 mpi_hello",
-              "mpi64": "run -N4 -n64 mpi_hello", "off16": "run -N4 -n16 -o pmi=off mpi_hello"}
+              "mpi64": "run -N4 -n64 mpi_hello", "off16": "run -N4 -n16 -o pmi=off mpi_hello",
+              "ompi16": "run -N4 -n16 mpi_hello (Open MPI)"}
     samples: dict[str, list[float]] = {k: [] for k in labels}
+    ompi_error = ""
     try:
         with tempfile.TemporaryDirectory(prefix="fluxlite-bench-mpi.") as tmp:
-            _mpi_samples(_build_mpi_hello(tmp), reps, samples)
+            hello = _build_mpi_hello(tmp)
+            try:
+                ompi = _build_mpi_hello(tmp, "mpicc.openmpi",
+                                        "openmpi-bin libopenmpi-dev libpmix-dev")
+            except Exception as exc:
+                ompi, ompi_error = "", str(exc)
+                del samples["ompi16"]
+            _mpi_samples(hello, reps, samples, ompi)
     except Exception as exc:
         rows.append(Row("13", "run -N4 mpi_hello", None, "s", flux_core="-", error=str(exc)))
         return
@@ -827,6 +840,14 @@ def fig_mpi(rows: list, quick: bool, ctx: dict) -> None:
                     samples=samples["off16"], note=f"no PMI: 16 singletons; {note}"))
     rows.append(Row("13e", "run -N4 -n16 mpi_hello - pmi=off", mpi16 - off16, "s",
                     flux_core="-", note="the exchange and MPICH's multi-process init"))
+    if ompi_error:
+        rows.append(Row("13f", labels["ompi16"] + " - true", None, "s", flux_core="-",
+                        error=ompi_error))
+        return
+    ompi16 = median(samples["ompi16"])
+    rows.append(Row("13f", labels["ompi16"] + " - true", ompi16 - base, "s", flux_core="-",
+                    samples=samples["ompi16"],
+                    note=f"Open MPI over the shells' PMIx servers {ompi16:.3f} s; {note}"))
 
 def fig_executor(rows: list, quick: bool, ctx: dict) -> None:
     """14. Executor.submit + result() throughput against submit --cc, and the Flux
@@ -958,14 +979,14 @@ def _hosts_hydra_starts(hosts, reps: int, ipc64: list) -> dict:
     true` on one host (appended to IPC64).  {N: samples, or the error text}."""
     import shutil
     out: dict[int, list[float] | str] = {}
-    if shutil.which("mpiexec") is None:
+    if shutil.which("mpiexec.hydra") is None:
         return {n: "Hydra's mpiexec is not installed (apt-get install mpich)" for n in (4, 64)}
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PMI_") and k != "FLUXLITE_URI"}
     env[TAG_VAR] = hosts.tag          # the namespace hosts' teardown finds what is left
     netns_exec = os.path.join(ROOT, "tests", "programs", "netns-exec")
     for n in (4, 64):
-        argv = ["mpiexec", "-launcher", "ssh", "-launcher-exec", netns_exec,
+        argv = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", netns_exec,
                 "-hosts", ",".join(f"{h}:{n // 4}" for h in hosts.names),
                 "-iface", hosts.bridge, "-n", str(n), *fluxlite_command(), "start", "true"]
         try:

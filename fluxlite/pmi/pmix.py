@@ -62,10 +62,24 @@ def proc_map(counts: list[int]) -> str:
 _target: tuple[asyncio.AbstractEventLoop, object] | None = None
 
 
-class Server:
-    """The process's PMIx server, for one namespace (the job)."""
+# hwloc, which OpenPMIx's server asks for the machine's topology, would otherwise
+# look at every PCI and block device (and try X displays) in every job shell:
+# three quarters of the server's start-up CPU.  The tasks' own hwloc is not touched.
+HWLOC_COMPONENTS = "-gl,-opencl,-pci,-linuxio"
 
-    def __init__(self, tmpdir: str, on_event):
+
+class Server:
+    """The process's PMIx server, for one namespace (the job).  Made on the shell's
+    loop; start() and register_job() may run on another thread (they block)."""
+
+    def __init__(self, on_event):
+        self.loop = asyncio.get_running_loop()
+        self.on_event = on_event
+        self.ffi = self.lib = None
+        self.nspace = ""
+        self.live = False
+
+    def start(self, tmpdir: str) -> None:
         global _target
         try:
             mod = pmix_build.load()
@@ -73,9 +87,15 @@ class Server:
             raise PMIxError(str(exc)) from None
         self.ffi, self.lib = mod.ffi, mod.lib
         _install_callback(mod)
-        _target = (asyncio.get_running_loop(), on_event)
-        self.nspace = ""
-        self._check("PMIx_server_init", self.lib.fl_server_init(tmpdir.encode()))
+        _target = (self.loop, self.on_event)
+        saved = os.environ.get("HWLOC_COMPONENTS")
+        os.environ["HWLOC_COMPONENTS"] = HWLOC_COMPONENTS if saved is None else saved
+        try:
+            rc = self.lib.fl_server_init(tmpdir.encode())
+        finally:
+            if saved is None:
+                del os.environ["HWLOC_COMPONENTS"]
+        self._check("PMIx_server_init", rc)
         self.live = True
 
     def _check(self, what: str, rc: int) -> None:

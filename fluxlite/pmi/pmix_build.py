@@ -355,6 +355,16 @@ def build(dest_dir: str | None = None) -> str:
     return path
 
 
+def preload() -> None:
+    """Load the module if it is built (in the process job shells are forked from,
+    so that each shell does not link OpenPMIx again); nothing if it is not."""
+    try:
+        if os.path.exists(_path()):
+            load()
+    except Exception:   # noqa: BLE001 - a shell that needs it says why
+        pass
+
+
 def load():
     """The compiled module (its `ffi` and `lib`), built first if need be."""
     mod = sys.modules.get(MODULE)

@@ -56,6 +56,9 @@ def warm_spawner() -> None:
         loop = asyncio.new_event_loop()
         loop.run_until_complete(turn(loop))
         loop.close()
+    # OpenPMIx's server library (the pmix plugin, on by default), linked once here
+    from ..pmi import pmix_build
+    pmix_build.preload()
 
 
 def run_forked_shell(info: dict, env: dict | None = None) -> int:

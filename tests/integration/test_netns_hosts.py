@@ -183,11 +183,11 @@ def test_netns_exec_runs_like_ssh_and_refuses_an_unknown_host():
 
 
 def test_mpiexec_launches_across_the_hosts_through_netns_exec():
-    if shutil.which("mpiexec") is None:
+    if shutil.which("mpiexec.hydra") is None:
         missing_prerequisite("Hydra's mpiexec is not installed (apt-get install mpich)")
     with NetnsHosts(3) as hosts:
         p = subprocess.Popen(
-            ["mpiexec", "-launcher", "ssh", "-launcher-exec", NETNS_EXEC,
+            ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", NETNS_EXEC,
              "-hosts", ",".join(hosts.names), "-iface", hosts.bridge, "-n", "3", "hostname"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
             env=dict(os.environ, FLUXLITE_TEST_TAG=hosts.tag))

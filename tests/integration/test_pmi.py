@@ -1,4 +1,4 @@
-"""Real MPI programs (MPICH, built with mpicc in the test) served by the job
+"""Real MPI programs (MPICH, built with mpicc.mpich in the test) served by the job
 shell's pmi plugin: ranks and sizes across brokers, MPI_Abort, -o pmi=off and
 a bad -o pmi value."""
 
@@ -19,11 +19,11 @@ PROGRAMS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "programs")
 @pytest.fixture(scope="module")
 def mpi(tmp_path_factory):
     """The test programs, compiled: {name: path}."""
-    mpicc = shutil.which("mpicc")
+    mpicc = shutil.which("mpicc.mpich")
     if mpicc is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("mpicc not found: CI must install mpich libmpich-dev")
-        pytest.skip("mpicc not found: install mpich libmpich-dev to run the MPI tests")
+            pytest.fail("mpicc.mpich not found: CI must install mpich libmpich-dev")
+        pytest.skip("mpicc.mpich not found: install mpich libmpich-dev to run the MPI tests")
     out = tmp_path_factory.mktemp("mpi")
     built = {}
     for name in ("mpi_hello", "mpi_abort", "mpi_allreduce", "mpi_early_exit"):
@@ -197,7 +197,7 @@ def test_mpi4py_allreduce_across_two_brokers(inst4mpi, mpi):
     import importlib.util
     import sys
     if importlib.util.find_spec("mpi4py") is None:
-        why = ("mpi4py is not installed: MPICC=mpicc .venv/bin/pip install "
+        why = ("mpi4py is not installed: MPICC=mpicc.mpich .venv/bin/pip install "
                "--no-binary mpi4py mpi4py")
         if os.environ.get("CI") == "true":
             pytest.fail(why + " (.ci/run installs it)")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(240)
 @pytest.fixture(scope="module")
 def hosts():
     testing_netns.require_root()
-    if shutil.which("mpiexec") is None:
+    if shutil.which("mpiexec.hydra") is None:
         missing_prerequisite("Hydra's mpiexec is not installed (apt-get install mpich)")
     with NetnsHosts(2) as h:
         yield h
@@ -36,7 +36,7 @@ def mpiexec_start(hosts, script, n=2, timeout=150, per_host=1, opts=()):
            if not k.startswith("PMI_") and k != "FLUXLITE_URI"}
     env["FLUXLITE_TEST_TAG"] = hosts.tag
     p = subprocess.Popen(
-        ["mpiexec", "-launcher", "ssh", "-launcher-exec", NETNS_EXEC,
+        ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", NETNS_EXEC,
          "-hosts", ",".join(f"{h}:{per_host}" for h in hosts.names[:n // per_host]),
          "-iface", hosts.bridge, "-n", str(n),
          *fluxlite_command(), "start", *opts, "sh", "-c", script],
@@ -96,9 +96,10 @@ def test_batch_inside_nests_across_the_hosts(hosts, tmp_path):
 
 @pytest.fixture(scope="module")
 def mpi_hello(tmp_path_factory):
-    mpicc = shutil.which("mpicc")
+    mpicc = shutil.which("mpicc.mpich")
     if mpicc is None:
-        missing_prerequisite("mpicc not found: install mpich libmpich-dev to run the MPI tests")
+        missing_prerequisite("mpicc.mpich not found: install mpich libmpich-dev to run the "
+                             "MPI tests")
     path = str(tmp_path_factory.mktemp("mpi") / "mpi_hello")
     subprocess.run([mpicc, "-o", path, os.path.join(ROOT, "tests", "programs", "mpi_hello.c")],
                    check=True, timeout=120)

@@ -43,9 +43,9 @@ def test_size_that_disagrees_with_the_launcher_is_one_clear_error(instance_facto
 
 
 def test_mpiexec_hydra_starts_a_size_4_instance():
-    mpiexec = find_tool("mpiexec.hydra") or find_tool("mpiexec")
+    mpiexec = find_tool("mpiexec.hydra")
     if mpiexec is None:
-        missing_prerequisite("mpiexec not found: install mpich to run the Hydra test")
+        missing_prerequisite("mpiexec.hydra not found: install mpich to run the Hydra test")
     tag = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PMI_") and k != "FLUXLITE_URI"}

@@ -20,6 +20,7 @@ could never complete.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import shutil
 import signal
@@ -59,29 +60,46 @@ class PMIx(ShellPlugin):
         self.left: list = []            # local tasks gone without PMIx_Finalize
         self.fencing = 0                # fences this shell is in
         self.ending = False
+        self._starting: asyncio.Future | None = None
 
-    def shell_init(self) -> None:
+    async def shell_init(self) -> None:
         self.exchange = next(p for p in self.shell.plugins.plugins if isinstance(p, PMI))
         s = self.shell
         self.tmpdir = tempfile.mkdtemp(prefix="pmix.", dir=s.info.get("tmpdir") or None)
+        self.server = pmix.Server(self._event)
+        # OpenPMIx's start blocks for some milliseconds: on a thread, while the shell
+        # goes through job-exec's init barrier; the first task.init waits for it
+        self._starting = asyncio.ensure_future(asyncio.to_thread(self._start))
+        if s.options.get("pmi") is not None:
+            await self._started()   # asked for by name: a failure fails the job
+
+    def _start(self) -> None:
+        s = self.shell
+        self.server.start(self.tmpdir)
+        nspace = fluid.f58_plain(s.jobid)
+        self.server.register_job(nspace, nspace, s.ntasks, list(s.info["counts"]), s.rank,
+                                 job_hosts(s.info), self.tmpdir)
+
+    async def _started(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is None:
+            return
         try:
-            self.server = pmix.Server(self.tmpdir, self._event)
-            self.server.register_job(fluid.f58_plain(s.jobid), fluid.f58_plain(s.jobid), s.ntasks,
-                                     list(s.info["counts"]), s.rank, job_hosts(s.info),
-                                     self.tmpdir)
+            await starting
         except pmix.PMIxError as exc:
             self._close()
-            if s.options.get("pmi") is not None:
-                raise       # asked for by name: the job cannot run without it
+            if self.shell.options.get("pmi") is not None:
+                raise
             # offered by default only: MPICH programs still have PMI-1
-            s.log(f"pmix: not offered: {exc}", "WARNING")
+            self.shell.log(f"pmix: not offered: {exc}", "WARNING")
 
-    def task_init(self, task) -> None:
+    async def task_init(self, task) -> None:
+        await self._started()
         if self.server is None:
             return
         task.env.update(self.server.client_env(task.rank))
-        for name, value in self._ompi_env().items():
-            task.env.setdefault(name, value)     # the user's own settings win
+        # set, not defaulted: a job inside a batch job inherits its parent's values
+        task.env.update(self._ompi_env())
 
     def _ompi_env(self) -> dict[str, str]:
         """What Open MPI 4.x needs to start under a PMIx server it did not launch:
@@ -176,6 +194,11 @@ class PMIx(ShellPlugin):
         self._close()
 
     def _close(self) -> None:
+        if self._starting is not None:
+            if not self._starting.done():
+                return  # a shell that ends before its server started: the process exits
+            if not self._starting.cancelled():
+                self._starting.exception()  # seen: it was never needed
         if self.server is not None:
             server, self.server = self.server, None
             server.close()
