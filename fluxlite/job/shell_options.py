@@ -171,7 +171,8 @@ OPTIONS = {
     "output.mode": (_output_mode, "output", "truncate (default) or append: how output "
                                             "files are opened"),
     "pmi": (_pmi, "pmi", "LIST of simple (PMI-1, MPICH), pmix (PMIx, Open MPI), or off; "
-                         "default simple,pmix (pmix where OpenPMIx is installed)"),
+                         "default simple, and pmix too for jobs of several tasks where "
+                         "OpenPMIx is installed"),
     "input": (_any, "input", "tasks read stdin from the job's input log (set by run), or "
                              "input.path=FILE"),
     "verbose": (_verbose, "shell", "the shell's log lines on stderr: 1 (-o verbose), 2 more"),

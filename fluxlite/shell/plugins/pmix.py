@@ -1,9 +1,11 @@
 """pmix: serve PMIx to the job's tasks (Open MPI programs), as flux-pmix does for Flux.
 
 Options:
-    pmi=LIST        simple,pmix (the default where OpenPMIx is installed) offers
-                    both: MPICH reads PMI_FD, Open MPI the PMIX_* variables, and
-                    neither looks at the other's; pmi=pmix offers PMIx alone
+    pmi=LIST        simple,pmix offers both (the default for jobs of several
+                    tasks where OpenPMIx is installed; plugins/__init__.py says
+                    why not for one): MPICH reads PMI_FD, Open MPI the PMIX_*
+                    variables, and neither looks at the other's; pmi=pmix
+                    offers PMIx alone
 
 Each shell hosts one PMIx server (OpenPMIx's server library, fluxlite/pmi/pmix.py)
 for its local tasks: the job is registered as a namespace with its size, the
