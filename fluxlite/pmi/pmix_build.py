@@ -319,8 +319,10 @@ def _path(dest_dir: str | None = None) -> str:
 
 def available() -> bool:
     """Whether a PMIx server can be had here: built already, or buildable (OpenPMIx's
-    headers are installed)."""
-    return os.path.exists(_path()) or bool(_pkg_config("--cflags"))
+    headers are installed, and no build failed here before)."""
+    path = _path()
+    return os.path.exists(path) or (not os.path.exists(path + ".failed") and
+                                    bool(_pkg_config("--cflags")))
 
 
 def build(dest_dir: str | None = None) -> str:
@@ -330,6 +332,8 @@ def build(dest_dir: str | None = None) -> str:
     path = _path(dest_dir)
     if os.path.exists(path):
         return path
+    if os.path.exists(path + ".failed"):
+        os.unlink(path + ".failed")     # asked again: try again
     cflags = _pkg_config("--cflags")
     if not cflags:
         raise PMIxUnavailable("OpenPMIx not found (pkg-config pmix): install libpmix-dev")
@@ -348,7 +352,11 @@ def build(dest_dir: str | None = None) -> str:
         try:
             built = ffi.compile(tmpdir=work, verbose=False)
         except Exception as exc:
-            raise PMIxUnavailable(f"building the PMIx server module failed: {exc}") from None
+            why = f"building the PMIx server module failed: {exc}"
+            # remembered, so that jobs stop trying (make setup, or removing it, retries)
+            with open(path + ".failed", "w") as f:
+                f.write(why + "\n")
+            raise PMIxUnavailable(why) from None
         os.replace(built, path)     # atomic: shells building at once all find one
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -366,11 +374,18 @@ def preload() -> None:
 
 
 def load():
-    """The compiled module (its `ffi` and `lib`), built first if need be."""
+    """The compiled module (its `ffi` and `lib`), built first if need be (in a child
+    process: the compiler's output is not the job's)."""
     mod = sys.modules.get(MODULE)
     if mod is not None:
         return mod
-    path = build()
+    path = _path()
+    if not os.path.exists(path):
+        cp = subprocess.run([sys.executable, "-m", __name__], capture_output=True,
+                            text=True, timeout=600)
+        if cp.returncode != 0 or not os.path.exists(path):
+            lines = (cp.stderr.strip() or "no output").splitlines()
+            raise PMIxUnavailable(lines[-1])
     spec = importlib.util.spec_from_file_location(_tag(), path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -382,5 +397,5 @@ if __name__ == "__main__":
     try:
         print(build())
     except PMIxUnavailable as exc:
-        print(f"pmix: {exc}", file=sys.stderr)
+        print(exc, file=sys.stderr)
         sys.exit(1)

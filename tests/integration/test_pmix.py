@@ -100,9 +100,13 @@ def test_pmi_pmix_alone_runs_open_mpi_and_offers_no_pmi_fd(inst4, ompi):
     assert ranks_of(cp.stdout) == [f"rank {r} of 4" for r in range(4)]
 
 
+# a singleton Open MPI task keeps its session directory under /tmp unless told
+SINGLETON = 'export OMPI_MCA_orte_tmpdir_base="$FLUXLITE_JOB_TMPDIR"; '
+
+
 def test_pmi_simple_alone_leaves_open_mpi_tasks_singletons(inst4, ompi):
     """Without pmix, Open MPI finds no PMIx server: each task is its own world."""
-    cp = inst4.cli("run", "-n2", "-o", "pmi=simple", "sh", "-c",
+    cp = inst4.cli("run", "-n2", "-o", "pmi=simple", "sh", "-c", SINGLETON +
                    f'test -z "$PMIX_NAMESPACE" || exit 9; exec {ompi["mpi_hello"]}',
                    timeout=120)
     assert cp.returncode == 0, cp.stderr
@@ -112,7 +116,7 @@ def test_pmi_simple_alone_leaves_open_mpi_tasks_singletons(inst4, ompi):
 def test_a_one_task_job_is_a_world_of_one_with_or_without_pmix(inst4, ompi):
     """The default leaves pmix out of one-task jobs (the program is a world of one
     either way); -o pmi=pmix serves it through PMIx all the same."""
-    default = inst4.cli("run", "-n1", "sh", "-c",
+    default = inst4.cli("run", "-n1", "sh", "-c", SINGLETON +
                         f'test -z "$PMIX_NAMESPACE" || exit 9; exec {ompi["mpi_hello"]}',
                         timeout=120)
     asked = inst4.cli("run", "-n1", "-o", "pmi=pmix", "sh", "-c",
