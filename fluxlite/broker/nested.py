@@ -39,6 +39,7 @@ from zmq.utils import z85
 
 from ..errors import FluxliteError
 from ..pmi import client as pmi
+from ..pmi import pmix_env
 from ..overlay.overlay import Curve
 from ..util import curve as curve_cert
 from ..util import idset, tree
@@ -224,7 +225,8 @@ def instance_env(env: Mapping[str, str], uri: str) -> dict[str, str]:
     """The environment a PMI-launched instance hands its processes: the broker's own,
     without what its launcher put there, and with FLUXLITE_URI naming this instance
     (the parent's stays in the parent-uri attribute)."""
-    out = {k: v for k, v in env.items() if k not in LAUNCHER_ENV}
+    out = {k: v for k, v in env.items()
+           if k not in LAUNCHER_ENV and not pmix_env.from_launcher(k)}
     out["FLUXLITE_URI"] = uri
     return out
 

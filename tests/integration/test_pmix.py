@@ -12,7 +12,8 @@ import pytest
 
 from fluxlite.job import api
 from fluxlite.pmi import pmix_build
-from fluxlite.testing import Instance, find_tool, jobid_of, missing_prerequisite
+from fluxlite.testing import (Instance, find_tool, fluxlite_command, jobid_of,
+                              missing_prerequisite)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -161,6 +162,18 @@ def test_a_task_dying_before_pmix_init_ends_the_job_with_its_code(inst4, ompi):
     assert cp.returncode == 3, cp.stderr
     assert "task rank 1" in cp.stderr and "PMIx" in cp.stderr, cp.stderr
     assert "rank 0 of" not in cp.stdout
+
+
+def test_an_instance_started_under_pmix_hands_none_of_it_to_its_jobs(inst4, ompi):
+    """`run -N2 -n2 -o pmi=simple,pmix fluxlite start`: the brokers were given PMIx's
+    and Open MPI's variables as tasks; the instance's own one-task job must not see
+    them (it would join the outer job's PMIx world), so it is a world of one."""
+    script = ("fluxlite run -n1 sh -c 'env | grep -c -e ^PMIX_ -e ^OMPI_MCA_; "
+              + SINGLETON.replace('"', '') + f"exec {ompi['mpi_hello']}'")
+    cp = inst4.cli("run", "-N2", "-n2", "-o", "pmi=simple,pmix", *fluxlite_command(),
+                   "start", "sh", "-c", script, timeout=150)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.split() == ["0", "rank", "0", "of", "1"], cp.stdout
 
 
 GARBAGE = """

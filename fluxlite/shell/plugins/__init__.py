@@ -40,17 +40,19 @@ def pmi_offered(shell) -> list[str]:
     """The PMI methods offered to the job's tasks (-o pmi=LIST).  The default offers
     both at once to a job of several tasks, so MPICH (PMI-1 on PMI_FD) and Open MPI
     (PMIx's environment) programs start without options: each reads only its own
-    variables.  pmix is in the default only where OpenPMIx is installed, and not
-    for a job of one task, whose program is a world of one either way: a PMIx
-    server costs each shell about 15 ms of CPU to start, more than the rest of a
-    one-task shell's life (`pmi=pmix` asks for it)."""
+    variables.  pmix is in the default only where OpenPMIx is installed, not for an
+    instance's brokers (batch, alloc: they speak PMI-1), and not for a job of one
+    task, whose program is a world of one either way: a PMIx server costs each
+    shell about 13 ms of CPU to start, more than the rest of a one-task shell's
+    life (`pmi=pmix` asks for it)."""
     offered = getattr(shell, "_pmi_offered", None)
     if offered is None:
         from ...job.shell_options import pmi_list
-        offered = pmi_list(getattr(shell, "options", {}).get("pmi"))
+        options = getattr(shell, "options", {})
+        offered = pmi_list(options.get("pmi"))
         if offered is None:
             offered = ["simple"]
-            if getattr(shell, "ntasks", 1) > 1:
+            if getattr(shell, "ntasks", 1) > 1 and not options.get("instance"):
                 from ...pmi import pmix_build
                 if pmix_build.available():
                     offered.append("pmix")

@@ -29,7 +29,7 @@ import signal
 import tempfile
 
 from ...errors import FluxliteError
-from ...pmi import pmix
+from ...pmi import pmix, pmix_env
 from ...util import fluid, hostlist
 from ..plugin import ShellPlugin
 from .pmi import PMI
@@ -100,18 +100,8 @@ class PMIx(ShellPlugin):
         if self.server is None:
             return
         task.env.update(self.server.client_env(task.rank))
-        # set, not defaulted: a job inside a batch job inherits its parent's values
-        task.env.update(self._ompi_env())
-
-    def _ompi_env(self) -> dict[str, str]:
-        """What Open MPI 4.x needs to start under a PMIx server it did not launch:
-        its launch detection (schizo) takes a task that mpirun did not start for a
-        singleton unless its 'orte' part is left out; and shells of one job may
-        share a machine, so each keeps its shared-memory segments and session
-        directory in its own directory (their names repeat on every node)."""
-        return {"OMPI_MCA_schizo": "^orte",
-                "OMPI_MCA_btl_vader_backing_directory": self.tmpdir,
-                "OMPI_MCA_orte_tmpdir_base": self.tmpdir}
+        # set, not defaulted: a job's environment may carry another shell's
+        task.env.update(pmix_env.ompi(self.tmpdir))
 
     def _event(self, ev: pmix.Event) -> None:
         """An event from OpenPMIx's thread, on the shell's loop."""
