@@ -140,7 +140,8 @@ class PMIx(ShellPlugin):
 
     async def _abort(self, ev: pmix.Event) -> None:
         if self.ending:
-            self.server.op_done(ev)
+            if self.server is not None:
+                self.server.op_done(ev)
             return
         self.ending = True
         s = self.shell
