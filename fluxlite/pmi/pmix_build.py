@@ -30,6 +30,8 @@ import sys
 import sysconfig
 import tempfile
 
+from ..errors import FluxliteError
+
 MODULE = "_fluxlite_pmix"
 
 CDEF = """
@@ -308,7 +310,7 @@ def _tag() -> str:
     return f"{MODULE}_{h}"
 
 
-class PMIxUnavailable(Exception):
+class PMIxUnavailable(FluxliteError):
     """OpenPMIx's server library (libpmix-dev) or a C compiler is missing."""
 
 
