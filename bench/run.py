@@ -974,13 +974,13 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
 
 
 def _hosts_hydra_starts(hosts, reps: int, ipc64: list) -> dict:
-    """`mpiexec -n N fluxlite start true` with N/4 brokers on each of the 4 hosts (Hydra's
+    """`mpiexec.hydra -n N fluxlite start true` with N/4 brokers on each of the 4 hosts (Hydra's
     ssh launcher through tests/programs/netns-exec), N = 4 and 64, beside `start --size 64
     true` on one host (appended to IPC64).  {N: samples, or the error text}."""
     import shutil
     out: dict[int, list[float] | str] = {}
     if shutil.which("mpiexec.hydra") is None:
-        return {n: "Hydra's mpiexec is not installed (apt-get install mpich)" for n in (4, 64)}
+        return {n: "mpiexec.hydra is not installed (apt-get install mpich)" for n in (4, 64)}
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PMI_") and k != "FLUXLITE_URI"}
     env[TAG_VAR] = hosts.tag          # the namespace hosts' teardown finds what is left
@@ -991,7 +991,7 @@ def _hosts_hydra_starts(hosts, reps: int, ipc64: list) -> dict:
                 "-iface", hosts.bridge, "-n", str(n), *fluxlite_command(), "start", "true"]
         try:
             out[n] = [run_timed(argv, env, 60 + 3 * n) for _ in range(reps)]
-            progress("hosts", f"mpiexec -n {n} start true: {median(out[n]):.3f} s")
+            progress("hosts", f"mpiexec.hydra -n {n} start true: {median(out[n]):.3f} s")
         except Exception as exc:
             out[n] = str(exc)
     plain = dict(env)
@@ -1058,7 +1058,7 @@ def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
                     op="<=", bound=61.0, flux_core="-", samples=cuts,
                     note=f"{note}; TCP defaults"))
     for fig, n in (("15e", 4), ("15f", 64)):
-        name = f"4 hosts tcp+curve: mpiexec -n {n} fluxlite start true ({n // 4} per host)"
+        name = f"4 hosts tcp+curve: mpiexec.hydra -n {n} fluxlite start true ({n // 4} per host)"
         if isinstance(hydra.get(n), list):
             rows.append(Row(fig, name, median(hydra[n]), "s", flux_core="-",
                             samples=hydra[n], note=f"{note}; Hydra over netns-exec"))

@@ -184,7 +184,7 @@ def test_netns_exec_runs_like_ssh_and_refuses_an_unknown_host():
 
 def test_mpiexec_launches_across_the_hosts_through_netns_exec():
     if shutil.which("mpiexec.hydra") is None:
-        missing_prerequisite("Hydra's mpiexec is not installed (apt-get install mpich)")
+        missing_prerequisite("mpiexec.hydra is not installed (apt-get install mpich)")
     with NetnsHosts(3) as hosts:
         p = subprocess.Popen(
             ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", NETNS_EXEC,

@@ -24,13 +24,13 @@ pytestmark = pytest.mark.timeout(240)
 def hosts():
     testing_netns.require_root()
     if shutil.which("mpiexec.hydra") is None:
-        missing_prerequisite("Hydra's mpiexec is not installed (apt-get install mpich)")
+        missing_prerequisite("mpiexec.hydra is not installed (apt-get install mpich)")
     with NetnsHosts(2) as h:
         yield h
 
 
 def mpiexec_start(hosts, script, n=2, timeout=150, per_host=1, opts=()):
-    """`mpiexec -n N fluxlite start OPTS sh -c SCRIPT`, PER_HOST brokers on each
+    """`mpiexec.hydra -n N fluxlite start OPTS sh -c SCRIPT`, PER_HOST brokers on each
     namespace host in turn."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PMI_") and k != "FLUXLITE_URI"}
