@@ -94,6 +94,16 @@ def test_open_mpi_abort_ends_the_job_with_its_code(inst4, ompi, shape):
     assert "PMIx abort (exit code 7)" in exc[0]["context"]["note"], exc
 
 
+def test_sixteen_tasks_on_one_node(instance_factory, ompi):
+    """More local tasks than the first size of the namespace's info list (each task
+    adds its own entry): allreduce over 16 tasks of one shell."""
+    inst = instance_factory(1, cores_per_rank=16)
+    cp = inst.cli("run", "-n16", ompi["mpi_allreduce"], timeout=170)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(cp.stdout.splitlines()) == \
+        sorted(f"allreduce rank {r} of 16 sum 136 ok" for r in range(16))
+
+
 def test_pmi_pmix_alone_runs_open_mpi_and_offers_no_pmi_fd(inst4, ompi):
     cp = inst4.cli("run", "-N2", "-n4", "-o", "pmi=pmix", "sh", "-c",
                    f'test -z "$PMI_FD" || exit 9; exec {ompi["mpi_hello"]}', timeout=120)
