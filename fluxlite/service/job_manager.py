@@ -713,6 +713,11 @@ class JobManagerService(Service):
         return {"job_states": {**counts, "total": len(self.jobs) + self.inactive_purged},
                 **results, "inactive_purged": self.inactive_purged, "queues": []}
 
+    @handler("job-list.list-attrs", schema=None, roles=ANY)
+    def job_list_attrs(self, msg, r):
+        """Flux's job-list.list-attrs: the attributes job-list.list may be asked for."""
+        return {"attrs": list(joblist.ATTRS)}
+
     @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
     def job_list_id(self, msg, r):
         return {"job": joblist.select(joblist.entry(self._job(r.id).info(self.level)),
