@@ -7,6 +7,10 @@ implied by them.  A commit is a list of operations applied all at once:
     {key, append: [...]}   extend a list (an eventlog) with entries
     {key, unlink: true}    remove a key or directory
     {key, mkdir: true}     make an empty directory (replacing what was there)
+
+As in Flux, a value set over a directory replaces the directory, and a key set
+below a value replaces the value with a directory; only an append to a
+directory is refused (EISDIR).
     {..., prune: true}     with unlink: also remove the directories above it that
                            are left empty, but for the top-level one (a purged
                            job's path)
@@ -99,9 +103,9 @@ def _split(key: str) -> tuple[str, ...]:
 
 
 def _is_a_directory(key: str) -> FluxliteError:
-    """A write aimed at a directory: say what would be allowed instead."""
-    return FluxliteError(f"key {key!r} is a directory: a value cannot replace it (write "
-                         f"below it as {key}.NAME, or unlink it first)", errno.EISDIR)
+    """An append aimed at a directory: say what would be allowed instead."""
+    return FluxliteError(f"key {key!r} is a directory: cannot append to it (append to a "
+                         f"key below it, {key}.NAME, or set a value over it)", errno.EISDIR)
 
 
 @functools.lru_cache(maxsize=512)
@@ -215,7 +219,8 @@ class KVSService(Service):
         try:
             for parts, op in plan:
                 key = ".".join(parts)
-                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo)
+                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo,
+                                            changes=changes)
                 if parent is None:
                     continue  # unlinking something that is not there
                 old = parent.get(leaf, _MISSING)
@@ -246,12 +251,13 @@ class KVSService(Service):
                     if changes is not None and parent[leaf] is not old:
                         changes.append((key, parent[leaf]))   # a new log
                 else:
-                    if isinstance(old, _Dir):
-                        raise _is_a_directory(key)
+                    # a value replaces whatever was there, a directory too (as Flux's)
                     undo.append((parent, leaf, old))
                     parent[leaf] = self._keep(op["value"])
                     self.store.drop(_stored(old))
                     if changes is not None:
+                        if isinstance(old, _Dir):
+                            changes.append((key, UNLINK))
                         changes.append((key, parent[leaf]))
                 touched.append(key)
         except Exception:
@@ -299,9 +305,8 @@ class KVSService(Service):
 
     @staticmethod
     def _check_op(op) -> tuple[tuple[str, ...], dict]:
-        """An operation's shape (the tree is checked as it is applied: a commit must not
-        turn a directory into a value or a value into a directory, and the undo log
-        takes back what came before a refused operation)."""
+        """An operation's shape (the tree is checked as it is applied: an append to a
+        directory is refused, and the undo log takes back what came before it)."""
         if not isinstance(op, dict) or "key" not in op:
             raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
         parts = _split(op["key"])
@@ -312,22 +317,24 @@ class KVSService(Service):
             raise ProtocolError("kvs.commit: 'append' must be a list")
         return parts, op
 
-    def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None):
-        """The directory holding `parts[-1]` (None if absent and not created)."""
+    def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None,
+                changes: list | None = None):
+        """The directory holding `parts[-1]` (None if absent and not created).  As
+        in Flux, a write below a value replaces that value with a directory."""
         node = self.root
         for i, part in enumerate(parts[:-1]):
             nxt = node.get(part)
-            if nxt is None:
+            if nxt is None or not isinstance(nxt, _Dir):
                 if not create:
                     return None, parts[-1]
-                nxt = node[part] = _Dir()
+                node[part] = _Dir()
                 if undo is not None:
-                    undo.append((node, part, _MISSING))
-            elif not isinstance(nxt, _Dir):
-                held = ".".join(parts[:i + 1])
-                raise FluxliteError(f"{held!r} is not a directory: it holds a value, so no "
-                                    f"key can go below it (unlink {held!r} first)",
-                                    errno.ENOTDIR)
+                    undo.append((node, part, _MISSING if nxt is None else nxt))
+                if nxt is not None:
+                    self.store.drop(_stored(nxt))
+                    if changes is not None:
+                        changes.append((".".join(parts[:i + 1]), UNLINK))
+                nxt = node[part]
             node = nxt
         return node, parts[-1]
 
