@@ -749,3 +749,28 @@ def test_yaml_jobspecs_wait_and_result_futures_get_job_and_job_kvs(inst, tmp_pat
         "attrs True",
         "options {'T': '{{tmpdir}}'} True none q b",
         "timeleft 22"]
+
+
+INGEST_PROGRAM = r'''
+import errno, os, flux, flux.job
+from fluxlite.job import signed
+from flux.job import JobspecV1
+
+h = flux.Flux()
+try:
+    h.rpc("job-ingest.submit", {"J": "", "urgency": -1000, "flags": 0}).get()
+except OSError as exc:
+    print("urgency", errno.errorcode[exc.errno], exc.strerror)
+try:
+    h.rpc("job-ingest.submit", {"J": "x.y.none"}).get()
+except OSError as exc:
+    print("J", errno.errorcode[exc.errno])
+J = signed.wrap(JobspecV1.from_command(["sh", "-c", "exit 6"]).jobspec, os.getuid())
+jobid = h.rpc("job-ingest.submit", {"J": J, "urgency": 16, "flags": 0}).get()["id"]
+print("ran", flux.job.result(h, jobid).returncode)
+'''
+
+
+def test_job_ingest_submit_takes_fluxs_unsigned_J(inst, tmp_path):
+    assert run_program(inst, tmp_path, INGEST_PROGRAM) == [
+        "urgency EINVAL urgency range is [0:31]", "J EINVAL", "ran 6"]
