@@ -40,6 +40,7 @@ from typing import Annotated
 from ..errors import FluxliteError, NotFound, ProtocolError, UsageError
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
+from . import kvs_treeobj as treeobj
 from . import statedir
 from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store
 
@@ -50,6 +51,15 @@ class KeyRequest(Struct, kw_only=True):
 
 class CommitRequest(Struct, kw_only=True):
     ops: Annotated[list[dict], Meta(max_length=MAX_OPS)]
+    namespace: str | None = None      # Flux's; only the primary one exists here
+    flags: Annotated[int, Meta(ge=0)] = 0
+    name: str | None = None
+
+
+class LookupRequest(Struct, kw_only=True):
+    key: Key
+    flags: Annotated[int, Meta(ge=0)] = 0
+    namespace: str | None = None
 
 
 class WatchRequest(Struct, kw_only=True):
@@ -64,6 +74,13 @@ class UnwatchRequest(Struct, kw_only=True):
 
 
 _MISSING = object()
+
+
+def _primary(namespace) -> None:
+    """Flux's namespace field: only the primary namespace exists here."""
+    if namespace not in (None, "primary"):
+        raise FluxliteError(f"KVS namespace {namespace!r}: fluxlite's KVS has one "
+                            "namespace, the primary one", errno.ENOTSUP)
 
 
 class _Dir(dict):
@@ -393,10 +410,38 @@ class KVSService(Service):
     def get(self, msg, req):
         return {"value": self.lookup(req.key)}
 
+    @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
+    def lookup_rpc(self, msg, req):
+        """Flux's kvs.lookup: the key's RFC 11 tree object (kvs_treeobj.py); a
+        directory with FLUX_KVS_READDIR, else EISDIR."""
+        _primary(req.namespace)
+        if req.key.strip(".") == "" or req.flags & treeobj.READDIR:
+            node = self.root
+            if req.key.strip("."):
+                for part in _split(req.key):
+                    if not isinstance(node, _Dir) or part not in node:
+                        raise NotFound(f"key {req.key!r} not found")
+                    node = node[part]
+            if not isinstance(node, _Dir):
+                raise FluxliteError(f"key {req.key!r} is a value, not a directory",
+                                    errno.ENOTDIR)
+            data = {name: treeobj.empty_dir() if isinstance(v, _Dir)
+                    else treeobj.encode(self._value(v), isinstance(v, Log))
+                    for name, v in node.items()}
+            return {"namespace": "primary", "val": {"ver": 1, "type": "dir", "data": data}}
+        node = self._node(req.key)
+        return {"namespace": "primary",
+                "val": treeobj.encode(self._value(node), isinstance(node, Log))}
+
     @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
     def commit_rpc(self, msg, req):
+        """fluxlite's operations, or Flux's ({key, flags, dirent}: kvs_treeobj.py)."""
+        _primary(req.namespace)
         self.store.check_room()
-        return {"version": self.commit(req.ops)}
+        ops = [treeobj.op(o) if isinstance(o, dict) and "dirent" in o else o
+               for o in req.ops]
+        version = self.commit(ops)
+        return {"version": version, "rootseq": version}
 
     @handler("kvs.ls", schema=KeyRequest, roles=ANY)
     def ls(self, msg, req):

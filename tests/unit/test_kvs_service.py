@@ -286,3 +286,43 @@ def test_mkdir_makes_an_empty_directory_that_outlives_a_restart(tmp_path):
         assert again.call("kvs.get", {"key": "v.below"}) == {"value": 2}
     finally:
         again.svc.stop()
+
+
+def test_fluxs_lookup_and_commit_payloads_as_rfc_11_tree_objects(kvs):
+    """kvs.lookup answers with RFC 11 tree objects, and kvs.commit takes Flux's
+    operations ({key, flags, dirent}) beside fluxlite's own."""
+    import base64
+    import json
+
+    def val(raw: bytes) -> dict:
+        return {"ver": 1, "type": "val", "data": base64.b64encode(raw).decode()}
+
+    kvs.call("kvs.commit", {"namespace": "primary", "flags": 0, "ops": [
+        {"key": "f.n", "flags": 0, "dirent": val(b"42")},
+        {"key": "f.raw", "flags": 0, "dirent": val(b"\xff\x00")},
+        {"key": "f.log", "flags": 32, "dirent": val(b'{"name":"a"}')},
+        {"key": "f.log", "flags": 32, "dirent": val(b'{"name":"b"}')},
+        {"key": "f.empty", "flags": 0, "dirent": {"ver": 1, "type": "dir", "data": {}}},
+        {"key": "f.gone", "flags": 0, "dirent": val(b"1")},
+        {"key": "f.gone", "flags": 0, "dirent": None}]})
+    assert kvs.svc.lookup("f.n") == 42 and kvs.svc.lookup("f.raw") == b"\xff\x00"
+    assert kvs.svc.lookup("f.log") == [{"name": "a"}, {"name": "b"}]
+    got = kvs.call("kvs.lookup", {"key": "f.n", "flags": 0})
+    assert got == {"namespace": "primary", "val": val(b"42")}
+    log = kvs.call("kvs.lookup", {"key": "f.log"})["val"]
+    assert base64.b64decode(log["data"]) == b'{"name":"a"}\n{"name":"b"}\n'   # RFC 18
+    d = kvs.call("kvs.lookup", {"key": "f", "flags": 1})["val"]
+    assert d["type"] == "dir" and sorted(d["data"]) == ["empty", "log", "n", "raw"]
+    assert d["data"]["empty"] == {"ver": 1, "type": "dir", "data": {}}
+    assert json.loads(base64.b64decode(d["data"]["n"]["data"])) == 42
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "f"}) == errno.EISDIR
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "f.n", "flags": 1}) == errno.ENOTDIR
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "nope"}) == errno.ENOENT
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "f.n", "namespace": "other"}) \
+        == errno.ENOTSUP
+    bad = {"key": "f.s", "flags": 0, "dirent": {"ver": 1, "type": "symlink",
+                                                "data": {"target": "f.n"}}}
+    assert errnum_of(kvs.call, "kvs.commit", {"ops": [bad]}) == errno.EINVAL
+    assert errnum_of(kvs.call, "kvs.commit",
+                     {"ops": [{"key": "f.x", "dirent": {"ver": 1, "type": "val",
+                                                        "data": "!!"}}]}) == errno.EPROTO
