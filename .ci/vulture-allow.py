@@ -129,3 +129,7 @@ getline
 JobStats
 running
 update_sync
+# flux.job.Jobspec and result_async: Flux's names
+resource_walk
+resource_counts
+get_dict

@@ -79,7 +79,7 @@ def getattr(rank, name):  # noqa: A001 - the command is called getattr
     outside a job, parent-uri at the top) is an error, as in Flux."""
     from ..errors import NotFound
     with handle() as h:
-        value = h.call("broker.getattr", {"name": name}, nodeid=rank)["value"]
+        value = h.call("attr.get", {"name": name}, nodeid=rank)["value"]
     if value == "":
         raise NotFound(f"{name}: No such file or directory (the attribute is not set "
                        "in this instance)")

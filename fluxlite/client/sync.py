@@ -1,7 +1,7 @@
 """The blocking handle the CLI uses: one DEALER socket, one poll loop.
 
     h = Handle()                         # $FLUXLITE_URI
-    h.call("broker.getattr", {"name": "size"})
+    h.call("attr.get", {"name": "size"})
     for entry in h.stream("kvs.watch", {...}): ...
     p1 = h.rpc(...); p2 = h.rpc(..., streaming=True); h.run_until(lambda: done)
 
@@ -190,7 +190,7 @@ class Handle(HandleCore):
         self.call("broker.subscribe", {"topic": topic})
 
     def getattr(self, name: str, rank: int | None = None) -> str:
-        return self.call("broker.getattr", {"name": name}, nodeid=rank)["value"]
+        return self.call("attr.get", {"name": name}, nodeid=rank)["value"]
 
     def close(self) -> None:
         if self.sock.closed:

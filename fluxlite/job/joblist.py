@@ -17,6 +17,15 @@ STATE_BITS = {states.NEW: 1, states.DEPEND: 2, states.PRIORITY: 4, states.SCHED:
 RESULT_BITS = {"COMPLETED": 1, "FAILED": 2, "CANCELED": 4, "TIMEOUT": 8}
 
 
+# the attributes job-list.list-attrs names, as Flux's job-list module answers it
+# ("all" asks for every one a job has)
+ATTRS = ("userid", "urgency", "priority", "t_submit", "t_depend", "t_priority", "t_sched",
+         "t_run", "t_cleanup", "t_inactive", "state", "name", "cwd", "queue", "project",
+         "bank", "ntasks", "ncores", "duration", "nnodes", "ranks", "nodelist", "success",
+         "exception_occurred", "exception_type", "exception_severity", "exception_note",
+         "result", "expiration", "annotations", "waitstatus", "dependencies", "all")
+
+
 def entry(job: dict) -> dict:
     """A job-manager job record (Job.info) as job-list gives it."""
     ex = job.get("exception") or {}
@@ -26,7 +35,8 @@ def entry(job: dict) -> dict:
            "ntasks": job.get("ntasks"), "nnodes": job.get("nnodes"),
            "ranks": job.get("ranks") or "", "expiration": job.get("expiration"),
            "exception_occurred": bool(ex.get("occurred"))}
-    for key in ("t_depend", "t_run", "t_cleanup", "t_inactive", "cwd", "queue",
+    for key in ("ncores", "duration", "t_depend", "t_run", "t_cleanup", "t_inactive", "cwd",
+                "queue",
                 "dependencies", "annotations"):
         if job.get(key):
             out[key] = job[key]

@@ -108,9 +108,6 @@ class Jobspec:
             if gpus_per_task:
                 raise NotImplementedError("Jobspec.from_command(gpus_per_task=...): fluxlite "
                                           "schedules no GPUs")
-        if rlimits:
-            raise NotImplementedError("Jobspec.from_command(rlimits=...): fluxlite's job "
-                                      "shell sets no resource limits")
         core = {"type": "core", "count": cores_per_task}
         if num_nodes is not None:
             _count("node count (num_nodes, -N/--nodes)", num_nodes)
@@ -141,6 +138,8 @@ class Jobspec:
         spec.duration = 0.0 if duration is None else duration
         spec.cwd = os.getcwd() if cwd is None else cwd
         spec.environment = dict(os.environ) if environment is None else environment
+        if rlimits:
+            spec.setattr_shell_option("rlimit", dict(rlimits))
         if name is not None:   # as Flux: no name, and `jobs` shows the command's
             spec.setattr("system.job.name", name)
         if input is not None:
@@ -159,7 +158,7 @@ class Jobspec:
                           broker_opts=None, exclusive: bool = False, conf=None,
                           **kwargs) -> "Jobspec":
         """A nested instance, one broker per node, whose initial program is `command`."""
-        if conf is not None:
+        if conf:
             raise NotImplementedError("Jobspec.from_nest_command(conf=...): give broker "
                                       "options (broker_opts) instead")
         command = [*broker_command(), *(broker_opts or ()), "--", *command]
@@ -261,10 +260,16 @@ class Jobspec:
         self.setattr_shell_option("output.stderr.path", _path("The path", path))
 
     def getattr(self, key: str):
-        """An attribute by dotted key (`system.duration`); KeyError if absent."""
+        """An attribute by dotted key (`system.duration`); KeyError if absent.
+        A shell option is found under its flat name too (`system.shell.options.
+        output.stdout.path`), as Flux's nested spelling names it."""
         key = key.removeprefix("attributes.")
         value = self.jobspec["attributes"]
-        for part in key.split("."):
+        parts = key.split(".")
+        for i, part in enumerate(parts):
+            if isinstance(value, dict) and part not in value and \
+                    ".".join(parts[i:]) in value:
+                return value[".".join(parts[i:])]
             if not isinstance(value, dict) or part not in value:
                 raise KeyError(key)
             value = value[part]

@@ -87,6 +87,11 @@ def _signal(v) -> None:
         raise ValueError
 
 
+def _env_expand(v) -> None:
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise ValueError
+
+
 def _rlimit(v) -> None:
     if not isinstance(v, dict):
         raise ValueError
@@ -184,6 +189,8 @@ OPTIONS = {
                                                 "off, per-task, map:LIST"),
     "signal": (_signal, "signal", "send signum this many seconds (timeleft) before the time "
                                   "limit (--signal)"),
+    "env-expand": (_env_expand, "shell", "variables set in each task's environment, "
+                                         "their mustache tags ({{tmpdir}}...) expanded"),
     "rlimit": (_rlimit, "rlimit", "resource limits of the tasks (--rlimit)"),
     "taskmap": (_taskmap, "taskmap", "how task ranks map to nodes (--taskmap)"),
     "initrc": (_text, "shell", "a shell initrc (Flux's Lua; not read here)"),
@@ -208,6 +215,7 @@ _MESSAGES = {
     "cpu-affinity": "cpu-affinity must be on, off, per-task or map:LIST",
     "gpu-affinity": "gpu-affinity must be on, off, per-task or map:LIST",
     "signal": "signal must be {\"signum\": N, \"timeleft\": SECONDS} (--signal=SIG@TIME)",
+    "env-expand": "env-expand must be {VARIABLE: VALUE}",
     "rlimit": "rlimit must be {NAME: N}, NAME one of " + ", ".join(RLIMITS) +
               " and N a number (-1: unlimited)",
     "taskmap": "taskmap must be {\"scheme\": NAME, \"value\": ...} (--taskmap)",

@@ -30,7 +30,7 @@ from typing import Annotated
 from ..errors import (FluxliteError, NoChild, NoService, NotFound, PermissionDenied, ProtocolError,
                       TryAgain, UsageError)
 from ..job import actions as act
-from ..job import depend, joblist, states
+from ..job import depend, joblist, signed, states
 from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
@@ -47,6 +47,12 @@ class SubmitRequest(Struct, kw_only=True):
     jobspec: AnyMap
     urgency: Urgency = 16
     flags: Annotated[int, Meta(ge=0)] = 0   # WAITABLE: not purged until waited for
+
+
+class IngestRequest(Struct, kw_only=True):
+    J: str
+    urgency: int = 16                        # its range is checked with Flux's message
+    flags: Annotated[int, Meta(ge=0)] = 0
 
 
 class PurgeRequest(Struct, kw_only=True):
@@ -180,7 +186,7 @@ NUM_LIMIT = "job-manager.inactive-num-limit"
 
 class JobManagerService(Service):
     name = "job-manager"
-    aliases = ("job-list",)   # Flux's job-list topics, answered from the same table
+    aliases = ("job-list", "job-ingest")   # Flux's job-list and job-ingest topics
 
     def __init__(self, ctx, *, kvs):
         super().__init__(ctx)
@@ -428,6 +434,16 @@ class JobManagerService(Service):
         p = self.rpc("sched.feasibility", {"request": req.wire()})
         p.on_response = functools.partial(self._feasible, msg, r, req)
         return self.no_reply
+
+    @handler("job-ingest.submit", schema=IngestRequest, roles=ANY, max_payload=BULK_PAYLOAD)
+    def ingest_submit(self, msg, r):
+        """Flux's job-ingest.submit: J (signed.py: Flux's unsigned form) taken apart,
+        then submitted as job-manager.submit submits a jobspec."""
+        if not depend.URGENCY_HOLD <= r.urgency <= depend.URGENCY_EXPEDITE:
+            raise UsageError(f"urgency range is [{depend.URGENCY_HOLD}:"
+                             f"{depend.URGENCY_EXPEDITE}]")
+        return self.submit(msg, SubmitRequest(jobspec=signed.unwrap(r.J, msg.userid),
+                                              urgency=r.urgency, flags=r.flags))
 
     def _open(self, msg, r) -> None:
         """Whether a submission may be taken now, from this sender."""
@@ -712,6 +728,11 @@ class JobManagerService(Service):
                 results[by_result[job.result]] += 1
         return {"job_states": {**counts, "total": len(self.jobs) + self.inactive_purged},
                 **results, "inactive_purged": self.inactive_purged, "queues": []}
+
+    @handler("job-list.list-attrs", schema=None, roles=ANY)
+    def job_list_attrs(self, msg, r):
+        """Flux's job-list.list-attrs: the attributes job-list.list may be asked for."""
+        return {"attrs": list(joblist.ATTRS)}
 
     @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
     def job_list_id(self, msg, r):

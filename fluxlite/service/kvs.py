@@ -7,6 +7,10 @@ implied by them.  A commit is a list of operations applied all at once:
     {key, append: [...]}   extend a list (an eventlog) with entries
     {key, unlink: true}    remove a key or directory
     {key, mkdir: true}     make an empty directory (replacing what was there)
+
+As in Flux, a value set over a directory replaces the directory, and a key set
+below a value replaces the value with a directory; only an append to a
+directory is refused (EISDIR).
     {..., prune: true}     with unlink: also remove the directories above it that
                            are left empty, but for the top-level one (a purged
                            job's path)
@@ -36,6 +40,7 @@ from typing import Annotated
 from ..errors import FluxliteError, NotFound, ProtocolError, UsageError
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
+from . import kvs_treeobj as treeobj
 from . import statedir
 from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store
 
@@ -46,6 +51,15 @@ class KeyRequest(Struct, kw_only=True):
 
 class CommitRequest(Struct, kw_only=True):
     ops: Annotated[list[dict], Meta(max_length=MAX_OPS)]
+    namespace: str | None = None      # Flux's; only the primary one exists here
+    flags: Annotated[int, Meta(ge=0)] = 0
+    name: str | None = None
+
+
+class LookupRequest(Struct, kw_only=True):
+    key: Key
+    flags: Annotated[int, Meta(ge=0)] = 0
+    namespace: str | None = None
 
 
 class WatchRequest(Struct, kw_only=True):
@@ -60,6 +74,13 @@ class UnwatchRequest(Struct, kw_only=True):
 
 
 _MISSING = object()
+
+
+def _primary(namespace) -> None:
+    """Flux's namespace field: only the primary namespace exists here."""
+    if namespace not in (None, "primary"):
+        raise FluxliteError(f"KVS namespace {namespace!r}: fluxlite's KVS has one "
+                            "namespace, the primary one", errno.ENOTSUP)
 
 
 class _Dir(dict):
@@ -99,9 +120,9 @@ def _split(key: str) -> tuple[str, ...]:
 
 
 def _is_a_directory(key: str) -> FluxliteError:
-    """A write aimed at a directory: say what would be allowed instead."""
-    return FluxliteError(f"key {key!r} is a directory: a value cannot replace it (write "
-                         f"below it as {key}.NAME, or unlink it first)", errno.EISDIR)
+    """An append aimed at a directory: say what would be allowed instead."""
+    return FluxliteError(f"key {key!r} is a directory: cannot append to it (append to a "
+                         f"key below it, {key}.NAME, or set a value over it)", errno.EISDIR)
 
 
 @functools.lru_cache(maxsize=512)
@@ -215,7 +236,8 @@ class KVSService(Service):
         try:
             for parts, op in plan:
                 key = ".".join(parts)
-                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo)
+                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo,
+                                            changes=changes)
                 if parent is None:
                     continue  # unlinking something that is not there
                 old = parent.get(leaf, _MISSING)
@@ -246,12 +268,13 @@ class KVSService(Service):
                     if changes is not None and parent[leaf] is not old:
                         changes.append((key, parent[leaf]))   # a new log
                 else:
-                    if isinstance(old, _Dir):
-                        raise _is_a_directory(key)
+                    # a value replaces whatever was there, a directory too (as Flux's)
                     undo.append((parent, leaf, old))
                     parent[leaf] = self._keep(op["value"])
                     self.store.drop(_stored(old))
                     if changes is not None:
+                        if isinstance(old, _Dir):
+                            changes.append((key, UNLINK))
                         changes.append((key, parent[leaf]))
                 touched.append(key)
         except Exception:
@@ -299,9 +322,8 @@ class KVSService(Service):
 
     @staticmethod
     def _check_op(op) -> tuple[tuple[str, ...], dict]:
-        """An operation's shape (the tree is checked as it is applied: a commit must not
-        turn a directory into a value or a value into a directory, and the undo log
-        takes back what came before a refused operation)."""
+        """An operation's shape (the tree is checked as it is applied: an append to a
+        directory is refused, and the undo log takes back what came before it)."""
         if not isinstance(op, dict) or "key" not in op:
             raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
         parts = _split(op["key"])
@@ -312,22 +334,24 @@ class KVSService(Service):
             raise ProtocolError("kvs.commit: 'append' must be a list")
         return parts, op
 
-    def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None):
-        """The directory holding `parts[-1]` (None if absent and not created)."""
+    def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None,
+                changes: list | None = None):
+        """The directory holding `parts[-1]` (None if absent and not created).  As
+        in Flux, a write below a value replaces that value with a directory."""
         node = self.root
         for i, part in enumerate(parts[:-1]):
             nxt = node.get(part)
-            if nxt is None:
+            if nxt is None or not isinstance(nxt, _Dir):
                 if not create:
                     return None, parts[-1]
-                nxt = node[part] = _Dir()
+                node[part] = _Dir()
                 if undo is not None:
-                    undo.append((node, part, _MISSING))
-            elif not isinstance(nxt, _Dir):
-                held = ".".join(parts[:i + 1])
-                raise FluxliteError(f"{held!r} is not a directory: it holds a value, so no "
-                                    f"key can go below it (unlink {held!r} first)",
-                                    errno.ENOTDIR)
+                    undo.append((node, part, _MISSING if nxt is None else nxt))
+                if nxt is not None:
+                    self.store.drop(_stored(nxt))
+                    if changes is not None:
+                        changes.append((".".join(parts[:i + 1]), UNLINK))
+                nxt = node[part]
             node = nxt
         return node, parts[-1]
 
@@ -386,10 +410,38 @@ class KVSService(Service):
     def get(self, msg, req):
         return {"value": self.lookup(req.key)}
 
+    @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
+    def lookup_rpc(self, msg, req):
+        """Flux's kvs.lookup: the key's RFC 11 tree object (kvs_treeobj.py); a
+        directory with FLUX_KVS_READDIR, else EISDIR."""
+        _primary(req.namespace)
+        if req.key.strip(".") == "" or req.flags & treeobj.READDIR:
+            node = self.root
+            if req.key.strip("."):
+                for part in _split(req.key):
+                    if not isinstance(node, _Dir) or part not in node:
+                        raise NotFound(f"key {req.key!r} not found")
+                    node = node[part]
+            if not isinstance(node, _Dir):
+                raise FluxliteError(f"key {req.key!r} is a value, not a directory",
+                                    errno.ENOTDIR)
+            data = {name: treeobj.empty_dir() if isinstance(v, _Dir)
+                    else treeobj.encode(self._value(v), isinstance(v, Log))
+                    for name, v in node.items()}
+            return {"namespace": "primary", "val": {"ver": 1, "type": "dir", "data": data}}
+        node = self._node(req.key)
+        return {"namespace": "primary",
+                "val": treeobj.encode(self._value(node), isinstance(node, Log))}
+
     @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
     def commit_rpc(self, msg, req):
+        """fluxlite's operations, or Flux's ({key, flags, dirent}: kvs_treeobj.py)."""
+        _primary(req.namespace)
         self.store.check_room()
-        return {"version": self.commit(req.ops)}
+        ops = [treeobj.op(o) if isinstance(o, dict) and "dirent" in o else o
+               for o in req.ops]
+        version = self.commit(ops)
+        return {"version": version, "rootseq": version}
 
     @handler("kvs.ls", schema=KeyRequest, roles=ANY)
     def ls(self, msg, req):

@@ -371,6 +371,9 @@ class JobShell:
             tenv = dict(env, FLUXLITE_TASK_RANK=str(rank), FLUXLITE_TASK_LOCAL_ID=str(localid))
             if compat:
                 tenv.update(FLUX_TASK_RANK=str(rank), FLUX_TASK_LOCAL_ID=str(localid))
+            for var, template in (self.options.get("env-expand") or {}).items():
+                # Flux's env-expand: a variable whose value names the job's tags
+                tenv[var] = mustache.render(str(template), self.mustache_values(rank))
             argv = ([mustache.render(a, self.mustache_values(rank)) for a in self.command]
                     if templated else self.command)
             task = Task(self, localid, rank, argv, tenv, cwd)

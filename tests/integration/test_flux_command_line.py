@@ -238,6 +238,15 @@ def test_getattr_of_an_unset_attribute_fails(inst1):
     assert inst1.cli("getattr", "rank", check=True).stdout == "0\n"
 
 
+def test_getattr_reads_fluxs_attr_topic_user_attributes_too(inst1):
+    """getattr asks attr.get, as flux getattr does: an attribute a program set with
+    attr.set (Flux.attr_set) reads back like the broker's own."""
+    with inst1.handle() as h:
+        h.call("attr.set", {"name": "site.label", "value": "blue"})
+        assert h.getattr("site.label") == "blue"
+    assert inst1.cli("getattr", "site.label", check=True).stdout == "blue\n"
+
+
 def test_numeric_log_levels(inst1):
     inst1.cli("setattr", "log-stderr-level", "7", check=True)
     out = inst1.cli("getattr", "log-stderr-level", check=True).stdout.splitlines()

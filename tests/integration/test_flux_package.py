@@ -118,10 +118,7 @@ batch = JobspecV1.from_batch_command("#!/bin/sh\nflux getattr size\n", "myjob", 
 print("batch", batch.getattr("system.job.name"), batch.getattr("system.batch.script")[:2])
 bid = flux.job.submit(h, batch)
 print("batch ran", flux.job.wait(h, bid).success)
-for call in (lambda: JobspecV1.from_command(["true"], queue="debug"),
-             lambda: JobspecV1.from_command(["true"], unbuffered=True),
-             lambda: JobspecV1.from_command(["true"], label_io=True),
-             lambda: JobspecV1.from_command(["true"]).add_file("a", "b"),
+for call in (lambda: JobspecV1.from_command(["true"]).add_file("a", "b"),
              lambda: JobspecV1.per_resource(["true"], ncores=1)):
     try:
         call()
@@ -143,9 +140,6 @@ def test_jobspecv1_factories_setters_and_constructor(inst, tmp_path):
         "nest 1 JobspecV1",
         "batch myjob #!",
         "batch ran True",
-        "missing flux.job.JobspecV1.from_command(queue=...)",
-        "missing flux.job.JobspecV1.from_command(unbuffered=...)",
-        "missing flux.job.JobspecV1.from_command(label_io=...)",
         "missing flux.job.JobspecV1.add_file",
         "missing flux.job.JobspecV1.per_resource",
     ]
@@ -505,11 +499,11 @@ print("dir", sorted(d), d.list_all(), flux.kvs.get(h, "app")["sub"]["x"])
 print("walk", [(p, sorted(ds), sorted(fs)) for p, ds, fs in flux.kvs.walk("app", flux_handle=h)])
 txn = flux.kvs.KVSTxn(h, "app")
 txn.put("y", 1)
-txn.put("sub", 2)      # a value over a directory: the commit fails whole
-try:
-    txn.commit()
-except OSError as exc:
-    print("refused", errno.errorcode[exc.errno], flux.kvs.exists(h, "app.y"))
+txn.put("sub", 2)      # a value over a directory replaces it, as in Flux
+txn.put("text.below", 3)   # and a key below a value makes it a directory
+txn.commit()
+print("replaced", flux.kvs.get(h, "app.sub"), flux.kvs.get(h, "app.text.below"),
+      flux.kvs.exists(h, "app.y"))
 try:
     flux.kvs.namespace_create(h, "other")
 except OSError as exc:
@@ -527,7 +521,7 @@ def test_kvs_api_stages_commits_and_reads_as_flux(inst, tmp_path):
         "kinds True False False",
         "dir ['empty', 'raw', 'sub', 'text'] (['raw', 'text'], ['empty', 'sub']) {'k': [1]}",
         "walk [('empty', [], []), ('sub', [], ['x']), ('', ['empty', 'sub'], ['raw', 'text'])]",
-        "refused EISDIR False",
+        "replaced 2 3 True",
         "namespaces ENOSYS",
     ]
 
@@ -668,3 +662,115 @@ print("version", subprocess.run(["flux", "version"], capture_output=True,
 def test_job_stats_and_flux_version(inst, tmp_path):
     assert run_program(inst, tmp_path, STATS_PROGRAM) == [
         "before -1 -1", "sync 2 1 1 0 0 0", "async [(2, 't')]", "version commands:"]
+
+
+JOBSPEC_YAML = """
+version: 1
+resources:
+  - type: slot
+    count: 2
+    label: task
+    with:
+      - type: core
+        count: 1
+tasks:
+  - command: ["sh", "-c", "echo $WHERE"]
+    slot: task
+    count:
+      per_slot: 1
+attributes:
+  system:
+    duration: 0
+"""
+
+RESULT_PROGRAM = r'''
+import io, os, sys, flux, flux.job, flux.kvs
+from flux.job import Jobspec, JobspecV1
+
+h = flux.Flux()
+spec = JobspecV1.from_yaml_stream(sys.argv[1])
+spec.cwd, spec.environment = os.getcwd(), dict(os.environ)
+print("yaml", [r["type"] for r in spec], dict(spec.resource_counts()))
+for bad in ("version: 1\nresources: []\ntasks: []\n",
+            sys.argv[1].replace("count: 2", "count: 0")):
+    try:
+        Jobspec.from_yaml_stream(bad)
+    except (ValueError, TypeError) as exc:
+        print("refused", type(exc).__name__)
+spec.setattr_shell_option("env-expand", {"WHERE": "job {{id}} size {{size}}"})
+spec.setattr_shell_option("output.stdout.label", True)
+spec.output = "out.txt"
+ok = flux.job.submit(h, spec, waitable=True)
+status = flux.job.wait_async(h, ok).wait_for(60).get_status()
+print("wait", status.jobid == ok, status.success)
+lines = sorted(open("out.txt").read().splitlines())
+print("output", lines == [f"{r}: job {ok.f58} size 2" for r in (0, 1)])
+bad = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 3"]))
+seen = {}
+flux.job.result_async(h, bad).then(lambda f: seen.update(info=f.get_info()))
+h.reactor_run()
+info = seen["info"]
+print("result", info.id == bad, info.result, info.returncode,
+      flux.job.result(h, bad).returncode)
+job = flux.job.get_job(h, ok)
+print("get_job", job["id"] == ok, job["result"], job["ntasks"], job["exception"]["occurred"],
+      flux.job.get_job(h, 123456))
+for d in (flux.job.job_kvs(h, ok), flux.job.job_kvs_guest(h, ok)):
+    print("kvs", isinstance(d, flux.kvs.KVSDir), flux.kvs.isdir(h, d.path))
+print("attrs", {"ncores", "queue", "all"} <= set(h.rpc("job-list.list-attrs").get()["attrs"]))
+built = JobspecV1.from_command(["true"], env_expand={"T": "{{tmpdir}}"}, label_io=True,
+                               unbuffered=True, queue="q", bank="b", environment={"N": 1})
+print("options", built.getattr("system.shell.options.env-expand"),
+      built.getattr("system.shell.options.output.stderr.label"),
+      built.getattr("system.shell.options.output.stdout.buffer.type"),
+      built.getattr("system.queue"), built.getattr("system.bank"))
+try:
+    flux.job.timeleft(h)
+except OSError as exc:
+    print("timeleft", exc.errno)
+'''
+
+
+def test_yaml_jobspecs_wait_and_result_futures_get_job_and_job_kvs(inst, tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(RESULT_PROGRAM)
+    python = fluxlite_command()[0].rsplit("/", 1)[0] + "/python"
+    env = {k: v for k, v in inst.env.items() if k not in ("FLUX_JOB_ID", "FLUXLITE_JOB_ID")}
+    cp = subprocess.run(["sh", "-c", COMPAT + f'{python} {prog} "$0"', JOBSPEC_YAML],
+                        env=env, capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == [
+        "yaml ['slot', 'core'] {'slot': 2, 'core': 2}",
+        "refused ValueError", "refused ValueError",
+        "wait True True", "output True",
+        "result True FAILED 3 3",
+        "get_job True COMPLETED 2 False None",
+        "kvs True True", "kvs True True",
+        "attrs True",
+        "options {'T': '{{tmpdir}}'} True none q b",
+        "timeleft 22"]
+
+
+INGEST_PROGRAM = r'''
+import errno, os, flux, flux.job
+from fluxlite.job import signed
+from flux.job import JobspecV1
+
+h = flux.Flux()
+try:
+    h.rpc("job-ingest.submit", {"J": "", "urgency": -1000, "flags": 0}).get()
+except OSError as exc:
+    print("urgency", errno.errorcode[exc.errno], exc.strerror)
+try:
+    h.rpc("job-ingest.submit", {"J": "x.y.none"}).get()
+except OSError as exc:
+    print("J", errno.errorcode[exc.errno])
+J = signed.wrap(JobspecV1.from_command(["sh", "-c", "exit 6"]).jobspec, os.getuid())
+jobid = h.rpc("job-ingest.submit", {"J": J, "urgency": 16, "flags": 0}).get()["id"]
+print("ran", flux.job.result(h, jobid).returncode)
+'''
+
+
+def test_job_ingest_submit_takes_fluxs_unsigned_J(inst, tmp_path):
+    assert run_program(inst, tmp_path, INGEST_PROGRAM) == [
+        "urgency EINVAL urgency range is [0:31]", "J EINVAL", "ran 6"]

@@ -12,9 +12,10 @@ def test_commit_is_all_or_nothing(inst1):
     with pytest.raises(FluxliteError, match="not a list"):
         h.call("kvs.commit", {"ops": [{"key": "t.a", "value": 1},
                                       {"key": "t.b", "append": [1]}]})
-    with pytest.raises(FluxliteError, match="not a directory"):
+    with pytest.raises(FluxliteError, match="is a directory: cannot append"):
         h.call("kvs.commit", {"ops": [{"key": "t.x", "value": {"k": 1}},
-                                      {"key": "t.x.y", "value": 1}]})
+                                      {"key": "t.x.y", "value": 1},   # t.x: a directory now
+                                      {"key": "t.x", "append": [1]}]})
     with pytest.raises(FluxliteError, match="not found"):
         h.call("kvs.get", {"key": "t.a"})
     with pytest.raises(FluxliteError, match="not found"):

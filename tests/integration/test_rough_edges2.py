@@ -161,10 +161,8 @@ def test_kvs_unlink(tree):
     (("dir", "nope"), "directory 'nope' not found"),
     (("ls", "-R", "top"), "'top' is not a directory: it holds a value (read it with kvs get)"),
     (("get", "a.c"), "key 'a.c' is a directory, not a value: read a key below it (a.c.NAME)"),
-    (("put", "a.c=1"), "key 'a.c' is a directory: a value cannot replace it (write below "
-                       "it as a.c.NAME, or unlink it first)"),
-    (("put", "top.x=1"), "'top' is not a directory: it holds a value, so no key can go "
-                         "below it (unlink 'top' first)"),
+    (("put", "-a", "a.c=1"), "key 'a.c' is a directory: cannot append to it (append to a "
+                             "key below it, a.c.NAME, or set a value over it)"),
 ])
 def test_kvs_bad_input(tree, args, said):
     cp = tree.cli("kvs", *args)

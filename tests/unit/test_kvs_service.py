@@ -94,17 +94,23 @@ def test_a_commit_that_fails_half_way_changes_nothing(kvs):
     assert kvs.svc.version == version
 
 
-def test_directories_and_values_do_not_turn_into_each_other(kvs):
+def test_values_and_directories_replace_each_other_as_in_flux(kvs):
     kvs.svc.commit([{"key": "d.leaf", "value": 1}])
-    assert errnum_of(kvs.svc.commit, [{"key": "d", "value": 2}]) == errno.EISDIR
-    assert errnum_of(kvs.svc.commit, [{"key": "d.leaf.below", "value": 3}]) == errno.ENOTDIR
-    assert errnum_of(kvs.svc.commit, [{"key": "d", "append": ["e"]}]) == errno.EISDIR
+    kvs.svc.commit([{"key": "d", "value": 2}])          # a value over a directory
+    assert kvs.svc.lookup("d") == 2 and not kvs.svc.exists("d.leaf")
+    kvs.svc.commit([{"key": "d.leaf.below", "value": 3}])   # a key below a value
+    assert kvs.svc.lookup("d.leaf.below") == 3
     assert errnum_of(kvs.svc.lookup, "d") == errno.EISDIR
-    assert kvs.svc.lookup("d.leaf") == 1
-    # refused half way: what came before in the same commit is taken back
+    kvs.svc.commit([{"key": "m", "value": {"a": 1}}])    # a map (kept in the store)
+    kvs.svc.commit([{"key": "m.x", "value": 4}])
+    assert kvs.call("kvs.ls", {"key": "m"})["entries"] == ["x"]
+    kvs.svc.commit([{"key": "v", "value": "x"}, {"key": "v.gone", "unlink": True}])
+    assert kvs.svc.lookup("v") == "x"                   # nothing to unlink below a value
+    # an append to a directory is refused; what came before in the commit is taken back
     assert errnum_of(kvs.svc.commit, [{"key": "e.x", "value": 1},
-                                      {"key": "d.leaf.below", "value": 3}]) == errno.ENOTDIR
+                                      {"key": "d", "append": ["e"]}]) == errno.EISDIR
     assert not kvs.svc.exists("e.x") and not kvs.svc.exists("e")
+    assert kvs.svc.lookup("d.leaf.below") == 3
 
 
 def test_a_commit_applies_its_operations_in_order(kvs):
@@ -265,12 +271,58 @@ def test_mkdir_makes_an_empty_directory_that_outlives_a_restart(tmp_path):
     assert k.call("kvs.ls", {"key": "d"}) == {"entries": []}
     assert errnum_of(k.call, "kvs.get", {"key": "d"}) == errno.EISDIR
     k.call("kvs.commit", {"ops": [{"key": "e.x", "value": 2}]})
+    # replacements as in Flux: a value over a directory, a directory over a value
+    k.call("kvs.commit", {"ops": [{"key": "r.sub.k", "value": 1}, {"key": "v", "value": 1}]})
+    k.call("kvs.commit", {"ops": [{"key": "r", "value": {"m": 1}},
+                                  {"key": "v.below", "value": 2}]})
     k.svc.store.flush()
     k.svc.stop()
     again = kvs_in(tmp_path / "state")
     try:
-        assert again.call("kvs.ls", {"key": "."})["entries"] == ["d.", "e."]
+        assert again.call("kvs.ls", {"key": "."})["entries"] == ["d.", "e.", "r", "v."]
         assert again.call("kvs.ls", {"key": "d"}) == {"entries": []}
         assert again.call("kvs.get", {"key": "e.x"}) == {"value": 2}
+        assert again.call("kvs.get", {"key": "r"}) == {"value": {"m": 1}}
+        assert again.call("kvs.get", {"key": "v.below"}) == {"value": 2}
     finally:
         again.svc.stop()
+
+
+def test_fluxs_lookup_and_commit_payloads_as_rfc_11_tree_objects(kvs):
+    """kvs.lookup answers with RFC 11 tree objects, and kvs.commit takes Flux's
+    operations ({key, flags, dirent}) beside fluxlite's own."""
+    import base64
+    import json
+
+    def val(raw: bytes) -> dict:
+        return {"ver": 1, "type": "val", "data": base64.b64encode(raw).decode()}
+
+    kvs.call("kvs.commit", {"namespace": "primary", "flags": 0, "ops": [
+        {"key": "f.n", "flags": 0, "dirent": val(b"42")},
+        {"key": "f.raw", "flags": 0, "dirent": val(b"\xff\x00")},
+        {"key": "f.log", "flags": 32, "dirent": val(b'{"name":"a"}')},
+        {"key": "f.log", "flags": 32, "dirent": val(b'{"name":"b"}')},
+        {"key": "f.empty", "flags": 0, "dirent": {"ver": 1, "type": "dir", "data": {}}},
+        {"key": "f.gone", "flags": 0, "dirent": val(b"1")},
+        {"key": "f.gone", "flags": 0, "dirent": None}]})
+    assert kvs.svc.lookup("f.n") == 42 and kvs.svc.lookup("f.raw") == b"\xff\x00"
+    assert kvs.svc.lookup("f.log") == [{"name": "a"}, {"name": "b"}]
+    got = kvs.call("kvs.lookup", {"key": "f.n", "flags": 0})
+    assert got == {"namespace": "primary", "val": val(b"42")}
+    log = kvs.call("kvs.lookup", {"key": "f.log"})["val"]
+    assert base64.b64decode(log["data"]) == b'{"name":"a"}\n{"name":"b"}\n'   # RFC 18
+    d = kvs.call("kvs.lookup", {"key": "f", "flags": 1})["val"]
+    assert d["type"] == "dir" and sorted(d["data"]) == ["empty", "log", "n", "raw"]
+    assert d["data"]["empty"] == {"ver": 1, "type": "dir", "data": {}}
+    assert json.loads(base64.b64decode(d["data"]["n"]["data"])) == 42
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "f"}) == errno.EISDIR
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "f.n", "flags": 1}) == errno.ENOTDIR
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "nope"}) == errno.ENOENT
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "f.n", "namespace": "other"}) \
+        == errno.ENOTSUP
+    bad = {"key": "f.s", "flags": 0, "dirent": {"ver": 1, "type": "symlink",
+                                                "data": {"target": "f.n"}}}
+    assert errnum_of(kvs.call, "kvs.commit", {"ops": [bad]}) == errno.EINVAL
+    assert errnum_of(kvs.call, "kvs.commit",
+                     {"ops": [{"key": "f.x", "dirent": {"ver": 1, "type": "val",
+                                                        "data": "!!"}}]}) == errno.EPROTO

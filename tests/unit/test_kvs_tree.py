@@ -63,7 +63,7 @@ def test_a_list_set_as_a_value_becomes_a_log_when_appended_to(kvs):
     assert kvs.lookup("a.l") == [1, 2, 3] and isinstance(kvs._node("a.l"), Log)
     with pytest.raises(FluxliteError):   # a failed commit gives the list back
         kvs.commit([{"key": "a.m", "value": [1]}, {"key": "a.m", "append": [2]},
-                    {"key": "a.l.x", "value": 1}])
+                    {"key": "a.l.x", "value": 1}, {"key": "a", "append": [0]}])
     assert not kvs.exists("a.m") and kvs.lookup("a.l") == [1, 2, 3]
     assert kvs.store.count() == 3
 

@@ -54,7 +54,7 @@ class Output(ShellPlugin):
         opts = self.shell.options
         out = opts.get("output.stdout.path")
         err = opts.get("output.stderr.path") or out
-        self.label = bool(opts.get("output.label"))
+        self.label = bool(opts.get("output.label") or opts.get("output.stdout.label"))
         # -u: stdout as it comes, not a line at a time
         self.unbuffered = opts.get("output.stdout.buffer.type") == "none"
         cwd = self.shell.jobspec["attributes"]["system"].get("cwd") or "/"

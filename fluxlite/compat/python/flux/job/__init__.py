@@ -6,6 +6,8 @@ raises NotImplementedError naming it."""
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import json
 import signal as _signal
 
@@ -15,29 +17,88 @@ from fluxlite.job import api, states
 from fluxlite.util import fluid
 
 from .. import _handle, missing
+from . import rfc14
 from ..core.handle import RPC
 from ..core.inner import ffi  # noqa: F401  (flux.job.ffi, as Flux exports it)
 from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 
-__all__ = ["JobspecV1", "JobID", "submit", "submit_async", "submit_get_id", "wait", "result",
+__all__ = ["Jobspec", "JobspecV1", "JobID", "submit", "submit_async", "submit_get_id",
+           "wait", "result",
            "event_watch", "event_wait", "cancel", "cancel_async", "kill", "kill_async",
            "job_list", "job_list_inactive", "job_list_id", "JobList", "JobInfo",
            "FluxExecutor", "FluxExecutorFuture",
            "JobEventWatchFuture", "event_watch_async", "EventLogEvent", "JobException",
-           "JournalConsumer", "JournalEvent", "SENTINEL_EVENT"]
+           "JournalConsumer", "JournalEvent", "SENTINEL_EVENT", "wait_async",
+           "result_async", "get_job", "job_kvs", "job_kvs_guest", "timeleft"]
 
 
-class JobspecV1(_Jobspec):
-    """fluxlite.job.Jobspec under Flux's name, with Flux's spellings beside it:
-    `input`/`output`/`error` (the stdin/stdout/stderr paths), and from_command's
-    `output="kvs"`/`"none"` (the output stays in the job's log, fluxlite's
-    default).  from_command's env_expand, label_io, unbuffered, queue and bank,
-    and Jobspec methods fluxlite lacks (add_file, per_resource, from_yaml_*...),
-    raise NotImplementedError naming them."""
+_BUILT = object()
+
+
+class Jobspec(_Jobspec):
+    """Flux's canonical jobspec (RFC 14, any version): built from its parts, or
+    from YAML (from_yaml_stream, from_yaml_file), its shape checked at once
+    (TypeError, ValueError); iterated, it yields its resources depth first.
+    The builders and setters are fluxlite.job.Jobspec's, with Flux's spellings
+    `input`/`output`/`error` beside `stdin`/`stdout`/`stderr`."""
 
     input = _Jobspec.stdin
     output = _Jobspec.stdout
     error = _Jobspec.stderr
+
+    def __init__(self, resources, tasks, attributes=_BUILT, version=1):
+        if attributes is _BUILT:     # fluxlite's builders give none: a new jobspec
+            attributes = {"system": {"duration": 0.0}}
+        rfc14.check(resources, tasks, attributes, version)
+        self.jobspec = {"resources": resources, "tasks": tasks,
+                        "attributes": attributes, "version": version}
+
+    @classmethod
+    def from_yaml_stream(cls, yaml_stream):
+        """A jobspec from YAML (or JSON) text or an open file."""
+        import yaml
+        obj = yaml.safe_load(yaml_stream)
+        if not isinstance(obj, dict):
+            raise TypeError("a jobspec must be a mapping")
+        rfc14.keys(rfc14.TOP_LEVEL_KEYS, obj.keys())
+        return cls(**obj)
+
+    @classmethod
+    def from_yaml_file(cls, filename):
+        with open(filename, "rb") as f:
+            return cls.from_yaml_stream(f)
+
+    def __iter__(self):
+        return (res for _, res, _ in rfc14.walk(self.resources))
+
+    def resource_walk(self):
+        """(parent, resource, count) depth first, each count multiplied by its
+        ancestors' (a slot of 2 with 4 cores: 2 slots, 8 cores)."""
+        return rfc14.walk(self.resources)
+
+    def resource_counts(self) -> dict:
+        """How many of each resource type the jobspec asks for, in all."""
+        counts = collections.defaultdict(int)
+        for _, res, count in rfc14.walk(self.resources):
+            counts[res["type"]] += count
+        return counts
+
+    def __getattr__(self, name):
+        raise missing(f"flux.job.{type(self).__name__}", name)
+
+
+class JobspecV1(Jobspec):
+    """A version-1 jobspec, what Flux's and fluxlite's job-manager run.
+    from_command/from_nest_command/from_batch_command take Flux's options:
+    `env_expand` (the env-expand shell option: values rendered with the job's
+    {{tmpdir}}, {{id}}... in each task's environment), `label_io`, `unbuffered`,
+    `queue`, `bank`, `rlimits`, and `output="kvs"`/`"none"` (the output stays in
+    the job's log, fluxlite's default)."""
+
+    def __init__(self, resources, tasks, attributes=_BUILT, version=1):
+        if version != 1:
+            raise ValueError("version must be 1")
+        super().__init__(resources, tasks, attributes, version)
 
     @classmethod
     def from_command(cls, command, num_tasks=1, cores_per_task=1, gpus_per_task=None,
@@ -45,35 +106,45 @@ class JobspecV1(_Jobspec):
                      env_expand=None, cwd=None, rlimits=None, name=None, input=None,
                      output=None, error=None, label_io=False, unbuffered=False, queue=None,
                      bank=None, **kwargs):
-        for arg, value in (("env_expand", env_expand), ("label_io", label_io or None),
-                           ("unbuffered", unbuffered or None), ("queue", queue),
-                           ("bank", bank)):
-            if value is not None:
-                raise NotImplementedError(f"flux.job.JobspecV1.from_command({arg}=...): "
-                                          "not in fluxlite")
         output = None if output in ("kvs", "none") else output
         error = None if error in ("kvs", "none") else error
-        return super().from_command(command, num_tasks, cores_per_task, gpus_per_task,
+        # as Flux's builder: the shape is checked now, the rest at submit
+        kwargs["validate"] = False
+        spec = super().from_command(command, num_tasks, cores_per_task, gpus_per_task,
                                     num_nodes, exclusive, duration, environment, cwd,
                                     rlimits, name, input, output, error, **kwargs)
+        spec._flux_options(env_expand, label_io, unbuffered, queue, bank)
+        return spec
+
+    @classmethod
+    def from_nest_command(cls, command, num_slots=1, cores_per_slot=1, gpus_per_slot=None,
+                          num_nodes=None, broker_opts=None, exclusive=False, conf=None,
+                          env_expand=None, label_io=False, unbuffered=False, queue=None,
+                          bank=None, **kwargs):
+        spec = super().from_nest_command(command, num_slots, cores_per_slot, gpus_per_slot,
+                                         num_nodes, broker_opts, exclusive, conf, **kwargs)
+        spec._flux_options(env_expand, label_io, unbuffered, queue, bank)
+        return spec
+
+    def _flux_options(self, env_expand, label_io, unbuffered, queue, bank) -> None:
+        if env_expand:
+            if not isinstance(env_expand, collections.abc.Mapping):
+                raise TypeError("env_expand must be a mapping")
+            self.setattr_shell_option("env-expand", dict(env_expand))
+        if label_io:
+            self.setattr_shell_option("output.stdout.label", True)
+            self.setattr_shell_option("output.stderr.label", True)
+        if unbuffered:
+            self.setattr_shell_option("output.stdout.buffer.type", "none")
+            self.setattr_shell_option("output.stderr.buffer.type", "none")
+        if queue is not None:
+            self.setattr("system.queue", queue)
+        if bank is not None:
+            self.setattr("system.bank", bank)
 
     @classmethod
     def per_resource(cls, *args, **kwargs):
         raise missing("flux.job.JobspecV1", "per_resource")
-
-    @classmethod
-    def from_yaml_stream(cls, *args, **kwargs):
-        raise missing("flux.job.JobspecV1", "from_yaml_stream")
-
-    @classmethod
-    def from_yaml_file(cls, *args, **kwargs):
-        raise missing("flux.job.JobspecV1", "from_yaml_file")
-
-    def __getattr__(self, name):
-        raise missing("flux.job.JobspecV1", name)
-
-
-Jobspec = JobspecV1
 
 
 class JobID(int):
@@ -164,12 +235,12 @@ def submit_async(flux_handle, jobspec, urgency: int = 16, waitable: bool = False
 
 
 def wait(flux_handle, jobid=None, timeout: float | None = None):
-    """Wait for a job (or, with no id, any job) to end: `.jobid`, `.success`, `.errstr`."""
+    """Wait for a job (or, with no id, any job) to end: (jobid, success, errstr),
+    also as `.jobid`, `.success`, `.errstr`."""
     h = _handle(flux_handle)
     res = api.wait_any(h, timeout=timeout) if jobid is None else \
         api.wait(h, _id(jobid), timeout=timeout)
-    return _Result(jobid=JobID(res["id"]), success=bool(res["success"]),
-                   errstr=res.get("errstr", ""))
+    return JobWaitResult(JobID(res["id"]), bool(res["success"]), res.get("errstr", ""))
 
 
 class _Result:
@@ -178,17 +249,6 @@ class _Result:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.__dict__})"
-
-
-def result(flux_handle, jobid, timeout: float | None = None):
-    """Once the job is inactive, its outcome as Flux's JobInfo gives it: `.id`,
-    `.result` (COMPLETED, FAILED, CANCELED, TIMEOUT), `.returncode`, `.waitstatus`,
-    `.exception` (with `.occurred`, `.type`, `.note`), `.success`.  Does not use
-    up wait()."""
-    h = _handle(flux_handle)
-    for _ in api.event_watch(h, _id(jobid), timeout=timeout):
-        pass
-    return _info(api.info(h, _id(jobid)), api.hosts(h))
 
 
 def cancel(flux_handle, jobid, reason: str | None = None) -> None:
@@ -286,7 +346,10 @@ from .output import (job_output, output_event_watch, output_event_watch_async,  
                      output_watch_lines_async)
 from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
 from .info import JobInfo  # noqa: E402,F401
-from .list import JobListIdRPC, JobListRPC, job_list, job_list_id, job_list_inactive  # noqa: E402,F401,E501
+from .list import (JobListIdRPC, JobListRPC, get_job, job_list, job_list_id,  # noqa: E402,F401
+                   job_list_inactive)
+from .result import (JobResultFuture, JobWaitFuture, JobWaitResult, job_kvs,  # noqa: E402,F401
+                     job_kvs_guest, result, result_async, timeleft, wait_async)
 
 
 def __getattr__(name):

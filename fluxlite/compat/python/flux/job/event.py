@@ -100,8 +100,14 @@ class JobEventWatchFuture(Future):
     get = get_event
 
     def cancel(self, stop: bool = False) -> None:
-        """Stop watching: the future then ends (get_event() gives None)."""
+        """Stop watching: the future then ends (get_event() gives None).  With
+        stop=True its then-callback is not called again, not even for the end."""
         self._follower.close()
+        if stop:
+            self.pimpl.then = None
+            flux_handle = self.pimpl.flux
+            if flux_handle is not None:
+                flux_handle._futures.discard(self.pimpl)
         if not self.pimpl.ended:
             self._done()
 

@@ -112,9 +112,13 @@ class JobInfo:
 
     def to_dict(self, filtered: bool = True) -> dict:
         out = {k: v for k, v in self._fields.items()
-               if not filtered or v not in ("", None, 0.0, [], {})}
-        out.update(id=int(self.id), state=self.state, result=self.result,
-                   status=self.status, returncode=self.returncode)
+               if not filtered or k == "duration" or v not in ("", None, 0.0, [], {})}
+        out.update(id=int(self.id), jobid=self.id.f58, state=self.state,
+                   result=self.result, status=self.status, returncode=self.returncode,
+                   runtime=self.runtime,
+                   exception={"occurred": bool(self.exception.occurred),
+                              "severity": self.exception.severity,
+                              "type": self.exception.type, "note": self.exception.note})
         return out
 
     def __repr__(self) -> str:

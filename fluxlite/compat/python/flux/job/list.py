@@ -11,7 +11,7 @@ from ..core.handle import RPC
 from .info import JobInfo
 
 __all__ = ["JobList", "job_list", "job_list_inactive", "job_list_id", "JobListRPC",
-           "JobListIdRPC"]
+           "JobListIdRPC", "get_job"]
 
 
 class JobListRPC(RPC):
@@ -82,6 +82,18 @@ def job_list_id(flux_handle, jobid, attrs=("all",)) -> JobListIdRPC:
     from . import JobID
     return JobListIdRPC(flux_handle.rpc("job-list.list-id",
                                         {"id": int(JobID(jobid)), "attrs": list(attrs or [])}))
+
+
+def get_job(flux_handle, jobid):
+    """The job's job-list record as a dict (JobInfo.to_dict, every field), or
+    None for a job the instance does not know."""
+    try:
+        info = job_list_id(flux_handle, jobid).get_jobinfo()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise
+    return info.to_dict(filtered=False)
 
 
 from . import JobList  # noqa: E402,F401  (flux.job.list.JobList, as in Flux)

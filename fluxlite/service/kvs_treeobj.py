@@ -1,0 +1,69 @@
+"""Flux's KVS payloads (RFC 11 tree objects) for the kvs service's Flux topics.
+
+A value travels as {"ver": 1, "type": "val", "data": BASE64}: a map, list,
+number or string as its JSON text, bytes as they are, and a log made by
+appends (an eventlog) as Flux keeps one, one JSON entry per line (RFC 18).  A
+directory is {"ver": 1, "type": "dir", "data": {NAME: OBJECT}}: its values
+inline, each subdirectory an empty "dir" (fluxlite's KVS has no blob
+references to give; look a subdirectory up by its own key).  Flux's commit
+operations, {key, flags, dirent}, become the kvs service's own."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+from ..errors import ProtocolError, UsageError
+
+READDIR = 1      # Flux's FLUX_KVS_READDIR
+APPEND = 32      # Flux's FLUX_KVS_APPEND
+
+
+def val(raw: bytes) -> dict:
+    return {"ver": 1, "type": "val", "data": base64.b64encode(raw).decode()}
+
+
+def encode(value, log: bool = False) -> dict:
+    """A value's tree object (`log`: a list made by appends, written as RFC 18 lines)."""
+    if isinstance(value, (bytes, bytearray)):
+        return val(bytes(value))
+    if log:
+        return val("".join(json.dumps(e, separators=(",", ":")) + "\n"
+                           for e in value).encode())
+    return val(json.dumps(value, separators=(",", ":")).encode())
+
+
+def empty_dir() -> dict:
+    return {"ver": 1, "type": "dir", "data": {}}
+
+
+def _value(dirent: dict):
+    """The value a "val" object holds: JSON if it parses, else its bytes."""
+    try:
+        raw = base64.b64decode(dirent.get("data", ""), validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise ProtocolError("kvs.commit: a val object's data must be base64") from None
+    try:
+        return json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError):
+        return raw
+
+
+def op(flux_op: dict) -> dict:
+    """A Flux commit operation ({key, flags, dirent}) as the service's own."""
+    key, dirent, flags = flux_op.get("key"), flux_op.get("dirent"), flux_op.get("flags", 0)
+    if dirent is None:
+        return {"key": key, "unlink": True}
+    if not isinstance(dirent, dict) or dirent.get("ver") != 1:
+        raise ProtocolError("kvs.commit: dirent must be an RFC 11 tree object (ver 1)")
+    kind = dirent.get("type")
+    if kind == "val":
+        value = _value(dirent)
+        if isinstance(flags, int) and flags & APPEND:
+            return {"key": key, "append": [value]}
+        return {"key": key, "value": value}
+    if kind == "dir" and not dirent.get("data"):
+        return {"key": key, "mkdir": True}
+    raise UsageError(f"kvs.commit: a {kind!r} object is not supported here (fluxlite's KVS "
+                     "holds values and directories, with no links or blob references)")
