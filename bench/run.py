@@ -774,6 +774,77 @@ def fig_ping_under_load(rows: list, quick: bool, ctx: dict) -> None:
         rows.append(Row("12", "ping during largest valid submits", None, "ms", error=str(exc)))
 
 
+def fig_backlog(rows: list, quick: bool, ctx: dict) -> None:
+    """18. 10,000 pending jobs scheduled behind a blocked wide job: jobs/s, and the
+    slowest broker.ping to rank 0 while they are."""
+    import threading
+    njobs = 2000 if quick else 10000
+    try:
+        with Instance(4, cores_per_rank=2) as inst:
+            h = inst.handle()
+            blocker = fluid.parse(cli(inst, "submit", "-N1", "-t", "1h", "sleep", "3600")
+                                  .stdout.strip())
+            for e in api.event_watch(h, blocker):
+                if e["name"] == "start":
+                    break
+            cli(inst, "queue", "stop")
+            wide = fluid.parse(cli(inst, "submit", "-N4", "-t", "10m", "true").stdout.strip())
+            waiter = subprocess.Popen(
+                fluxlite_command() + ["submit", f"--cc=1-{njobs}", "--quiet", "--wait",
+                                      "-t", "1m", "true"],
+                env=inst.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                while api.alloc_query(h)["queue_length"] < njobs + 1:
+                    if waiter.poll() is not None:
+                        raise RuntimeError(f"submit --cc failed: {waiter.stderr.read()}")
+                    time.sleep(0.2)
+                stop, pings = threading.Event(), []
+
+                def ping():
+                    from fluxlite.client.sync import Handle
+                    h2 = Handle(inst.uri)
+                    try:
+                        while not stop.is_set():
+                            t0 = time.perf_counter()
+                            h2.call("broker.ping", {"seq": 0}, nodeid=0, timeout=10)
+                            pings.append((time.perf_counter() - t0) * 1000)
+                            time.sleep(0.005)
+                    finally:
+                        h2.close()
+
+                t = threading.Thread(target=ping, daemon=True)
+                t.start()
+                t0 = time.perf_counter()
+                cli(inst, "queue", "start")
+                _, err = waiter.communicate(timeout=1800)
+                dt = time.perf_counter() - t0
+                stop.set()
+                t.join(30)
+            finally:
+                if waiter.poll() is None:
+                    waiter.kill()
+                    waiter.wait()
+            if waiter.returncode != 0:
+                raise RuntimeError(f"submit --cc exited {waiter.returncode}: {err.strip()}")
+            state = api.info(h, wide)["state"]
+            api.cancel(h, blocker)
+            if state != "SCHED":
+                raise RuntimeError(f"the wide job should still wait; it is {state}")
+            rate, worst = njobs / dt, max(pings)
+            progress("backlog", f"{njobs} jobs in {dt:.1f} s, {rate:.1f}/s; slowest ping "
+                                f"{worst:.1f} ms (median {median(pings):.2f}) over {len(pings)}")
+            rows.append(Row("18a", f"{njobs} pending jobs behind a blocked wide job", rate,
+                            "jobs/s", samples=[dt],
+                            note=f"{njobs} jobs in {dt:.1f} s (size 4, 2 cores a rank, "
+                                 "rank 0 busy 1h, a -N4 job at the head)"))
+            rows.append(Row("18b", "ping rank 0 while they are scheduled (max)", worst, "ms",
+                            op="<", bound=100.0, samples=[round(x, 3) for x in pings],
+                            note=f"median {median(pings):.2f} ms over {len(pings)} pings"))
+    except Exception as exc:
+        rows.append(Row("18", "pending jobs behind a blocked wide job", None, "jobs/s",
+                        error=str(exc)))
+
+
 def _build_mpi_hello(out: str, mpicc_name: str = "mpicc.mpich",
                      package: str = "mpich libmpich-dev") -> str:
     """tests/programs/mpi_hello.c built with `mpicc_name` (MPICH's by default) into `out`
@@ -1124,6 +1195,7 @@ FIGURES = {
     "hosts": fig_hosts,
     "srun": fig_srun,
     "state": fig_state,
+    "backlog": fig_backlog,
 }
 
 

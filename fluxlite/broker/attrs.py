@@ -10,12 +10,13 @@ Unknown names are errors everywhere: in config files, on the command line, in
 
 from __future__ import annotations
 
-import os
+import json
 import tomllib
 from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import FluxliteError, UsageError
+from ..job import inventory, policy
 from ..util import fsd, idset, tree
 
 
@@ -128,6 +129,30 @@ def _text(v) -> str:
     return str(v)
 
 
+def _structured(checker):
+    """A table or array of Flux's config ([queues], [policy], [[resource.config]]),
+    kept as JSON text: from TOML it is the value, from --setattr its JSON."""
+    def check(v) -> str:
+        if isinstance(v, str):
+            if v == "":
+                return ""
+            try:
+                v = json.loads(v)
+            except ValueError:
+                raise ValueError(f"{v!r} is not JSON") from None
+        try:
+            checker(v, "value")
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
+        return json.dumps(v)
+    check.checker = checker
+    return check
+
+
+# tables kept whole (not flattened into dotted names): Flux's own config keys
+STRUCTURED = ("queues", "policy", "resource.config")
+
+
 @dataclass(frozen=True)
 class Attr:
     default: str | None
@@ -204,6 +229,17 @@ ATTRIBUTES: dict[str, Attr] = {
     "resource.cores": Attr("", _idset, False,
                            "core ids each rank offers, e.g. 0-3 (overrides cores-per-rank; "
                            "set for nested instances)"),
+    "resource.config": Attr("[]", _structured(inventory.check_config), False,
+                            "Flux's [[resource.config]]: hosts with their cores, gpus and "
+                            "properties (JSON with -S)"),
+    "resource.path": Attr("", _text, False, "an R file (RFC 20) describing the resources"),
+    "resource.noverify": Attr("0", _bool, False,
+                              "trust the configured resources without checking them against "
+                              "this machine"),
+    "queues": Attr("{}", _structured(policy.check_queues), False,
+                   "Flux's [queues.NAME] tables: named queues (JSON with -S)"),
+    "policy": Attr("{}", _structured(policy.check_policy), False,
+                   "Flux's [policy] table: jobspec defaults and limits (JSON with -S)"),
     "exec.kill-timeout": Attr("5s", _duration, True,
                               "after SIGTERM, how long before tasks get SIGKILL"),
     "exec.shell-exit-timeout": Attr("30s", _timeout, True,
@@ -290,6 +326,10 @@ def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
 def _flatten(table: dict, prefix: str, out: dict, path: str) -> None:
     for key, value in table.items():
         name = f"{prefix}{key}"
+        if name in STRUCTURED:
+            ATTRIBUTES[name].check.checker(value, f"config {path}: {name}")
+            out[name] = json.dumps(value)
+            continue
         if isinstance(value, dict):
             _flatten(value, f"{name}.", out, path)
             continue
@@ -302,13 +342,6 @@ def _flatten(table: dict, prefix: str, out: dict, path: str) -> None:
 
 def defaults() -> dict[str, str]:
     return {name: a.default for name, a in ATTRIBUTES.items() if a.default is not None}
-
-
-def machine_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def critical_ranks(attrs: dict[str, str], size: int) -> set[int]:

@@ -39,7 +39,7 @@ from ..overlay.overlay import Overlay, OverlayCallbacks, Timeouts
 from ..router.local import LocalEndpoint
 from ..router.router import Router
 from ..service.base import ServiceContext
-from ..util import fsd, hostlist, idset, procs, tree
+from ..util import fsd, hostlist, procs, tree
 from ..util import log as blog
 from . import attrs as battrs
 from . import state as st
@@ -71,6 +71,7 @@ class BrokerConfig:
         # shells, rexec'd commands); this process's own stays as it was given
         self.env: dict[str, str] = dict(os.environ) if env is None else env
         self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
+        self.gpus: dict[int, list[int]] | None = None       # nested: its GPUs
         self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
         self.curve = None      # overlay.Curve: the keys of this broker's TCP links
         self.bind_fd: int | None = None  # the TCP socket bind_endpoint names, already bound
@@ -118,8 +119,8 @@ class Broker:
         a["size"] = str(self.size)
         a["broker.pid"] = str(os.getpid())
         a["version"] = __version__
-        a["hostname"] = os.uname().nodename
-        self.hosts = self.cfg.hosts or (a["hostname"],) * self.size
+        self.hosts = self.cfg.hosts or (os.uname().nodename,) * self.size
+        a["hostname"] = self.hosts[self.rank]
         a["hostlist"] = hostlist.encode(self.hosts)
         a["local-uri"] = self.local_uri
         a["rundir"] = self.rundir
@@ -277,18 +278,15 @@ class Broker:
         return {n: v for n, v in self.attrs.items()
                 if "." in n and n in specs and specs[n].config and v != specs[n].default}
 
-    def _inventory(self) -> dict[int, list[int]]:
-        """Cores per rank: a nested instance's allocation, or N cores on every rank."""
+    def _inventory(self):
+        """Cores, GPUs and properties per rank: a nested instance's allocation, else the
+        `[resource]` config or what this machine has (job/inventory.py)."""
+        from ..job import inventory
         given = self.cfg.resources
         if given:
-            return {int(r): list(c) for r, c in given.items()}
-        cores_attr = self.attrs.get("resource.cores") or ""
-        if cores_attr:
-            cores = sorted(idset.decode(cores_attr))
-        else:
-            n = int(self.attrs.get("resource.cores-per-rank") or 0) or battrs.machine_cores()
-            cores = list(range(n))
-        return {r: list(cores) for r in range(self.size)}
+            return inventory.Inventory(cores={int(r): list(c) for r, c in given.items()},
+                                       gpus=dict(self.cfg.gpus or {}))
+        return inventory.from_attrs(self.attrs, self.hosts)
 
     async def _start_services(self) -> None:
         self.services = self._build_services()

@@ -37,10 +37,12 @@ MAX_SIZE = 1024
 
 def launch(size: int, attrs: dict[str, str], command: list[str], *,
            rundir: str | None = None, interactive: bool = False,
-           env: dict[str, str] | None = None) -> int:
+           env: dict[str, str] | None = None,
+           hosts: tuple[str, ...] | None = None) -> int:
     """Start `size` brokers on this machine, rank 0 running `command`; returns its exit
     code.  `env` is the environment the instance hands its processes (default: this
-    process's)."""
+    process's); `hosts` names each rank's host (start --test-hosts; default: this
+    machine's name for all)."""
     if not 1 <= size <= MAX_SIZE:
         raise UsageError(f"--size must be between 1 and {MAX_SIZE}, got {size}")
     k = tree.parse_topo(attrs["tbon.topo"])
@@ -78,6 +80,7 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
             local_path=f"{rundir}/local-{rank}",
             initial_program=command if rank == 0 else None,
             initial_pgid=launcher_pgid, interactive=interactive, env=env)
+        cfg.hosts = hosts
         pid = os.fork()
         if pid == 0:
             code = 1

@@ -50,7 +50,8 @@ from .attrs import critical_ranks
 # what a PMI launcher and the instance plugin put in a broker's environment;
 # none of it is for the instance's own jobs
 LAUNCHER_ENV = ("PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED",
-                "PMI_JOBID", "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES")
+                "PMI_JOBID", "FLUXLITE_RUNDIR_BASE", "FLUXLITE_INSTANCE_CORES",
+                "FLUXLITE_INSTANCE_GPUS")
 
 
 @dataclass
@@ -60,6 +61,7 @@ class _Boot:
     bind_fd: int | None = None           # its listening socket, when it is TCP
     parent_ep: str | None = None
     resources: dict[int, list[int]] | None = None
+    gpus: dict[int, list[int]] | None = None   # nested: each rank's GPUs, renumbered
     hosts: tuple[str, ...] = ()          # every rank's host name, in rank order
     curve: Curve | None = None           # keys of the TCP links, if there are any
 
@@ -110,8 +112,12 @@ def _exchange(client: pmi.PMIClient, attrs: dict[str, str], cores: str | None) -
             boot.curve = Curve(keys.public, keys.secret, parent_public=parent_key,
                                allowed=allowed)
         if cores is not None and rank == 0:
-            boot.resources = {r: sorted(idset.decode(_get(client, "cores", r)))
-                              for r in range(size)}
+            # "CORES" or "CORES/GPUS" (idsets); a rank's GPUs are numbered from 0 here, as
+            # its broker sees them through the CUDA_VISIBLE_DEVICES its shell set
+            given = {r: _get(client, "cores", r).partition("/") for r in range(size)}
+            boot.resources = {r: sorted(idset.decode(c)) for r, (c, _, g) in given.items()}
+            boot.gpus = {r: list(range(len(idset.decode(g))))
+                         for r, (c, _, g) in given.items() if g}
         client.finalize()
     except BaseException as exc:
         if isinstance(exc, FluxliteError):
@@ -195,6 +201,8 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool,
         raise FluxliteError(f"invalid value for broker.critical-ranks={crit!r}: "
                             f"this instance has ranks 0-{size - 1}")
     cores = os.environ.get("FLUXLITE_INSTANCE_CORES") if nested else None
+    if cores is not None and os.environ.get("FLUXLITE_INSTANCE_GPUS"):
+        cores += "/" + os.environ["FLUXLITE_INSTANCE_GPUS"]
     boot = _exchange(client, attrs, cores)
     rundir = boot.rundir
     if nested:
@@ -210,6 +218,7 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool,
                        env=instance_env(os.environ if env is None else env,
                                         f"local://{rundir}/local"))
     cfg.resources = boot.resources
+    cfg.gpus = boot.gpus
     cfg.hosts = boot.hosts
     cfg.curve = boot.curve
     cfg.bind_fd = boot.bind_fd

@@ -136,6 +136,17 @@ def _begin_time(ctx, param, value):
     return when
 
 
+def _requires(ctx, param, values):
+    """--requires: each an RFC 31 constraint (job/constraint.py), all of them and-ed."""
+    if not values:
+        return None
+    from ..job import constraint
+    try:
+        return constraint.combine([constraint.parse(v) for v in values])
+    except UsageError as exc:
+        raise click.BadParameter(exc.message.removeprefix("--requires ")) from None
+
+
 def _nonempty(ctx, param, value):
     """A path option given as `--output=` names nothing: refused, not ignored."""
     if value is not None and not str(value).strip():
@@ -189,6 +200,12 @@ COMMON = [
     click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
     click.Option(["-q", "--queue"], default=None, metavar="NAME",
                  help="Submit to the named queue (attributes.system.queue)."),
+    click.Option(["--gpus-per-node"], type=click.IntRange(0, None), default=None,
+                 help="With -N: GPUs on each node, shared among its tasks."),
+    click.Option(["--requires"], multiple=True, callback=_requires, metavar="CONSTRAINT",
+                 help="Run only on nodes that satisfy CONSTRAINT (RFC 31): a property "
+                      "name, host:HOSTLIST, rank:IDSET; -TERM or not TERM negates; and, "
+                      "or, parentheses combine (repeatable: all must hold)."),
     click.Option(["--add-file", "add_files"], multiple=True, metavar="[NAME=]ARG",
                  help="Put a file in the job (RFC 37 archive): the file ARG, or ARG "
                       "itself when it holds a newline; the shell writes it to "
@@ -231,6 +248,8 @@ TASKS = [
                       "ranks share a node)."),
     click.Option(["-u", "--unbuffered"], is_flag=True,
                  help="Pass output on as it comes, not a line at a time."),
+    click.Option(["-g", "--gpus-per-task"], type=click.IntRange(0, None), default=None,
+                 help="GPUs for each task (CUDA_VISIBLE_DEVICES names them)."),
 ]
 
 SLOTS = [
@@ -238,6 +257,8 @@ SLOTS = [
                  help="Number of slots (default: one per node)."),
     click.Option(["-c", "--cores-per-slot", "cores_per_task"], type=click.IntRange(1, None),
                  default=1, show_default=True, help="Cores in each slot."),
+    click.Option(["-g", "--gpus-per-slot", "gpus_per_task"], type=click.IntRange(0, None),
+                 default=None, help="GPUs in each slot."),
 ]
 
 def output_options(default: str = "the job's output log") -> list[click.Option]:
@@ -391,6 +412,7 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
     spec = Jobspec.from_command(
         command, num_tasks=counts["num_tasks"], num_nodes=counts["num_nodes"],
         cores_per_task=counts["cores_per_task"],
+        gpus_per_task=params.get("gpus_per_task"), gpus_per_node=params.get("gpus_per_node"),
         exclusive=bool(params.get("exclusive")), per_node=counts["per_node"],
         duration=params.get("time_limit") or 0.0, cwd=params.get("cwd"),
         environment=job_environment(params.get("env_rules") or (),
@@ -408,6 +430,8 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         spec.setattr("system.files", dict(optvalues.file_entry(a) for a in params["add_files"]))
     if params.get("queue"):
         spec.setattr("system.queue", params["queue"])
+    if params.get("requires"):
+        spec.setattr("system.constraints", params["requires"])
     deps = list(params.get("dependencies") or [])
     if params.get("begin_time") is not None:
         deps.append({"scheme": "begin-time", "value": params["begin_time"]})

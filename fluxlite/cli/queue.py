@@ -1,8 +1,9 @@
-"""`fluxlite queue ...`: control the instance's one job queue, as flux-queue(1).
+"""`fluxlite queue ...`: control the instance's job queues, as flux-queue(1).
 
-    stop [-a] [--nocheckpoint] [-m REASON | REASON...]   no new job gets resources
-    start [-a]                                           scheduling resumes
-    status [-v]                                          submission and scheduling state
+    stop [-a|--queue NAME] [--nocheckpoint] [-m REASON | REASON...]
+                                                         no new job gets resources
+    start [-a|--queue NAME]                              scheduling resumes
+    status [-v] [--queue NAME]                           submission and scheduling state
     enable [-a] / disable [-a] [-m REASON | REASON...]    submissions accepted or refused
     list [-n] [-o FORMAT]                                 each queue: EN ST, limits
     drain [--timeout=FSD]                                wait until no job is active
@@ -11,10 +12,11 @@
 A disabled queue refuses submissions ("job submission is disabled: REASON")
 and leaves the jobs it holds alone; a stopped queue still accepts jobs
 (`status` says "Job submission is enabled"); they wait in SCHED until
-`queue start`.  There is one anonymous queue, so `--all` changes nothing.
-In an instance with a state directory (-Sstatedir), a stopped queue stays
-stopped, with its reason, across a restart, unless it was stopped with
-`--nocheckpoint`.
+`queue start`, while other queues' jobs run.  Without [queues] in the config
+there is one anonymous queue, so `--all` changes nothing; with named queues,
+stop and start need --queue NAME or --all.  In an instance with a state
+directory (-Sstatedir), a stopped queue stays stopped, with its reason,
+across a restart, unless it was stopped with `--nocheckpoint`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,21 @@ def _alloc_lines(h) -> list[str]:
             f"{q['running']} running jobs"]
 
 
+def _queue_option(fn):
+    return click.option("--queue", "name", default=None, metavar="NAME",
+                        help="The named queue (where queues are configured).")(fn)
+
+
+def _status_lines(s: dict, verbose_lines: list[str]) -> list[str]:
+    """A queue's two lines; with several named queues, each queue's, prefixed."""
+    if "queues" not in s:
+        return [_enable_line(s), _start_line(s)] + verbose_lines
+    out = []
+    for name, qs in s["queues"].items():
+        out += [f"{name}: {_enable_line(qs)}", f"{name}: {_start_line(qs)}"]
+    return out + verbose_lines
+
+
 @click.group(context_settings=HELP)
 def queue():
     """Control the job queue: stop, start, enable, disable, status, list, drain, idle."""
@@ -55,29 +72,34 @@ def queue():
 
 @queue.command(context_settings=HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Also show the job-manager's alloc counts.")
-def status(verbose):
-    """Say whether jobs may be submitted and whether they are scheduled."""
+@_queue_option
+def status(verbose, name):
+    """Say whether jobs may be submitted and whether they are scheduled (each named
+    queue's, or NAME's)."""
     with handle() as h:
-        s = api.queue_status(h)
-        lines = [_enable_line(s), _start_line(s)] + (_alloc_lines(h) if verbose else [])
+        s = api.queue_status(h, name)
+        lines = _status_lines(s, _alloc_lines(h) if verbose else [])
     click.echo("\n".join(lines))
 
 
 def _common(fn):
+    fn = _queue_option(fn)
     fn = click.option("-q", "--quiet", is_flag=True, help="Print only errors.")(fn)
     fn = click.option("-v", "--verbose", is_flag=True,
                       help="Also show the job-manager's alloc counts.")(fn)
     fn = click.option("-a", "--all", "all_", is_flag=True,
-                      help="All queues (there is one: accepted for Flux scripts).")(fn)
+                      help="All queues (needed, or --queue, where queues are named).")(fn)
     return fn
 
 
-def _start(start: bool, all_: bool, verbose: bool, quiet: bool, **kw) -> None:
+def _start(start: bool, all_: bool, verbose: bool, quiet: bool, name, **kw) -> None:
     with handle() as h:
-        api.queue_start(h, start, all_queues=all_, **kw)
+        api.queue_start(h, start, all_queues=all_, name=name, **kw)
         if quiet:
             return
-        lines = [_start_line(api.queue_status(h))]
+        s = api.queue_status(h, name)
+        lines = [_start_line(s)] if "queues" not in s else \
+            [f"{q}: {_start_line(qs)}" for q, qs in s["queues"].items()]
         if verbose:
             lines += _alloc_lines(h)
     click.echo("\n".join(lines))
@@ -91,7 +113,7 @@ def _start(start: bool, all_: bool, verbose: bool, quiet: bool, **kw) -> None:
 @click.option("-m", "--message", default=None, metavar="REASON",
               help="Why scheduling is stopped (shown by `queue status`).")
 @click.argument("reason", nargs=-1)
-def stop(all_, verbose, quiet, nocheckpoint, message, reason):
+def stop(all_, verbose, quiet, name, nocheckpoint, message, reason):
     """Stop scheduling: pending jobs stay queued and running ones keep running, but no
     job gets resources until `queue start`.  Submissions are still accepted."""
     if message is not None and reason:
@@ -99,14 +121,15 @@ def stop(all_, verbose, quiet, nocheckpoint, message, reason):
     text = message if message is not None else " ".join(reason)
     if "\n" in text:
         raise click.BadParameter("the reason must be one line", param_hint="REASON")
-    _start(False, all_, verbose, quiet, nocheckpoint=nocheckpoint, reason=text or None)
+    _start(False, all_, verbose, quiet, name, nocheckpoint=nocheckpoint,
+           reason=text or None)
 
 
 @queue.command(context_settings=HELP)
 @_common
-def start(all_, verbose, quiet):
+def start(all_, verbose, quiet, name):
     """Start scheduling again: pending jobs get resources in priority order."""
-    _start(True, all_, verbose, quiet)
+    _start(True, all_, verbose, quiet, name)
 
 
 def _wait(call, timeout: float | None, waiting_for: str):

@@ -25,8 +25,14 @@ from .outformat import OutputFormat
 
 LIST_STATES = ("up", "down", "allocated", "free", "all")
 LIST_FORMATS = {"default": "{state:>10} {nnodes:>6} {ncores:>6} {ngpus:>5} {nodelist}"}
+# the default, as Flux's, when queues are configured or some node has properties
+LIST_DEFAULT_QUEUES = ("{state:>10} {queue:<8.8} {propertiesx:<10.10+} {nnodes:>6} "
+                       "{ncores:>6} {ngpus:>5} {nodelist}")
+LIST_DEFAULT_PROPERTIES = ("{state:>10} {propertiesx:<10.10+} {nnodes:>6} {ncores:>6} "
+                           "{ngpus:>5} {nodelist}")
 LIST_HEADINGS = {"state": "STATE", "nnodes": "NNODES", "ncores": "NCORES", "ngpus": "NGPUS",
-                 "nodelist": "NODELIST", "ranks": "RANKS"}
+                 "nodelist": "NODELIST", "ranks": "RANKS", "queue": "QUEUE",
+                 "properties": "PROPERTIES", "propertiesx": "PROPERTIES"}
 
 # as Flux's: a drained rank that still runs a job is "draining"
 STATUS_STATES = ("avail", "torpid", "draining", "drained", "offline", "lost")
@@ -88,30 +94,56 @@ def resource():
                                         "(default: free,allocated,down).")
 @click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
 @click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
-              help="A format string over {state} {nnodes} {ncores} {ngpus} {nodelist} {ranks}.")
+              help="A format string over {state} {queue} {properties} {nnodes} {ncores} "
+                   "{ngpus} {nodelist} {ranks}.")
 @click.option("--json", "as_json", is_flag=True, help="Print the scheduler's view as JSON.")
 def list_(which, no_header, fmt, as_json):
-    """Show the scheduler's view of resources: free, allocated and down nodes and cores."""
-    out = None if as_json else OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
+    """Show the scheduler's view of resources: free, allocated and down nodes, cores and
+    GPUs, by queue and properties where there are some."""
+    if not as_json:
+        OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)   # a bad format fails first
     with handle() as h:
         view = h.call("sched.resource-status", nodeid=0)
         hosts = [] if as_json else api.hosts(h)
     if as_json:
         click.echo(json.dumps(view))
         return
+    props = {p: idset.decode(r) for p, r in view.get("properties", {}).items()}
+    queues = {q: idset.decode(r) for q, r in view.get("queues", {}).items()}
+    if fmt == "default" and (props or queues):
+        fmt = LIST_DEFAULT_QUEUES if queues else LIST_DEFAULT_PROPERTIES
+    out = OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
+    _print(out, _list_rows(view, which, props, queues, hosts), no_header)
+
+
+def _list_rows(view: dict, which: list[str], props: dict, queues: dict,
+               hosts: list[str]) -> list[dict]:
+    """One row per state, and within it per group of nodes with the same properties
+    (and queues), as Flux's `resource list`: a state with no nodes is one empty row."""
+    gview = view.get("gpus", {})
     everything = view["all"]
     sets = {"all": everything, "free": view["free"], "allocated": view["allocated"],
             "down": view["down"],
             "up": {r: c for r, c in everything.items() if r not in view["down"]}}
+    gsets = {"all": gview.get("all", {}), "free": gview.get("free", {}),
+             "allocated": gview.get("allocated", {}), "down": gview.get("down", {})}
+    gsets["up"] = {r: g for r, g in gsets["all"].items() if r not in view["down"]}
     rows = []
     for state in which:
-        cores = sets[state]
-        ranks = sorted(int(r) for r in cores)
-        rows.append({"state": state, "nnodes": len(ranks), "ngpus": 0,
-                     "ncores": sum(len(c) for c in cores.values()),
-                     "ranks": idset.encode(ranks),
-                     "nodelist": hostlist.of_ranks(hosts, ranks)})
-    _print(out, rows, no_header)
+        cores, gpus = sets[state], gsets[state]
+        groups: dict[tuple, list[int]] = {}
+        for r in sorted(set(map(int, cores)) | set(map(int, gpus))):
+            key = (",".join(q for q in queues if r in queues[q]),
+                   ",".join(sorted(p for p in props if r in props[p])))
+            groups.setdefault(key, []).append(r)
+        for (queue, properties), ranks in sorted(groups.items()) or [(("", ""), [])]:
+            rows.append({"state": state, "nnodes": len(ranks),
+                         "ncores": sum(len(cores.get(str(r), ())) for r in ranks),
+                         "ngpus": sum(len(gpus.get(str(r), ())) for r in ranks),
+                         "queue": queue, "properties": properties,
+                         "propertiesx": properties, "ranks": idset.encode(ranks),
+                         "nodelist": hostlist.of_ranks(hosts, ranks)})
+    return rows
 
 
 def _rank_state(info: dict, busy: bool) -> str:

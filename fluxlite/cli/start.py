@@ -40,8 +40,13 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], *,
               help="Cores each rank offers (default, or 0: all of this machine's cores).")
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable); see `fluxlite lsattr`.")
-@click.option("--conf", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Instance config in TOML (see etc/fluxlite.toml).")
+@click.option("--conf", "--config-path", "conf", type=click.Path(dir_okay=False),
+              metavar="FILE",
+              help="Instance config in TOML (see etc/fluxlite.toml): attributes and Flux's "
+                   "[resource], [queues] and [policy] tables.")
+@click.option("--test-hosts", metavar="HOSTLIST",
+              help="Name each rank's host, in rank order (e.g. node[0-3]), so that a "
+                   "config for several nodes can be tried on this machine.")
 @click.option("--rundir", "--test-rundir", "rundir", type=click.Path(file_okay=False),
               help="Run directory to use and keep (default: a private temporary one, removed).")
 @click.option("--flux-compat", is_flag=True,
@@ -52,8 +57,8 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], *,
                    "--setattr=NAME=VALUE, --conf FILE (repeatable).")
 @click.option("-v", "--verbose", count=True, help="Say what is started, on stderr.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, broker_opts,
-          verbose, command):
+def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_compat,
+          broker_opts, verbose, command):
     """Start an instance of SIZE brokers on this machine and run COMMAND in it.
 
     COMMAND runs on rank 0 once every rank has joined, with FLUXLITE_URI set;
@@ -96,6 +101,8 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, broke
         if max(idset.decode(crit), default=0) >= size:
             raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: "
                              f"this instance has ranks 0-{size - 1}")
+    hosts = _test_hosts(test_hosts, size)
+    _check_resources(attrs, hosts or (os.uname().nodename,) * size)
     interactive = False
     command = list(command)
     if not command:
@@ -109,7 +116,36 @@ def start(size, topo, cores_per_rank, setattrs, conf, rundir, flux_compat, broke
         if verbose > 1:
             for name in sorted(attrs):
                 print(f"fluxlite start: {name}={attrs[name]}", file=sys.stderr)
-    return launch(size, attrs, command, rundir=rundir, interactive=interactive, env=env)
+    return launch(size, attrs, command, rundir=rundir, interactive=interactive, env=env,
+                  hosts=hosts)
+
+
+def _test_hosts(text: str | None, size: int) -> tuple[str, ...] | None:
+    """--test-hosts: the first `size` names of a hostlist (as Flux, it may have more)."""
+    if text is None:
+        return None
+    from ..errors import UsageError
+    from ..util import hostlist
+    try:
+        names = hostlist.decode(text)
+    except ValueError as exc:
+        raise UsageError(f"--test-hosts: {exc}") from None
+    if len(names) < size:
+        raise UsageError(f"--test-hosts={text}: {len(names)} host(s) for an instance of "
+                         f"size {size} (one per rank is needed)")
+    return tuple(names[:size])
+
+
+def _check_resources(attrs: dict[str, str], hosts) -> None:
+    """Refuse, before any broker starts, resources that rank 0 could not set up (a
+    config naming hosts the instance does not have, an unreadable R file) or queues
+    and policy that do not agree."""
+    import json
+    from ..job import inventory, policy
+    if attrs.get("resource.path") or json.loads(attrs.get("resource.config") or "[]"):
+        inventory.from_attrs(attrs, hosts)
+    policy.Policy(json.loads(attrs.get("queues") or "{}"),
+                  json.loads(attrs.get("policy") or "{}"))
 
 
 def _with_broker_opts(values, setattrs, conf):

@@ -58,7 +58,7 @@ class Job:
                  "instance", "t_submit", "t_run", "t_cleanup", "t_inactive", "alloc",
                  "exceptions", "fatal", "status", "memo", "waiters", "ran",
                  "expiration", "sched_req", "nreq", "waited", "deps", "dependents",
-                 "flags", "queue", "cwd")
+                 "flags", "queue", "cwd", "constraint", "gpus")
 
     def __init__(self, jobid: int, userid: int, jobspec: dict, req: Request, urgency: int,
                  t_submit: float = 0.0, flags: int = 0):
@@ -70,6 +70,8 @@ class Job:
         self.name = sys.intern(js.command_name(jobspec))
         system = jobspec["attributes"]["system"]
         self.duration = system.get("duration", 0)
+        self.constraint = system.get("constraints")   # RFC 31, or None
+        self.gpus: dict[int, list[int]] = _NOTHING     # rank -> GPU ids, once allocated
         self.instance = bool(system.get("shell", {}).get("options", {}).get("instance"))
         queue, cwd = system.get("queue", ""), system.get("cwd", "")
         # what `jobs` shows; interned, as most jobs share them
@@ -119,6 +121,7 @@ class Job:
             "nnodes": self.req.nnodes if not self.alloc else len(self.alloc),
             "ranks": idset.encode(self.alloc) if self.alloc else "",
             "ncores": sum(len(c) for c in self.alloc.values()),
+            "ngpus": sum(len(g) for g in self.gpus.values()),
             "waitstatus": self.status,
             "returncode": (None if self.state != states.INACTIVE else
                            states.exit_code(self.status, self.fatal is not None)),
@@ -169,6 +172,9 @@ def update(job: Job, name: str, ctx: dict, now: float, extra: dict | None = None
         R = (extra or {}).get("R")
         if R is not None:
             job.alloc = rset.parse(R)
+            gpus = rset.parse(R, "gpu")
+            if gpus:
+                job.gpus = gpus
             job.expiration = R["execution"].get("expiration", 0.0)
     elif name == "start":
         job.ran = True
@@ -258,6 +264,8 @@ class AllocAnswered(Struct, frozen=True):
     seq: int
     alloc: dict | None = None      # rank -> cores
     summary: str = ""
+    gpus: dict | None = None       # rank -> GPU ids
+    properties: dict | None = None  # property -> idset of the allocated ranks
     errnum: int = 0
     errstr: str = ""
 
@@ -307,7 +315,8 @@ class Post(Struct, frozen=True):
 
 
 class AskAlloc(Struct, frozen=True):
-    """sched.alloc for the job's resources; its answer is AllocAnswered(seq)."""
+    """sched.alloc for the job's resources (in its queue, under its constraint, for its
+    time limit); its answer is AllocAnswered(seq)."""
     seq: int
     priority: int
 
@@ -363,7 +372,11 @@ class Actions:
 
     def __init__(self, hosts: tuple[str, ...]):
         self.hosts = hosts          # rank -> host name: R's nodelist
-        self.started = True
+        self.started = True         # every queue (stop/start without a queue name)
+        self.stopped: set[str] = set()   # named queues stopped one by one
+
+    def queue_started(self, queue: str) -> bool:
+        return self.started and queue not in self.stopped
 
     def handle(self, job: Job, event, now: float) -> list:
         """Apply one event to `job` at time `now`; returns the effects, in order."""
@@ -460,9 +473,11 @@ class Actions:
             self._raise(job, fx, now, Raise("alloc", 0, ev.errstr))
             return
         alloc = {int(r): c for r, c in ev.alloc.items()}
+        gpus = {int(r): g for r, g in (ev.gpus or {}).items()}
         R = rset.build(alloc, starttime=now,
                        expiration=now + job.duration if job.duration else 0.0,
-                       hosts=self.hosts, nslots=job.req.nslots)
+                       hosts=self.hosts, nslots=job.req.nslots, gpus=gpus,
+                       properties=ev.properties)
         self._post(job, fx, now, "alloc",
                    {"annotations": {"sched": {"resource_summary": ev.summary}}},
                    extra={"R": R})
@@ -494,7 +509,8 @@ class Actions:
         if job.state == states.PRIORITY:
             self._post(job, fx, now, "priority", {"priority": job.priority})
         if job.state == states.SCHED:
-            if self.started and job.priority > depend.PRIORITY_MIN and job.fatal is None:
+            if (self.queue_started(job.queue) and job.priority > depend.PRIORITY_MIN
+                    and job.fatal is None):
                 if not job.sched_req:
                     job.nreq += 1
                     job.sched_req = job.nreq

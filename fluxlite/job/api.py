@@ -178,14 +178,20 @@ def raise_all(h, *, userid: int | None, states: list[str], etype: str = "cancel"
 
 
 # ------------------------------------------------------------------ queue
-def queue_status(h) -> dict:
-    """{enable, disable_reason, start, stop_reason}"""
-    return h.call("job-manager.queue-status")
+def queue_status(h, name: str | None = None) -> dict:
+    """{enable, disable_reason, start, stop_reason} of queue `name` (or the anonymous
+    one); with named queues and no name, also {"queues": {name: that}}."""
+    return h.call("job-manager.queue-status", {} if name is None else {"name": name})
 
 
-def queue_start(h, start: bool, *, all_queues: bool = False, **kw) -> None:
-    """Start (or with start=False stop, with `reason`, `nocheckpoint`) scheduling."""
-    h.call("job-manager.queue-start", {"start": start, "all": all_queues, **kw})
+def queue_start(h, start: bool, *, all_queues: bool = False, name: str | None = None,
+                **kw) -> None:
+    """Start (or with start=False stop, with `reason`, `nocheckpoint`) scheduling, of
+    queue `name` or of all (`all_queues`)."""
+    payload = {"start": start, "all": all_queues, **kw}
+    if name is not None:
+        payload["name"] = name
+    h.call("job-manager.queue-start", payload)
 
 
 def queue_enable(h, enable: bool, *, all_queues: bool = False, reason: str | None = None,

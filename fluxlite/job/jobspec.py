@@ -90,9 +90,11 @@ class Jobspec:
                      exclusive: bool = False, duration=None, environment=None, cwd=None,
                      rlimits=None, name: str | None = None, input=None, output=None,
                      error=None, *, per_node: int | None = None,
+                     gpus_per_node: int | None = None,
                      validate: bool = True) -> "Jobspec":
-        """`num_tasks` tasks of `cores_per_task` cores, spread over `num_nodes`
-        whole nodes if given.  `per_node` (batch/alloc) runs that many tasks per node
+        """`num_tasks` tasks of `cores_per_task` cores (and `gpus_per_task` GPUs), spread
+        over `num_nodes` whole nodes if given (`gpus_per_node` then shares that many
+        GPUs of each node among its tasks).  `per_node` (batch/alloc) runs that many tasks per node
         instead, `num_tasks` then counting slots.  With validate=False the whole
         jobspec is checked only at submit (the CLI, which submits at once)."""
         if isinstance(command, str):
@@ -103,11 +105,18 @@ class Jobspec:
         if num_tasks is not None:
             _count("task count (num_tasks, -n/--ntasks)", num_tasks)
         _count("cores per task (cores_per_task, -c/--cores-per-task)", cores_per_task)
+        gpus = 0
         if gpus_per_task is not None:
-            _count("gpus per task", gpus_per_task, zero=True)
+            _count("gpus per task (gpus_per_task, -g/--gpus-per-task)", gpus_per_task,
+                   zero=True)
+            gpus = gpus_per_task
+        if gpus_per_node is not None:
+            _count("gpus per node (gpus_per_node, --gpus-per-node)", gpus_per_node, zero=True)
+            if num_nodes is None:
+                raise InvalidValue("--gpus-per-node needs -N/--nodes (num_nodes)")
             if gpus_per_task:
-                raise NotImplementedError("Jobspec.from_command(gpus_per_task=...): fluxlite "
-                                          "schedules no GPUs")
+                raise InvalidValue("--gpus-per-node and -g/--gpus-per-task cannot be used "
+                                   "together")
         core = {"type": "core", "count": cores_per_task}
         if num_nodes is not None:
             _count("node count (num_nodes, -N/--nodes)", num_nodes)
@@ -125,11 +134,15 @@ class Jobspec:
                 slots_per_node = math.ceil(num_tasks / num_nodes)
                 count = ({"per_slot": 1} if num_tasks % num_nodes == 0
                          else {"total": num_tasks})
-            slot = {"type": "slot", "count": slots_per_node, "label": "task", "with": [core]}
+            if gpus_per_node:
+                gpus = math.ceil(gpus_per_node / slots_per_node)
+            slot = {"type": "slot", "count": slots_per_node, "label": "task",
+                    "with": [core] + ([{"type": "gpu", "count": gpus}] if gpus else [])}
             resources = [{"type": "node", "count": num_nodes, "exclusive": True,
                           "with": [slot]}]
         else:
-            slot = {"type": "slot", "count": num_tasks or 1, "label": "task", "with": [core]}
+            slot = {"type": "slot", "count": num_tasks or 1, "label": "task",
+                    "with": [core] + ([{"type": "gpu", "count": gpus}] if gpus else [])}
             if exclusive:
                 slot["exclusive"] = True
             resources = [slot]

@@ -1,11 +1,14 @@
 """Resource sets: R as Flux writes it, and how tasks are laid out on it.
 
-    {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
+    {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3",
+                                                                         "gpu": "0-1"}}],
                                  "starttime": T, "expiration": T+limit or 0,
-                                 "nslots": N, "nodelist": ["node[0-1]"]}}
+                                 "nslots": N, "nodelist": ["node[0-1]"],
+                                 "properties": {"batch": "0-1"}}}
 
-Internally an allocation is {rank: [core ids]}.  `layout()` turns a jobspec's
-task count and an allocation into tasks per rank (block order: ranks in
+Internally an allocation is {rank: [core ids]} (and {rank: [GPU ids]}); `gpu`
+children and `properties` appear only where there are some, as in Flux.
+`layout()` turns a jobspec's task count and an allocation into tasks per rank (block order: ranks in
 order, filled before moving on), which is what the job shells run.  It is
 arithmetic over the allocated ranks: its cost never grows with a task count
 that a jobspec chose.
@@ -19,25 +22,41 @@ from ..util import hostlist, idset
 
 
 def build(alloc: dict[int, list[int]], *, starttime: float, expiration: float,
-          hosts: Sequence[str], nslots: int | None = None) -> dict:
-    """R for `alloc` (rank -> cores); `hosts` names every rank's host, in rank order."""
-    groups: dict[str, list[int]] = {}
+          hosts: Sequence[str], nslots: int | None = None,
+          gpus: dict[int, list[int]] | None = None,
+          properties: dict[str, str] | None = None) -> dict:
+    """R for `alloc` (rank -> cores) and `gpus` (rank -> GPU ids); `hosts` names every
+    rank's host, in rank order; `properties` maps a property to an idset of ranks."""
+    gpus = gpus or {}
+    groups: dict[tuple[str, str], list[int]] = {}
     for rank in sorted(alloc):
-        groups.setdefault(idset.encode(alloc[rank]), []).append(rank)
-    r_lite = [{"rank": idset.encode(ranks), "children": {"core": cores}}
-              for cores, ranks in sorted(groups.items(), key=lambda kv: kv[1][0])]
-    return {"version": 1, "execution": {
+        key = (idset.encode(alloc[rank]), idset.encode(gpus.get(rank, ())))
+        groups.setdefault(key, []).append(rank)
+    r_lite = []
+    for (cores, gpu), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
+        children = {"core": cores}
+        if gpu:
+            children["gpu"] = gpu
+        r_lite.append({"rank": idset.encode(ranks), "children": children})
+    execution = {
         "R_lite": r_lite, "starttime": starttime, "expiration": expiration,
         "nslots": sum(len(c) for c in alloc.values()) if nslots is None else nslots,
-        "nodelist": [hostlist.of_ranks(hosts, sorted(alloc))]}}
+        "nodelist": [hostlist.of_ranks(hosts, sorted(alloc))]}
+    if properties:
+        execution["properties"] = dict(properties)
+    return {"version": 1, "execution": execution}
 
 
-def parse(R: dict) -> dict[int, list[int]]:
+def parse(R: dict, child: str = "core") -> dict[int, list[int]]:
+    """rank -> ids of `child` ("core", or "gpu": ranks without GPUs are left out)."""
     out: dict[int, list[int]] = {}
     for item in R["execution"]["R_lite"]:
-        cores = sorted(idset.decode(item["children"]["core"]))
+        ids = item["children"].get(child)
+        if ids is None:
+            continue
+        ids = sorted(idset.decode(ids))
         for rank in idset.decode(item["rank"]):
-            out[rank] = list(cores)
+            out[rank] = list(ids)
     return dict(sorted(out.items()))
 
 

@@ -17,7 +17,7 @@ from msgspec import Meta, Struct
 
 from ..errors import ProtocolError, UsageError
 from ..protocol.schema import MAX_COUNT, Count, describe
-from . import shell_options
+from . import constraint, shell_options
 from .depend import BEGIN_TIME, MAX_DEPENDENCIES, MAX_TIME, SCHEMES, SINGLETON, target
 
 
@@ -34,6 +34,7 @@ class Request(Struct, frozen=True):
     per_slot: Count = 1
     total: Count | None = None
     per_node: Count | None = None
+    gpus_per_slot: Annotated[int, Meta(ge=0, le=MAX_COUNT)] = 0
 
     def wire(self) -> dict:
         return msgspec.structs.asdict(self)
@@ -74,11 +75,22 @@ class CoreV1(Struct, tag="core", tag_field="type", kw_only=True):
     count: Count
 
 
+class GpuV1(Struct, tag="gpu", tag_field="type", kw_only=True):
+    count: Count
+
+
 class SlotV1(Struct, tag="slot", tag_field="type", kw_only=True):
     count: Count
     label: _Label
-    with_: Annotated[list[CoreV1], _One] = msgspec.field(name="with")
+    # one core entry, and at most one gpu entry beside it
+    with_: Annotated[list[Union[CoreV1, GpuV1]], Meta(min_length=1, max_length=2)] = \
+        msgspec.field(name="with")
     exclusive: bool = False
+
+    def __post_init__(self):
+        kinds = sorted(type(w).__name__ for w in self.with_)
+        if kinds not in (["CoreV1"], ["CoreV1", "GpuV1"]):
+            raise ValueError("a slot holds one core entry and at most one gpu entry")
 
 
 class NodeV1(Struct, tag="node", tag_field="type", kw_only=True):
@@ -139,6 +151,8 @@ class SystemV1(Struct, kw_only=True):
     job: JobV1 = msgspec.field(default_factory=JobV1)
     batch: BatchV1 = msgspec.field(default_factory=BatchV1)
     dependencies: Annotated[list[DependencyV1], Meta(max_length=MAX_DEPENDENCIES)] = []
+    queue: Annotated[str, Meta(max_length=255)] | None = None
+    constraints: dict[str, Any] | None = None
 
     def __post_init__(self):
         # what exec and chdir could not take is refused here, not by a crashed shell
@@ -196,15 +210,28 @@ def _shared(req: Request) -> Request:
     return req
 
 
+def _slot_counts(slot: SlotV1) -> tuple[int, int]:
+    """(cores, gpus) of one slot."""
+    cores = gpus = 0
+    for w in slot.with_:
+        if isinstance(w, CoreV1):
+            cores = w.count
+        else:
+            gpus = w.count
+    return cores, gpus
+
+
 def _new_request(js1: JobspecV1) -> Request:
     top = js1.resources[0]
     count = js1.tasks[0].count
     counts = dict(per_slot=count.per_slot or 1, total=count.total, per_node=count.per_node)
     if isinstance(top, NodeV1):
         slot = top.with_[0]
-        return Request(top.count, slot.count, top.count * slot.count, slot.with_[0].count,
-                       True, **counts)
-    return Request(None, None, top.count, top.with_[0].count, top.exclusive, **counts)
+        cores, gpus = _slot_counts(slot)
+        return Request(top.count, slot.count, top.count * slot.count, cores,
+                       True, gpus_per_slot=gpus, **counts)
+    cores, gpus = _slot_counts(top)
+    return Request(None, None, top.count, cores, top.exclusive, gpus_per_slot=gpus, **counts)
 
 
 def request(spec: dict) -> Request:
@@ -249,4 +276,7 @@ def validate(spec) -> Request:
         elif dep.scheme != SINGLETON:
             target(dep.value, dep.scheme)
     shell_options.validate(js1.attributes.system.shell.options)
+    if js1.attributes.system.constraints is not None:
+        constraint.check(js1.attributes.system.constraints,
+                         "jobspec: attributes.system.constraints")
     return req

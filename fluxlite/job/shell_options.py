@@ -13,7 +13,6 @@ plugin claims.
 from __future__ import annotations
 
 import json
-import re
 
 from ..errors import UsageError
 from ..util import fsd, mustache
@@ -62,14 +61,6 @@ def _verbose(v) -> None:
 
 def _text(v) -> None:
     if not isinstance(v, str) or not v:
-        raise ValueError
-
-
-_AFFINITY = re.compile(r"^(on|off|per-task|map:.+)$")
-
-
-def _affinity(v) -> None:
-    if not isinstance(v, str) or not _AFFINITY.match(v):
         raise ValueError
 
 
@@ -160,6 +151,20 @@ def _pmi(v) -> None:
     pmi_list(v)
 
 
+AFFINITY_MODES = ("on", "off", "per-task")
+
+
+def _affinity(v) -> None:
+    """cpu-affinity / gpu-affinity: on, off, per-task or map:IDSET;IDSET..."""
+    if v in (1, True) or v in AFFINITY_MODES:
+        return
+    if not isinstance(v, str) or not v.startswith("map:"):
+        raise ValueError
+    from ..util import idset
+    for part in v[4:].split(";"):
+        idset.decode(part)
+
+
 OPTIONS = {
     "exit-timeout": (_exit_timeout, "doom",
                      "after the first task exits, how long others may run: FSD or none"),
@@ -183,10 +188,10 @@ OPTIONS = {
     "verbose": (_verbose, "shell", "the shell's log lines on stderr: 1 (-o verbose), 2 more"),
     "nosetpgrp": (_flag, "shell", "tasks stay in the shell's process group"),
     "mpi": (_text, "mpi", "the MPI flavour to prepare for (none: nothing to prepare)"),
-    "cpu-affinity": (_affinity, "affinity", "bind tasks to their cores: on, off, per-task, "
-                                            "map:LIST"),
-    "gpu-affinity": (_affinity, "gpu-affinity", "CUDA_VISIBLE_DEVICES per job or task: on, "
-                                                "off, per-task, map:LIST"),
+    "cpu-affinity": (_affinity, "affinity", "on (default): bind tasks to the job's cores; "
+                                            "per-task: share them out; off; map:LIST"),
+    "gpu-affinity": (_affinity, "affinity", "on (default): CUDA_VISIBLE_DEVICES names the "
+                                            "job's GPUs; per-task; off; map:LIST"),
     "signal": (_signal, "signal", "send signum this many seconds (timeleft) before the time "
                                   "limit (--signal)"),
     "env-expand": (_env_expand, "shell", "variables set in each task's environment, "

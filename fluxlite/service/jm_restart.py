@@ -85,11 +85,7 @@ def _rebuild(jm) -> None:
         return
     jm.gen = fluid.FluidGenerator(0, epoch=cp["epoch"])
     top = jm.max_purged = cp.get("max_jobid", 0)
-    queue = jm.checkpoint_queue = cp.get("queue") or {"start": True}
-    jm.actions.started = queue.get("start", True)
-    jm.stop_reason = None if jm.actions.started else queue.get("reason")
-    if queue.get("enable") is False:
-        jm.disable_reason = queue.get("disable_reason") or "disabled by administrator"
+    jm.restore_queues(cp.get("queue") or {"start": True})
     inactive = []
     for jobid, records in _records(kvs):
         try:

@@ -90,6 +90,7 @@ class ExecJob:
         self.jobspec = jobspec
         self.R = R
         self.alloc = rset.parse(R)
+        self.gpus = rset.parse(R, "gpu")
         self.ranks = sorted(self.alloc)
         self.counts = rset.layout(request, self.alloc)
         self.service = f"{userid}-shell-{fluid.f58_plain(jobid)}"
@@ -193,7 +194,8 @@ class JobExecService(Service):
                 "nshells": job.nshells, "ranks": job.ranks, "counts": job.counts,
                 "first_task": first, "ntasks": sum(job.counts), "service": job.service,
                 "leader_rank": job.ranks[0], "jobspec": job.jobspec, "R": job.R,
-                "cores": job.alloc[rank], "hostname": self.hosts[rank],
+                "cores": job.alloc[rank], "gpus": job.gpus.get(rank, []),
+                "hostname": self.hosts[rank],
                 "critical": job.ex.critical_info(),
                 "exec_key": job.exec_key, "output_key": eventlog_key(job.id, "output"),
                 "instance_level": level,

@@ -24,6 +24,7 @@ import asyncio
 import collections
 import errno
 import functools
+import json
 import time
 from typing import Annotated
 
@@ -31,6 +32,7 @@ from ..errors import (FluxliteError, NoChild, NoService, NotFound, PermissionDen
                       TryAgain, UsageError)
 from ..job import actions as act
 from ..job import depend, joblist, signed, states
+from ..job import policy as jpolicy
 from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
@@ -120,6 +122,30 @@ class QueueStartRequest(Struct, kw_only=True):
     all: bool = False
     nocheckpoint: bool = False
     reason: Text | None = None
+    name: Name | None = None   # the queue (Flux's key); needed when queues are named
+
+
+class QueueStatusRequest(Struct, kw_only=True):
+    name: Name | None = None
+
+
+class QueueState:
+    """One queue's state: whether it takes submissions (enable) and whether its jobs
+    are scheduled (start), with the reasons given.  Plain data (`as_dict`), so
+    that it can be saved and restored as it is."""
+    __slots__ = ("enable", "disable_reason", "start", "stop_reason")
+
+    def __init__(self, enable=True, disable_reason=None, start=True, stop_reason=None):
+        self.enable, self.disable_reason = enable, disable_reason
+        self.start, self.stop_reason = start, stop_reason
+
+    def as_dict(self) -> dict:
+        out = {"enable": self.enable, "start": self.start}
+        if not self.enable and self.disable_reason:
+            out["disable_reason"] = self.disable_reason
+        if not self.start and self.stop_reason:
+            out["stop_reason"] = self.stop_reason
+        return out
 
 
 class QueueEnableRequest(Struct, kw_only=True):
@@ -180,6 +206,7 @@ def _unwait(job: Job, msg) -> None:
 
 WAITABLE = states.WAITABLE
 TRIM_EVERY = 256   # purged jobs between two trims of the heap (release_free_memory)
+ASK_SLICE = 64     # jobs asked for in one loop turn when a queue starts
 AGE_LIMIT = "job-manager.inactive-age-limit"
 NUM_LIMIT = "job-manager.inactive-num-limit"
 
@@ -206,8 +233,11 @@ class JobManagerService(Service):
         self._handling = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self.stop_reason: str | None = None   # why the queue was stopped
-        self.disable_reason: str | None = None  # why submissions are refused (queue disable)
+        queues = json.loads(ctx.attrs.get("queues") or "{}")
+        self.policy = jpolicy.Policy(queues, json.loads(ctx.attrs.get("policy") or "{}"))
+        # each queue's state by name ("" is the one anonymous queue when none is named)
+        self.queues: dict[str, QueueState] = {q: QueueState() for q in self.policy.names}
+        self._nocheckpoint: set[str] = set()   # stopped with --nocheckpoint
         self.n_active = 0        # jobs not INACTIVE
         self.n_running = 0       # jobs in RUN or CLEANUP (what `queue idle` waits out)
         self.drain_waiters: list = []
@@ -218,7 +248,6 @@ class JobManagerService(Service):
         self.journal: list = []  # job-manager.events-journal streams
         self._untrimmed = 0       # jobs purged since the heap was last trimmed
         self.max_purged = 0       # the largest id of a purged job (ids are never reused)
-        self.checkpoint_queue = {"start": True}   # the queue state a restart restores
         self._calm = asyncio.Event()   # set while no job is in RUN or CLEANUP
         self._calm.set()
 
@@ -236,13 +265,23 @@ class JobManagerService(Service):
         commit), where a restart finds it; nothing without a state directory."""
         if not self.kvs.durable:
             return
-        queue = {k: v for k, v in self.checkpoint_queue.items()
-                 if k not in ("enable", "disable_reason")}
-        if self.disable_reason is not None:   # as Flux's, a disabled queue stays so
-            queue.update(enable=False, disable_reason=self.disable_reason)
+        queue = self._saved_queue("") if "" in self.queues else {"start": True}
+        if list(self.queues) != [""]:
+            queue["queues"] = {q: self._saved_queue(q) for q in self.queues}
         cp = {"version": 1, "epoch": self.gen.epoch, "max_jobid": self.max_purged,
               "queue": queue}
         self.kvs.commit([*ops, {"key": jm_restart.CHECKPOINT, "value": cp}])
+
+    def _saved_queue(self, name: str) -> dict:
+        """A queue's state as a restart restores it (as Flux's checkpoint: a queue
+        stopped with --nocheckpoint comes back started; a disabled one stays so)."""
+        state = self.queues[name]
+        out = {"start": True}
+        if not state.start and name not in self._nocheckpoint:
+            out = {"start": False, "reason": state.stop_reason}
+        if not state.enable:
+            out.update(enable=False, disable_reason=state.disable_reason)
+        return out
 
     # ------------------------------------------------------------ helpers
     def _job(self, jobid) -> Job:
@@ -313,8 +352,11 @@ class JobManagerService(Service):
                 self._commit(job, ops, entries)
                 ops, entries = [], []
             if kind is act.AskAlloc:
-                p = self.rpc("sched.alloc", {"id": job.id, "request": job.req.wire(),
-                                             "priority": e.priority})
+                ask = {"id": job.id, "request": job.req.wire(), "priority": e.priority,
+                       "queue": job.queue, "duration": job.duration}
+                if job.constraint:
+                    ask["constraint"] = job.constraint
+                p = self.rpc("sched.alloc", ask)
                 p.on_response = functools.partial(self._alloc_answer, job, e.seq)
             elif kind is act.CancelAlloc:
                 self.send("sched.cancel", {"id": job.id})
@@ -357,8 +399,10 @@ class JobManagerService(Service):
         if resp.errnum:
             self._handle(job, act.AllocAnswered(seq, errnum=resp.errnum, errstr=resp.errstr))
         else:
-            self._handle(job, act.AllocAnswered(seq, resp.payload["alloc"],
-                                                resp.payload.get("summary", "")))
+            got = resp.payload
+            self._handle(job, act.AllocAnswered(seq, got["alloc"], got.get("summary", ""),
+                                                gpus=got.get("gpus"),
+                                                properties=got.get("properties")))
 
     def _exec_answer(self, job: Job, resp) -> None:
         if resp.errnum:
@@ -427,11 +471,16 @@ class JobManagerService(Service):
         error, EOVERFLOW "unsatisfiable request: ...", and no job."""
         req = jschema.validate(r.jobspec)
         self._open(msg, r)
-        deps = r.jobspec["attributes"]["system"].get("dependencies", [])
+        system = r.jobspec["attributes"]["system"]
+        deps = system.get("dependencies", [])
         for dep in deps:   # a malformed one is an error before anything is asked
             if dep["scheme"] not in (depend.BEGIN_TIME, depend.SINGLETON):
                 depend.target(dep["value"], dep["scheme"])
-        p = self.rpc("sched.feasibility", {"request": req.wire()})
+        queue = self._queue_policy(system, req)
+        ask = {"request": req.wire(), "queue": queue}
+        if system.get("constraints"):
+            ask["constraint"] = system["constraints"]
+        p = self.rpc("sched.feasibility", ask)
         p.on_response = functools.partial(self._feasible, msg, r, req)
         return self.no_reply
 
@@ -445,6 +494,27 @@ class JobManagerService(Service):
         return self.submit(msg, SubmitRequest(jobspec=signed.unwrap(r.J, msg.userid),
                                               urgency=r.urgency, flags=r.flags))
 
+    def _queue_policy(self, system: dict, req: jschema.Request) -> str:
+        """The job's queue (named, or the default, written into its jobspec as Flux
+        does), whose limits it must keep; a job without a time limit gets the queue's
+        default duration (or the instance's)."""
+        queue = self.policy.queue_of(system)
+        state = self.queues[queue]
+        if not state.enable:
+            raise UsageError(f"{'queue ' + queue + ': ' if queue else ''}job submission is "
+                             f"disabled: {state.disable_reason}")
+        if queue:
+            system["queue"] = queue
+        if not system.get("duration"):
+            default = self.policy.default_duration(queue)
+            if default:
+                system["duration"] = default
+        nnodes = req.nnodes or 1
+        self.policy.check_limits(queue, system.get("duration") or 0.0, {
+            "nnodes": nnodes, "ncores": req.nslots * req.cores_per_slot,
+            "ngpus": req.nslots * req.gpus_per_slot})
+        return queue
+
     def _open(self, msg, r) -> None:
         """Whether a submission may be taken now, from this sender."""
         if self.ctx.at_least("cleanup"):
@@ -454,8 +524,6 @@ class JobManagerService(Service):
                                    f"with an urgency above {depend.URGENCY_DEFAULT}")
         if r.flags & ~WAITABLE:
             raise UsageError(f"submit: unknown flags 0x{r.flags & ~WAITABLE:x}")
-        if self.disable_reason is not None:
-            raise UsageError(f"job submission is disabled: {self.disable_reason}")
 
     def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
         """sched's feasibility answer: refuse the submission, or make the job."""
@@ -837,27 +905,74 @@ class JobManagerService(Service):
     # -------------------------------------------------------------- queue
     @handler("job-manager.queue-start", schema=QueueStartRequest)
     def queue_start(self, msg, r):
-        """`queue stop` / `queue start`.  Stopping withdraws the requests the
-        scheduler still holds (their jobs stay in SCHED); starting asks again for
-        every pending job, in priority then submit order."""
+        """`queue stop` / `queue start`, of one queue (`name`) or all of them.
+        Stopping withdraws the requests the scheduler still holds for that queue's
+        jobs (they stay in SCHED); starting asks again for every pending job of it,
+        in priority then submit order.  Other queues go on as they were."""
+        names = self._queue_names(r.name, r.all)
+        for name in names:
+            state = self.queues[name]
+            state.start = r.start
+            state.stop_reason = None if r.start else (r.reason or None)
+            if r.start:
+                self.actions.stopped.discard(name)
+            else:
+                self.actions.stopped.add(name)
+            if r.nocheckpoint and not r.start:
+                self._nocheckpoint.add(name)
+            else:
+                self._nocheckpoint.discard(name)
+        self.checkpoint()
+        chosen = set(names)
         if not r.start:
-            self.actions.started = False
-            self.stop_reason = r.reason or None
-            self.checkpoint_queue = ({"start": True} if r.nocheckpoint else
-                                     {"start": False, "reason": self.stop_reason})
-            self.checkpoint()
-            for job in [j for j in self.jobs.values() if j.state == states.SCHED and j.sched_req]:
+            for job in [j for j in self.jobs.values() if j.state == states.SCHED
+                        and j.sched_req and j.queue in chosen]:
                 self._handle(job, act.QueueChanged())
             return {}
-        if self.actions.started:
-            return {}
-        self.actions.started, self.stop_reason = True, None
-        self.checkpoint_queue = {"start": True}
-        self.checkpoint()
-        waiting = [j for j in self.jobs.values() if self._unrequested(j)]
-        for job in sorted(waiting, key=lambda j: (-j.priority, j.id)):
-            self._handle(job, act.QueueChanged())
+        waiting = [j for j in self.jobs.values() if self._unrequested(j) and j.queue in chosen]
+        waiting.sort(key=lambda j: (-j.priority, j.id))
+        self._ask_again(waiting, 0)
         return {}
+
+    def _ask_again(self, jobs: list[Job], start: int) -> None:
+        """Ask sched for `jobs` (a started queue's), ASK_SLICE of them a loop turn, so
+        that ten thousand pending jobs do not hold every other request up."""
+        for job in jobs[start:start + ASK_SLICE]:
+            if self._unrequested(job) and self.actions.queue_started(job.queue):
+                self._handle(job, act.QueueChanged())
+        if start + ASK_SLICE < len(jobs):
+            asyncio.get_running_loop().call_soon(self._ask_again, jobs, start + ASK_SLICE)
+
+    def restore_queues(self, saved: dict) -> None:
+        """Each queue's state as a checkpoint saved it: {"start", "reason"} for the
+        anonymous queue, and "queues": {name: {"start", "reason"}} for named ones."""
+        for name, state in self.queues.items():
+            s = saved.get("queues", {}).get(name) if "queues" in saved else \
+                (saved if name == "" else None)
+            if not isinstance(s, dict):
+                continue
+            state.start = bool(s.get("start", True))
+            state.stop_reason = None if state.start else s.get("reason")
+            state.enable = s.get("enable", True) is not False
+            state.disable_reason = None if state.enable else \
+                (s.get("disable_reason") or "disabled by administrator")
+            if state.start:
+                self.actions.stopped.discard(name)
+            else:
+                self.actions.stopped.add(name)
+
+    def _queue_names(self, name: str | None, all_: bool) -> list[str]:
+        """The queues a request means: `name`, or all of them (the one anonymous queue,
+        or every named one with `all`)."""
+        if name is not None:
+            if name not in self.queues:
+                raise UsageError(f"{name!r} is not a queue (queues: "
+                                 f"{', '.join(q for q in self.queues if q) or 'none'})")
+            return [name]
+        if all_ or list(self.queues) == [""]:
+            return list(self.queues)
+        raise UsageError(f"queues are configured ({', '.join(self.queues)}): name one, "
+                         "or use --all")
 
     def _unrequested(self, job: Job) -> bool:
         return (job.state == states.SCHED and job.fatal is None and not job.sched_req
@@ -865,15 +980,13 @@ class JobManagerService(Service):
 
     @handler("job-manager.queue-enable", schema=QueueEnableRequest)
     def queue_enable(self, msg, r):
-        """`queue enable` / `queue disable`: whether submissions are accepted (jobs
-        already submitted are untouched).  There is one anonymous queue: a name is
-        refused, as Flux refuses a queue it does not know."""
-        if r.name is not None:
-            raise UsageError(f"{r.name!r} is not a valid queue: this instance has one "
-                             "anonymous queue")
+        """`queue enable` / `queue disable`, of one queue (`name`) or all of them:
+        whether submissions are accepted (jobs already submitted are untouched)."""
         if not r.enable and not r.reason:
             raise UsageError("reason is required for disable")
-        self.disable_reason = None if r.enable else r.reason
+        for name in self._queue_names(r.name, r.all):
+            state = self.queues[name]
+            state.enable, state.disable_reason = r.enable, None if r.enable else r.reason
         self.checkpoint()
         return {}
 
@@ -889,16 +1002,18 @@ class JobManagerService(Service):
     def queue_list(self, msg, r):
         """The named queues (Flux's answer for an instance with only the anonymous
         queue is an empty list)."""
-        return {"queues": []}
+        return {"queues": [q for q in self.queues if q]}
 
-    @handler("job-manager.queue-status", schema=None, roles=ANY)
+    @handler("job-manager.queue-status", schema=QueueStatusRequest, roles=ANY)
     def queue_status(self, msg, r):
-        out = {"enable": self.disable_reason is None, "start": self.actions.started}
-        if self.disable_reason is not None:
-            out["disable_reason"] = self.disable_reason
-        if not self.actions.started and self.stop_reason:
-            out["stop_reason"] = self.stop_reason
-        return out
+        """One queue's state; without a name, the anonymous queue's, or with named
+        queues each one's under `queues` (`start`/`enable` true only if every
+        queue's is)."""
+        if r.name is not None or list(self.queues) == [""]:
+            return self.queues[self._queue_names(r.name, False)[0]].as_dict()
+        each = {q: s.as_dict() for q, s in self.queues.items()}
+        return {"enable": all(s.enable for s in self.queues.values()),
+                "start": all(s.start for s in self.queues.values()), "queues": each}
 
     @handler("job-manager.alloc-query", schema=None, roles=ANY)
     def alloc_query(self, msg, r):

@@ -1,6 +1,7 @@
 """The `resource` service (rank 0): the inventory and each rank's state.
 
-Every rank offers cores (default: all of this machine's, as Flux's test
+Every rank offers cores and GPUs, and may have properties (job/inventory.py:
+Flux's `[resource]` config, or all of this machine's, as Flux's test
 instances do; `resource.cores-per-rank` or a nested instance's allocation
 says otherwise).  A rank is up while its broker is online and not drained;
 torpid ranks are down; a lost rank, or one whose broker left while the
@@ -37,10 +38,10 @@ class DrainRequest(TargetsRequest, kw_only=True):
 class ResourceService(Service):
     name = "resource"
 
-    def __init__(self, ctx, *, inventory: dict[int, list[int]], membership, on_membership,
-                 kvs):
+    def __init__(self, ctx, *, inventory, membership, on_membership, kvs):
         super().__init__(ctx)
-        self.cores: dict[int, list[int]] = inventory
+        self.inventory = inventory              # job.inventory.Inventory
+        self.cores: dict[int, list[int]] = inventory.cores
         self._membership_now = membership      # () -> {rank: state}, the overlay's view
         self._on_membership = on_membership    # register hook(changes)
         self.kvs = kvs
@@ -153,7 +154,7 @@ class ResourceService(Service):
         self.acquirers.append(msg)
         self.track_stream(msg, lambda: self.acquirers.remove(msg))
         self._last_up = self.up()
-        self.respond(msg, {"resources": {str(r): c for r, c in self.cores.items()},
+        self.respond(msg, {**self.inventory.wire(),
                            "up": idset.encode(self._last_up),
                            "shrink": idset.encode(self.lost)})
 
@@ -207,6 +208,8 @@ class ResourceService(Service):
     def status(self, msg, req):
         return {"hostname": self.ctx.hostname,
                 "ranks": {str(r): {"hostname": self.ctx.hosts[r], "cores": idset.encode(c),
+                                   "gpus": idset.encode(self.inventory.gpus.get(r, ())),
+                                   "properties": self.inventory.props_of(r),
                                    "online": r in self.online, "torpid": r in self.torpid,
                                    "lost": r in self.lost and r not in self.left,
                                    "drained": self.drained.get(r, (None, None))[1],

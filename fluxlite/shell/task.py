@@ -39,6 +39,7 @@ class Task:
         self.start_new_session = False
         self.setpgrp = True  # its own process group (-o nosetpgrp: the shell's)
         self.preexec = None  # run in the child before exec (resource limits)
+        self.cpus: set[int] | None = None   # cores to bind the task to (affinity plugin)
 
     @property
     def exitcode(self) -> int | None:
@@ -55,7 +56,12 @@ class Task:
     def start(self, on_output) -> None:
         """Start the process; on failure `start_error` says why and the task exits 127."""
         loop = asyncio.get_running_loop()
+        shell_cpus = None
         try:
+            if self.cpus:
+                # the task inherits the binding at fork: bound from its first instruction
+                shell_cpus = os.sched_getaffinity(0)
+                os.sched_setaffinity(0, self.cpus)
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=self.cwd, stdin=self.stdin, stdout=self.stdout,
                 stderr=self.stderr, close_fds=True, pass_fds=self.pass_fds,
@@ -72,6 +78,9 @@ class Task:
                            else 127) << 8
             self.done.set_result(None)
             return
+        finally:
+            if shell_cpus is not None:
+                os.sched_setaffinity(0, shell_cpus)
         self.pid = self.proc.pid
         for sig in self.shell.early_signals:  # sent to the job before this task existed
             self.kill(sig)

@@ -4,7 +4,7 @@ jobspec's attributes.system.dependencies, and the scheduler's queue order."""
 import pytest
 
 from fluxlite.errors import ProtocolError, UsageError
-from fluxlite.job import depend
+from fluxlite.job import depend, easy
 from fluxlite.job import jobspec as js
 from fluxlite.job import schema as jschema
 from fluxlite.service.sched import _Pending
@@ -110,7 +110,7 @@ def test_jobspec_accepts_dependencies_within_bounds():
 
 def test_sched_queue_is_priority_then_submit_order():
     s = sched_with({0: 1})
-    s.free, s.up, s.ready = {0: set()}, {0}, True   # full: nothing leaves the queue
+    s.free, s.up, s.ready = easy.Pool({0: set()}), {0}, True   # full: nothing leaves
     for jobid, prio in ((1, 16), (2, 1), (3, 16), (4, 4294967295), (5, 20), (6, 1)):
         s._enqueue(_Pending(jobid, None, req(), prio))
     assert [p.id for p in s.queue] == [4, 5, 1, 3, 2, 6]

@@ -4,6 +4,7 @@ sentences, which must name what was asked and what limits it."""
 import pytest
 
 from fluxlite.errors import UsageError
+from fluxlite.job import easy
 from fluxlite.job import jobspec as js
 from fluxlite.job import schema as jschema
 from fluxlite.service.base import ServiceContext
@@ -39,7 +40,7 @@ def sched_with(cores: dict[int, int], removed=()) -> SchedService:
                          rpc=None, send=None, respond=lambda msg: None, publish=None,
                          state=lambda: "run", at_least=lambda s: False)
     s = SchedService(ctx)
-    s.total = {r: set(range(n)) for r, n in cores.items()}
+    s.total = easy.Pool({r: set(range(n)) for r, n in cores.items()})
     s.removed = set(removed)
     return s
 

@@ -66,11 +66,26 @@ def test_command_must_be_a_nonempty_list():
 
 
 def test_unsupported_arguments_say_so():
-    with pytest.raises(NotImplementedError, match="gpus_per_task"):
-        Jobspec.from_command(["true"], gpus_per_task=1)
     assert Jobspec.from_command(["true"], rlimits={"nofile": 10}).getattr(
         "system.shell.options.rlimit") == {"nofile": 10}
     assert Jobspec.from_command(["true"], gpus_per_task=0).resources[0]["count"] == 1
+
+
+def test_gpus_per_task_and_per_node():
+    """-g puts a gpu entry beside the core in each slot (RFC 14); --gpus-per-node with
+    -N shares a node's GPUs among its slots; both reduce to the request's GPUs a slot."""
+    from fluxlite.job import schema as jschema
+    spec = Jobspec.from_command(["true"], num_tasks=2, gpus_per_task=1)
+    assert spec.resources[0]["with"] == [{"type": "core", "count": 1},
+                                         {"type": "gpu", "count": 1}]
+    assert jschema.validate(spec.jobspec).gpus_per_slot == 1
+    spec = Jobspec.from_command(["true"], num_nodes=2, num_tasks=4, gpus_per_node=2)
+    assert spec.resources[0]["with"][0]["with"][1] == {"type": "gpu", "count": 1}
+    assert jschema.validate(spec.jobspec).gpus_per_slot == 1
+    with pytest.raises(ValueError, match="needs -N"):
+        Jobspec.from_command(["true"], gpus_per_node=2)
+    with pytest.raises(ValueError, match="gpus per task"):
+        Jobspec.from_command(["true"], gpus_per_task=-1)
 
 
 def test_setters_and_properties(tmp_path):

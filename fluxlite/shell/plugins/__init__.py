@@ -5,10 +5,11 @@ from __future__ import annotations
 
 
 def builtin_plugins(shell) -> list:
+    from .affinity import Affinity
     from .doom import Doom
     from .output import Output
     from .signals import SignalForwarder
-    plugins = [Output, SignalForwarder, Doom]
+    plugins = [Output, SignalForwarder, Doom, Affinity]
     if shell.options.get("input") or shell.options.get("input.path") or \
             shell.options.get("input.stdin.type"):
         from .input import Input

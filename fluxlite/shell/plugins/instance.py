@@ -4,8 +4,9 @@ serves it, and an instance job always has it).
 
 Active when the job's shell option `instance` is set (batch and alloc set it).
 Each task's environment says the instance's level (FLUXLITE_INSTANCE_LEVEL),
-the cores its shell was given (FLUXLITE_INSTANCE_CORES, which the broker puts
-for rank 0 to offer), and where its run directory goes (FLUXLITE_RUNDIR_BASE).
+the cores and GPUs its shell was given (FLUXLITE_INSTANCE_CORES and
+FLUXLITE_INSTANCE_GPUS, which the broker puts for rank 0 to offer), and where
+its run directory goes (FLUXLITE_RUNDIR_BASE).
 The batch script travels in the jobspec; for task 0 the plugin writes it to a
 private file and puts its path where the command says {{script}}, so editing
 the script after submitting changes nothing.
@@ -38,6 +39,7 @@ class Instance(ShellPlugin):
         info = self.shell.info
         task.env.update({
             "FLUXLITE_INSTANCE_CORES": idset.encode(info["cores"]),
+            "FLUXLITE_INSTANCE_GPUS": idset.encode(info.get("gpus") or ()),
             "FLUXLITE_INSTANCE_LEVEL": str(info.get("instance_level", 0) + 1),
             "FLUXLITE_RUNDIR_BASE": info.get("tmpdir") or info.get("rundir", ""),
         })
