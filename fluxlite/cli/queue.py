@@ -161,12 +161,15 @@ def idle(timeout, quiet):
         click.echo(f"{pending} jobs")
 
 
-def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, reason=None) -> None:
+def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, name=None,
+            reason=None) -> None:
     with handle() as h:
-        api.queue_enable(h, enable, all_queues=all_, reason=reason)
+        api.queue_enable(h, enable, all_queues=all_, reason=reason, name=name)
         if quiet:
             return
-        lines = [_enable_line(api.queue_status(h))]
+        s = api.queue_status(h, name)
+        lines = [_enable_line(s)] if "queues" not in s else \
+            [f"{q}: {_enable_line(qs)}" for q, qs in s["queues"].items()]
         if verbose:
             lines += _alloc_lines(h)
     click.echo("\n".join(lines))
@@ -174,9 +177,9 @@ def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, reason=None) -
 
 @queue.command(context_settings=HELP)
 @_common
-def enable(all_, verbose, quiet):
+def enable(all_, verbose, quiet, name):
     """Accept job submissions again."""
-    _enable(True, all_, verbose, quiet)
+    _enable(True, all_, verbose, quiet, name)
 
 
 @queue.command(context_settings=HELP)
@@ -184,7 +187,7 @@ def enable(all_, verbose, quiet):
 @click.option("-m", "--message", default=None, metavar="REASON",
               help="Why submissions are refused (default: disabled by administrator).")
 @click.argument("reason", nargs=-1)
-def disable(all_, verbose, quiet, message, reason):
+def disable(all_, verbose, quiet, name, message, reason):
     """Refuse job submissions (each refused one says REASON); jobs already submitted
     are scheduled and run as before."""
     if message is not None and reason:
@@ -192,7 +195,7 @@ def disable(all_, verbose, quiet, message, reason):
     text = message if message is not None else " ".join(reason)
     if "\n" in text:
         raise click.BadParameter("the reason must be one line", param_hint="REASON")
-    _enable(False, all_, verbose, quiet, reason=text or "disabled by administrator")
+    _enable(False, all_, verbose, quiet, name, reason=text or "disabled by administrator")
 
 
 LIST_FORMATS = {"default": ("{enabled:>2} {started:>2} {defaults.timelimit!F:>8} "
@@ -225,19 +228,32 @@ def list_(no_header, fmt):
     with handle() as h:
         st = api.queue_status(h)
         view = h.call("sched.resource-status", nodeid=0)
+    from ..util import idset
     up = {r: c for r, c in view["all"].items() if r not in view["down"]}
-    nnodes, ncores = len(up), sum(len(c) for c in up.values())
-    row = {"queue": "", "queuem": "", "enabled": yes if st.get("enable", True) else no,
-           "started": yes if st["start"] else no,
-           "submission": "enabled" if st.get("enable", True) else "disabled",
-           "scheduling": "started" if st["start"] else "stopped",
-           "defaults.timelimit": float("inf"), "limits.timelimit": float("inf"),
-           "limits.range.effective.nnodes": f"0-{nnodes}",
-           "limits.range.effective.ncores": f"0-{ncores}",
-           "limits.range.effective.ngpus": "0-0",
-           "resources.all.nnodes": nnodes, "resources.all.ncores": ncores,
-           "resources.all.ngpus": 0}
-    lines = [out.format(row)]
+    gpus = view.get("gpus", {}).get("all", {})
+    each = st.get("queues") or {"": st}
+    rows = []
+    for name, qs in each.items():
+        ranks = ({str(r) for r in idset.decode(view["queues"][name])}
+                 if name and name in view.get("queues", {}) else set(view["all"]))
+        mine = {r: c for r, c in up.items() if r in ranks}
+        nnodes, ncores = len(mine), sum(len(c) for c in mine.values())
+        ngpus = sum(len(gpus.get(r, ())) for r in mine)
+        rows.append({
+            "queue": name, "queuem": name, "enabled": yes if qs.get("enable", True) else no,
+            "started": yes if qs["start"] else no,
+            "submission": "enabled" if qs.get("enable", True) else "disabled",
+            "scheduling": "started" if qs["start"] else "stopped",
+            "defaults.timelimit": float("inf"), "limits.timelimit": float("inf"),
+            "limits.range.effective.nnodes": f"0-{nnodes}",
+            "limits.range.effective.ncores": f"0-{ncores}",
+            "limits.range.effective.ngpus": f"0-{ngpus}",
+            "resources.all.nnodes": nnodes, "resources.all.ncores": ncores,
+            "resources.all.ngpus": ngpus})
+    if fmt == "default" and "queues" in st:   # as Flux's, a QUEUE column for named queues
+        out = OutputFormat("{queue:<8.8} " + LIST_FORMATS["default"], LIST_HEADINGS,
+                           LIST_FORMATS)
+    lines = [out.format(row) for row in rows]
     if not no_header:
         lines.insert(0, out.header())
     click.echo("\n".join(lines))
