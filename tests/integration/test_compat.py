@@ -164,19 +164,20 @@ def test_flux_batch_script_with_directives_runs_unchanged(inst2, tmp_path):
     assert sorted(lines[1:]) == ["task 0", "task 1"]
 
 
-def test_flux_directives_without_compat_warn_once_each(inst2, tmp_path):
+def test_flux_directives_are_read_without_compat_too(inst2, tmp_path):
+    """'# flux:' directives are Flux's batch options whatever the compatibility switch
+    says: the job asks for 2 nodes and is named by them, with no warning."""
     script = tmp_path / "job.sh"
     script.write_text(FLUX_BATCH_SCRIPT)
     cp = subprocess.run(fluxlite_command() + ["batch", "--output", str(tmp_path / "o"),
                                               str(script)], env=plain_env(inst2),
                         capture_output=True, text=True, timeout=60)
-    assert cp.returncode == 0, cp.stderr
-    warnings = cp.stderr.splitlines()
-    assert len(warnings) == 2
-    assert warnings[0].startswith(f"fluxlite batch: {script} line 2: 'flux:' directive "
-                                  "ignored")
-    assert "'# fluxlite: -N2'" in warnings[0] and "'# fluxlite: --job-name=fluxjob'" in warnings[1]
-    subprocess.run(fluxlite_command() + ["job", "wait", cp.stdout.strip()], env=plain_env(inst2),
+    assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+    jobid = cp.stdout.strip()
+    listed = subprocess.run(fluxlite_command() + ["jobs", "-n", "-o", "{nnodes} {name}", jobid],
+                            env=plain_env(inst2), capture_output=True, text=True, timeout=60)
+    assert listed.stdout.split() == ["2", "fluxjob"], listed.stderr
+    subprocess.run(fluxlite_command() + ["job", "wait", jobid], env=plain_env(inst2),
                    capture_output=True, text=True, timeout=60)
 
 
