@@ -774,3 +774,44 @@ print("ran", flux.job.result(h, jobid).returncode)
 def test_job_ingest_submit_takes_fluxs_unsigned_J(inst, tmp_path):
     assert run_program(inst, tmp_path, INGEST_PROGRAM) == [
         "urgency EINVAL urgency range is [0:31]", "J EINVAL", "ran 6"]
+
+
+WATCH_FULL_PROGRAM = r'''
+import flux, flux.kvs
+
+h = flux.Flux()
+with flux.kvs.get_dir(h) as d:
+    d.mkdir("w")
+    d["w.val"] = 1
+seen = {"plain": [], "full": []}
+
+
+def on_value(future, name):
+    try:
+        value = future.get()
+    except OSError as exc:
+        seen[name].append(exc.errno)
+        return
+    if value is None:
+        seen[name].append("end")
+        return
+    seen[name].append(value)
+    if name == "full" and value == 1:
+        flux.kvs.put_unlink(h, "w")
+        flux.kvs.commit(h)
+
+
+plain = flux.kvs.kvs_watch_async(h, "w.val")
+full = flux.kvs.kvs_watch_async(h, "w.val", full=True)
+plain.then(on_value, "plain")
+full.then(on_value, "full")
+h.reactor_run()
+print("plain", seen["plain"])
+print("full", seen["full"])
+'''
+
+
+def test_a_full_kvs_watch_reports_a_removed_directory_above_it(inst, tmp_path):
+    import errno
+    assert run_program(inst, tmp_path, WATCH_FULL_PROGRAM) == [
+        "plain [1, 'end']", f"full [1, {errno.ENOENT}]"]

@@ -333,6 +333,7 @@ class KVSWatchFuture(Future):
         return value
 
     def cancel(self, stop: bool = False) -> None:
+        self._cancelled = True
         if not self._pending.done:
             self._handle.send("kvs.unwatch", {"key": self._key,
                                               "matchtag": self._pending.matchtag})
@@ -341,7 +342,9 @@ class KVSWatchFuture(Future):
 def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
                     uniq: bool = False, append: bool = False, full: bool = False):
     """Watch `key`: its value now (or once made, with waitcreate) and after each
-    change (uniq: only changes of value; append: the entries appended)."""
+    change (uniq: only changes of value; append: the entries appended).  When
+    the key is removed the watch ends: get() is None, or with `full`
+    OSError(ENOENT), as Flux's full watch reports a directory above it removed."""
     _one_namespace(namespace, "kvs_watch_async")
     from . import Flux
     fh = flux_handle if isinstance(flux_handle, Flux) else Flux(handle=flux_handle)
@@ -355,7 +358,12 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
     def on_response(msg):
         if msg.errnum:
             state.ended = True
-            state.fulfill(None, msg.errnum, msg.errstr)
+            errnum, errstr = msg.errnum, msg.errstr
+            if full and errnum == errno.ENODATA and not future._cancelled:
+                # the key went away (it, or a directory above it): a full watch
+                # says so as Flux's does
+                errnum, errstr = errno.ENOENT, f"key {key!r} was removed"
+            state.fulfill(None, errnum, errstr)
             return
         if append:
             for entry in msg.payload.get("entries", []):
@@ -369,7 +377,7 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
 
     pending.on_response = on_response
     future = KVSWatchFuture(state, pending, h)
-    future._key = key
+    future._key, future._cancelled = key, False
     return future
 
 
