@@ -29,11 +29,11 @@ def version():
     import zmq
     mine = dist_version("fluxlite")
     uri = os.environ.get("FLUXLITE_URI")
+    click.echo(f"commands:    \t\t{mine}")       # in flux version's order
+    click.echo(f"python:      \t\t{sys.version.split()[0]}")
     if uri:
         click.echo(f"broker:  \t\t{mine}")
         click.echo(f"FLUXLITE_URI:\t\t{uri}")
-    click.echo(f"commands:    \t\t{mine}")
-    click.echo(f"python:      \t\t{sys.version.split()[0]}")
     click.echo(f"build-options:\t\t+zmq=={zmq.zmq_version()}+pyzmq=={zmq.__version__}")
 
 

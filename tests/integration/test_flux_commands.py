@@ -25,8 +25,9 @@ def out(inst, *args, **kw) -> str:
 def test_version_names_commands_and_broker(inst1):
     lines = out(inst1, "version").splitlines()
     keys = [ln.split(":")[0] for ln in lines]
-    assert keys[:3] == ["broker", "FLUXLITE_URI", "commands"]
-    assert lines[1].split("\t")[-1] == inst1.env["FLUXLITE_URI"]
+    # flux version's order: the commands and libraries, the broker and its URI, the build
+    assert keys == ["commands", "python", "broker", "FLUXLITE_URI", "build-options"]
+    assert lines[3].split("\t")[-1] == inst1.env["FLUXLITE_URI"]
     outside = {k: v for k, v in inst1.env.items() if k != "FLUXLITE_URI"}
     cp = subprocess.run(fluxlite_command() + ["version"], env=outside, capture_output=True,
                         text=True, timeout=30, check=True)
