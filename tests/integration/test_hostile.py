@@ -170,8 +170,7 @@ MALFORMED = [
     ("count two keys", _set(("tasks", 0, "count"), {"per_slot": 1, "total": 2}),
      errno.EINVAL, "tasks[0].count"),
     ("count {}", _set(("tasks", 0, "count"), {}), errno.EINVAL, "tasks[0].count"),
-    ("slot names nothing", _set(("tasks", 0, "slot"), "other"), errno.EINVAL,
-     "tasks[0].slot"),
+    ("slot not a string", _set(("tasks", 0, "slot"), 5), errno.EPROTO, "tasks[0].slot"),
     ("tasks []", _set(("tasks",), []), errno.EINVAL, "tasks"),
 ]
 
