@@ -9,6 +9,12 @@
      │    ├── InvalidType      a Python API argument of the wrong type (also a TypeError)
      │    └── FSDError         not a Flux Standard Duration (util/fsd.py; also a ValueError)
      ├── NotFound              ENOENT: no such job, key, attribute, process
+     ├── IsADirectory          EISDIR: a KVS key that is a directory where a value was meant
+     ├── NotADirectory         ENOTDIR: a KVS key that holds a value where a directory was meant
+     ├── NoSuchProcess         ESRCH: no process by that label (rexec)
+     ├── Unsatisfiable         EOVERFLOW: a request the resources can never satisfy
+     ├── NoSpace               ENOSPC: no room (a store that cannot write)
+     ├── NotSupported          ENOTSUP: a Flux feature fluxlite does not have (KVS namespaces)
      ├── PermissionDenied      EPERM: the caller may not do this
      ├── AlreadyExists         EEXIST: a name that is taken
      ├── Canceled              ECANCELED: the work was called off (a job being terminated)
@@ -18,6 +24,7 @@
      ├── HostUnreachable       EHOSTUNREACH: the peer (a broker, a rank, a client) is gone;
      │    │                    in-flight RPCs fail with it
      │    └── ConnectFailed    a broker could not join its parent (refused, or timed out)
+     ├── ConnectionRefused     ECONNREFUSED: no instance answers at that address
      ├── RPCTimeout            ETIMEDOUT: no answer within the caller's bound
      ├── EndOfStream           ENODATA: a streaming RPC ended cleanly (not a failure)
      ├── InvalidTransition     EINVAL: an event a state machine does not accept now
@@ -35,8 +42,10 @@ when it arrives in a response (`Message.error()`).
 Every one is an OSError whose `errno` is its errnum and whose `strerror` is its
 sentence, as Flux's Python bindings raise them (code written for Flux catches
 `except OSError` and reads `.errno`); str() stays the sentence alone.  NotFound,
-PermissionDenied and AlreadyExists are also FileNotFoundError, PermissionError
-and FileExistsError, the classes Python gives those errnos.
+PermissionDenied, AlreadyExists, IsADirectory, NotADirectory, NoSuchProcess and
+ConnectionRefused are also FileNotFoundError, PermissionError, FileExistsError,
+IsADirectoryError, NotADirectoryError, ProcessLookupError and ConnectionRefusedError,
+the classes Python gives those errnos.
 
 A caller catches the kind of failure it cares about (`except NotFound`) rather
 than comparing numbers; `from_oserror()` is the one mapping of an OSError.  The CLI turns any
@@ -137,6 +146,35 @@ class AlreadyExists(FluxliteError, FileExistsError):
     default_errnum = _errno.EEXIST
 
 
+class IsADirectory(FluxliteError, IsADirectoryError):
+    default_errnum = _errno.EISDIR
+
+
+class NotADirectory(FluxliteError, NotADirectoryError):
+    default_errnum = _errno.ENOTDIR
+
+
+class NoSuchProcess(FluxliteError, ProcessLookupError):
+    default_errnum = _errno.ESRCH
+
+
+class Unsatisfiable(FluxliteError):
+    """A request the instance's resources can never satisfy, even when idle."""
+    default_errnum = _errno.EOVERFLOW
+
+
+class NoSpace(FluxliteError):
+    default_errnum = _errno.ENOSPC
+
+
+class NotSupported(FluxliteError):
+    default_errnum = _errno.ENOTSUP
+
+
+class ConnectionRefused(FluxliteError, ConnectionRefusedError):
+    default_errnum = _errno.ECONNREFUSED
+
+
 class Canceled(FluxliteError):
     default_errnum = _errno.ECANCELED
 
@@ -183,6 +221,13 @@ _BY_ERRNO = {
     _errno.ENOENT: NotFound,
     _errno.EPERM: PermissionDenied,
     _errno.EEXIST: AlreadyExists,
+    _errno.EISDIR: IsADirectory,
+    _errno.ENOTDIR: NotADirectory,
+    _errno.ESRCH: NoSuchProcess,
+    _errno.EOVERFLOW: Unsatisfiable,
+    _errno.ENOSPC: NoSpace,
+    _errno.ENOTSUP: NotSupported,
+    _errno.ECONNREFUSED: ConnectionRefused,
     _errno.ECANCELED: Canceled,
     _errno.ECHILD: NoChild,
     _errno.EAGAIN: TryAgain,

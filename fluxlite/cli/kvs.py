@@ -140,9 +140,7 @@ def _dump_dir(h, key, recursive, keys_only):
 @click.argument("keys", nargs=-1, required=True)
 def unlink(recursive, force, keys):
     """Remove each KEY, in one atomic commit; a non-empty directory needs -R."""
-    import errno
-
-    from ..errors import FluxliteError, NotFound
+    from ..errors import FluxliteError, IsADirectory, NotFound
     ops = []
     with handle() as h:
         for key in keys:
@@ -154,9 +152,7 @@ def unlink(recursive, force, keys):
                 if force:
                     continue
                 raise NotFound(f"cannot unlink {key!r}: no such key") from None
-            except FluxliteError as exc:
-                if exc.errnum != errno.EISDIR:
-                    raise
+            except IsADirectory:
                 if not recursive and _entries(h, key):
                     raise FluxliteError(f"cannot unlink {key!r}: it is a non-empty "
                                         "directory (use -R)") from None

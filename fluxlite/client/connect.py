@@ -17,7 +17,7 @@ import time
 
 import zmq
 
-from ..errors import FluxliteError, NotFound, UsageError
+from ..errors import ConnectionRefused, NotFound, UsageError
 from ..protocol.frames import monitor_event
 from ..protocol.message import ROLE_OWNER
 
@@ -83,8 +83,8 @@ def await_connection(monitor, uri: str, timeout: float) -> None:
         if event == zmq.EVENT_CONNECTED:
             return
         if event == zmq.EVENT_CONNECT_RETRIED:
-            raise FluxliteError(f"no instance at {uri}: {os.strerror(errno.ECONNREFUSED)} "
-                                "(has it exited?)", errno.ECONNREFUSED)
+            raise ConnectionRefused(f"no instance at {uri}: "
+                                    f"{os.strerror(errno.ECONNREFUSED)} (has it exited?)")
 
 
 def credentials() -> tuple[int, int]:

@@ -19,14 +19,13 @@ fluxlite.job.Executor, which is safe to share.
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 import time
 
 import zmq
 
-from ..errors import EndOfStream, FluxliteError, RPCTimeout, WrongThread
+from ..errors import ConnectionRefused, EndOfStream, FluxliteError, RPCTimeout, WrongThread
 from ..protocol.frames import has_input, recv_frames, send_frames
 from .base import HandleCore
 from .connect import (ENV_URI, MONITOR_EVENTS, await_connection, next_monitor_event,
@@ -101,8 +100,8 @@ class Handle(HandleCore):
         try:
             send_frames(self.sock, frames, 0)
         except zmq.Again:
-            raise FluxliteError(f"no instance answering at {self.uri or self.endpoint}: "
-                                "is it running?", errno.ECONNREFUSED) from None
+            raise ConnectionRefused(f"no instance answering at {self.uri or self.endpoint}: "
+                                    "is it running?") from None
         self._sent_any = True
 
     def rpc(self, *args, **kwargs):

@@ -99,6 +99,10 @@ class Service:
     def respond_error(self, msg: Message, errnum: int, errstr: str = "") -> None:
         self.dispatcher.respond_error(msg, errnum, errstr)
 
+    def respond_exception(self, msg: Message, exc: BaseException) -> None:
+        """Answer with an error of the tree (its errno and sentence)."""
+        self.dispatcher.respond_exception(msg, exc)
+
     def end_stream(self, msg: Message) -> None:
         self.respond_error(msg, errno.ENODATA)
 

@@ -31,7 +31,7 @@ import asyncio
 import errno
 import time
 
-from ..errors import NotFound, TryAgain, UsageError
+from ..errors import Canceled, NotFound, TryAgain, UsageError
 from ..job import schema as jschema
 from ..job import execution as ex
 from ..job import rset
@@ -152,7 +152,7 @@ class JobExecService(Service):
                     if msg is None:
                         continue
                     if e.error:
-                        self.respond_error(msg, errno.ECANCELED, e.error)
+                        self.respond_exception(msg, Canceled(e.error))
                     else:
                         self.respond(msg, e.payload)
             elif isinstance(e, ex.Notify):

@@ -528,7 +528,7 @@ class JobManagerService(Service):
     def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
         """sched's feasibility answer: refuse the submission, or make the job."""
         if resp.errnum:
-            self.respond_error(msg, resp.errnum, resp.errstr)
+            self.respond_exception(msg, resp.error())
             return
         try:
             self._open(msg, r)   # the instance may have begun shutting down meanwhile

@@ -31,13 +31,13 @@ burst of thousands of pending jobs leaves little behind once they are purged.
 
 from __future__ import annotations
 
-import errno
 import functools
 import gc
 import sys
 from typing import Annotated
 
-from ..errors import FluxliteError, NotFound, ProtocolError, UsageError
+from ..errors import (FluxliteError, IsADirectory, NotADirectory, NotFound, NotSupported,
+                      ProtocolError, UsageError)
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from .base import ANY, Service, handler
 from . import kvs_treeobj as treeobj
@@ -79,8 +79,8 @@ _MISSING = object()
 def _primary(namespace) -> None:
     """Flux's namespace field: only the primary namespace exists here."""
     if namespace not in (None, "primary"):
-        raise FluxliteError(f"KVS namespace {namespace!r}: fluxlite's KVS has one "
-                            "namespace, the primary one", errno.ENOTSUP)
+        raise NotSupported(f"KVS namespace {namespace!r}: fluxlite's KVS has one "
+                           "namespace, the primary one")
 
 
 class _Dir(dict):
@@ -119,10 +119,10 @@ def _split(key: str) -> tuple[str, ...]:
     return _components(key)
 
 
-def _is_a_directory(key: str) -> FluxliteError:
+def _is_a_directory(key: str) -> IsADirectory:
     """An append aimed at a directory: say what would be allowed instead."""
-    return FluxliteError(f"key {key!r} is a directory: cannot append to it (append to a "
-                         f"key below it, {key}.NAME, or set a value over it)", errno.EISDIR)
+    return IsADirectory(f"key {key!r} is a directory: cannot append to it (append to a "
+                        f"key below it, {key}.NAME, or set a value over it)")
 
 
 @functools.lru_cache(maxsize=512)
@@ -205,8 +205,8 @@ class KVSService(Service):
                 raise NotFound(f"key {key!r} not found")
             node = node[part]
         if isinstance(node, _Dir):
-            raise FluxliteError(f"key {key!r} is a directory, not a value: read a key "
-                                f"below it ({key}.NAME) or list it with kvs ls", errno.EISDIR)
+            raise IsADirectory(f"key {key!r} is a directory, not a value: read a key "
+                               f"below it ({key}.NAME) or list it with kvs ls")
         return node
 
     def scan(self, glob: str):
@@ -382,7 +382,7 @@ class KVSService(Service):
                         return
             if not isinstance(value, list):
                 self._drop_watch(key, w)
-                self.respond_error(w.msg, errno.EINVAL, f"{key!r} is not an eventlog")
+                self.respond_exception(w.msg, UsageError(f"{key!r} is not an eventlog"))
                 return
             new = value[w.sent:]
             if not new and w.sent:
@@ -423,8 +423,7 @@ class KVSService(Service):
                         raise NotFound(f"key {req.key!r} not found")
                     node = node[part]
             if not isinstance(node, _Dir):
-                raise FluxliteError(f"key {req.key!r} is a value, not a directory",
-                                    errno.ENOTDIR)
+                raise NotADirectory(f"key {req.key!r} is a value, not a directory")
             data = {name: treeobj.empty_dir() if isinstance(v, _Dir)
                     else treeobj.encode(self._value(v), isinstance(v, Log))
                     for name, v in node.items()}
@@ -453,8 +452,8 @@ class KVSService(Service):
                     raise NotFound(f"directory {key!r} not found")
                 node = node[part]
         if not isinstance(node, _Dir):
-            raise FluxliteError(f"{key!r} is not a directory: it holds a value "
-                                "(read it with kvs get)", errno.ENOTDIR)
+            raise NotADirectory(f"{key!r} is not a directory: it holds a value "
+                                "(read it with kvs get)")
         return {"entries": [k + ("." if isinstance(v, _Dir) else "") for k, v in
                             sorted(node.items())]}
 

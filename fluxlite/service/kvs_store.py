@@ -48,7 +48,6 @@ is acknowledged meanwhile.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import sqlite3
 import zlib
@@ -217,10 +216,10 @@ class Store:
         """Refuse a client's commit while writing out fails and HELD_MAX bytes are
         held already (what was acknowledged stays held)."""
         if self.failing is not None and self.pending_bytes >= HELD_MAX:
-            from ..errors import FluxliteError
-            raise FluxliteError(f"the KVS cannot write to {self.path} ({self.failing}) and "
-                                f"holds {self.pending_bytes >> 20} MiB already: commit "
-                                "refused until it can", errno.ENOSPC)
+            from ..errors import NoSpace
+            raise NoSpace(f"the KVS cannot write to {self.path} ({self.failing}) and "
+                          f"holds {self.pending_bytes >> 20} MiB already: commit "
+                          "refused until it can")
 
     def _remove(self, node: Log | Blob) -> None:
         if isinstance(node, Blob):

@@ -24,7 +24,8 @@ import os
 import signal
 import socket
 
-from ..errors import AlreadyExists, FluxliteError, NoService, ProtocolError, TryAgain, UsageError
+from ..errors import (AlreadyExists, FluxliteError, NoService, NoSuchProcess, ProtocolError,
+                      TryAgain, UsageError)
 from ..protocol.schema import CARRY_PAYLOAD, AnyMap, Name, Signal, Struct, Text
 from .base import Service, handler
 
@@ -182,8 +183,8 @@ class RexecService(Service):
         """Input for a command started with `output`; `eof` closes its stdin."""
         entry = self.stdin.get(req.label)
         if entry is None:
-            raise FluxliteError(f"no command labelled {req.label!r} takes input on rank "
-                                f"{self.ctx.rank}", errno.ESRCH)
+            raise NoSuchProcess(f"no command labelled {req.label!r} takes input on rank "
+                                f"{self.ctx.rank}")
         sock, lock = entry
         try:
             async with lock:
@@ -200,8 +201,7 @@ class RexecService(Service):
     def kill(self, msg, req):
         proc = self.procs.get(req.label)
         if proc is None:
-            raise FluxliteError(f"no process labelled {req.label!r} on rank {self.ctx.rank}",
-                                errno.ESRCH)
+            raise NoSuchProcess(f"no process labelled {req.label!r} on rank {self.ctx.rank}")
         if not 0 < req.signum < signal.NSIG:
             raise UsageError(f"invalid signal {req.signum}")
         self.spawner.kill(proc, req.signum, below=req.tasks)

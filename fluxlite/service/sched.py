@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import errno
 import json
 import time
 from typing import Annotated
 
 from msgspec import Meta
 
-from ..errors import FluxliteError, NotFound, UsageError
+from ..errors import Canceled, NotFound, Unsatisfiable, UsageError
 from ..job import constraint as jconstraint
 from ..job import easy, rset
 from ..job import schema as jschema
@@ -79,9 +78,6 @@ class FeasibilityRequest(Struct, kw_only=True):
 
 class JobRequest(Struct, kw_only=True):
     id: JobId
-
-EOVERFLOW = errno.EOVERFLOW
-
 
 class _Pending:
     __slots__ = ("id", "msg", "req", "priority", "queue", "where", "duration")
@@ -295,7 +291,7 @@ class SchedService(Service):
         self._version += 1
         for p, why in denied:
             self.log.info("pending job no longer fits", id=p.id, reason=why)
-            self.respond_error(p.msg, EOVERFLOW, why)
+            self.respond_exception(p.msg, Unsatisfiable(why))
 
     # --------------------------------------------------------------- RPCs
     @handler("sched.alloc", schema=AllocRequest)
@@ -305,7 +301,7 @@ class SchedService(Service):
         if self.ready:
             why = self.unsatisfiable(req, r.queue, where)
             if why:
-                raise FluxliteError(why, EOVERFLOW)
+                raise Unsatisfiable(why)
         msg.drop_payload()  # the request is kept to be answered; its payload is not needed
         p = _Pending(r.id, msg, req, r.priority, r.queue, where, r.duration)
         self._enqueue(p)
@@ -363,7 +359,7 @@ class SchedService(Service):
         text = json.dumps(where, sort_keys=True) if where else None
         why = self.unsatisfiable(req, r.queue, text) if self.ready else None
         if why:
-            raise FluxliteError(why, EOVERFLOW)
+            raise Unsatisfiable(why)
         return {}
 
     @handler("sched.cancel", schema=JobRequest)
@@ -375,7 +371,7 @@ class SchedService(Service):
                 self._version += 1
                 self._changed()   # it may have held a reservation
                 self.schedule_soon()
-                self.respond_error(p.msg, errno.ECANCELED, "canceled")
+                self.respond_exception(p.msg, Canceled("canceled"))
                 return {"canceled": True}
         return {"canceled": False}
 

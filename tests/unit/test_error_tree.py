@@ -29,7 +29,7 @@ def test_base_class_with_an_errno_that_has_a_class_is_that_class():
     assert type(e) is NotFound and isinstance(e, NotFound)
     assert (e.errnum, e.message) == (errno.ENOENT, "m")
     assert type(FluxliteError("m", errno.EHOSTUNREACH)) is errors.HostUnreachable
-    assert type(FluxliteError("m", errno.EISDIR)) is FluxliteError  # no class of its own
+    assert type(FluxliteError("m", errno.EXDEV)) is FluxliteError  # no class of its own
     assert type(FluxliteError("m")) is FluxliteError
     assert FluxliteError("m", errno.EPERM, exit_code=3).exit_code == 3
 
@@ -130,8 +130,8 @@ def test_every_error_is_an_oserror_with_its_errno():
         assert (e.errno, e.strerror, str(e)) == (num, "what went wrong", "what went wrong")
         back = pickle.loads(pickle.dumps(e))
         assert type(back) is cls and (back.errno, str(back)) == (num, "what went wrong")
-    e = FluxliteError("m", errno.EISDIR)
-    assert isinstance(e, OSError) and e.errno == errno.EISDIR and repr(e) == "FluxliteError('m')"
+    e = FluxliteError("m", errno.EXDEV)     # an errno with no class of its own
+    assert isinstance(e, OSError) and e.errno == errno.EXDEV and repr(e) == "FluxliteError('m')"
     assert isinstance(errors.InvalidValue("v"), ValueError)
 
 
@@ -140,3 +140,74 @@ def test_errnos_with_a_python_class_are_that_class_too():
     assert isinstance(FluxliteError("k", errno.ENOENT), FileNotFoundError)
     assert isinstance(errors.PermissionDenied("p"), PermissionError)
     assert isinstance(errors.AlreadyExists("e"), FileExistsError)
+    assert isinstance(errors.IsADirectory("d"), IsADirectoryError)
+    assert isinstance(errors.NotADirectory("v"), NotADirectoryError)
+    assert isinstance(errors.NoSuchProcess("p"), ProcessLookupError)
+    assert isinstance(errors.ConnectionRefused("c"), ConnectionRefusedError)
+
+
+@pytest.mark.parametrize("num, cls", [
+    (errno.EISDIR, "IsADirectory"), (errno.ENOTDIR, "NotADirectory"),
+    (errno.ESRCH, "NoSuchProcess"), (errno.EOVERFLOW, "Unsatisfiable"),
+    (errno.ENOSPC, "NoSpace"), (errno.ECONNREFUSED, "ConnectionRefused"),
+    (errno.ENOTSUP, "NotSupported"),
+])
+def test_every_errno_fluxlite_raises_has_a_class(num, cls):
+    """Raised, and arriving in a response, each is its class and keeps its errno."""
+    from fluxlite.protocol.message import REQUEST, Message
+    klass = getattr(errors, cls)
+    assert errors._BY_ERRNO[num] is klass and klass.default_errnum == num
+    assert type(FluxliteError("m", num)) is klass
+    resp = Message(REQUEST, "kvs.get", {}).response(None, num, "why")
+    err = resp.error()
+    assert type(err) is klass and (err.errno, str(err)) == (num, "why")
+
+
+def _handles_fluxlite_errors(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(k, ast.Name) and k.id in ("FluxliteError", "OSError") for k in kinds)
+
+
+def test_callbacks_catch_classes_instead_of_comparing_errnos():
+    """An `except FluxliteError as exc` that compares exc's errno with an errno that has
+    a class of its own should catch that class."""
+    with_class = _errno_names_with_a_class()
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.ExceptHandler) and node.name
+                    and node.type is not None and _handles_fluxlite_errors(node)):
+                continue
+            for sub in ast.walk(node):
+                if not (isinstance(sub, ast.Compare) and isinstance(sub.left, ast.Attribute)
+                        and sub.left.attr in ("errnum", "errno")
+                        and isinstance(sub.left.value, ast.Name)
+                        and sub.left.value.id == node.name):
+                    continue
+                names = {n.attr for n in ast.walk(sub) if isinstance(n, ast.Attribute)
+                         and isinstance(n.value, ast.Name) and n.value.id == "errno"}
+                if names & with_class and node.type is not None \
+                        and "FluxliteError" in ast.unparse(node.type):
+                    found.append(f"{rel}:{sub.lineno} {ast.unparse(sub)}")
+    assert not found, "catch the class instead of comparing errnos:\n" + "\n".join(found)
+
+
+# answering a raw errno: the dispatcher (and the router, which answers for services
+# that are not there) only; every other answer raises or passes a class of the tree
+RAW_ANSWER_ALLOWED = {"protocol/dispatch.py", "router/router.py", "service/base.py",
+                      "client/base.py"}
+
+
+def test_nothing_answers_a_raw_errno_outside_the_dispatcher():
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel in RAW_ANSWER_ALLOWED or rel.startswith("compat/python/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "respond_error"):
+                found.append(f"{rel}:{node.lineno} {ast.unparse(node)[:80]}")
+    assert not found, "answer with an error of the tree (respond_exception):\n" + \
+        "\n".join(found)

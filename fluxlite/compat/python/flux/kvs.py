@@ -14,7 +14,7 @@ import errno
 import json
 from collections import abc
 
-from fluxlite.errors import FluxliteError, NoService, NotFound, UsageError
+from fluxlite.errors import EndOfStream, IsADirectory, NoService, NotFound, UsageError
 
 from .future import Future, FutureState
 
@@ -69,10 +69,8 @@ def _kind(flux_handle, key, namespace) -> str | None:
         return "value"
     except NotFound:
         return None
-    except FluxliteError as exc:
-        if exc.errnum == errno.EISDIR:
-            return "dir"
-        raise
+    except IsADirectory:
+        return "dir"
 
 
 def exists(flux_handle, key, namespace=None) -> bool:
@@ -91,9 +89,8 @@ def get(flux_handle, key, namespace=None, _kvstxn=None):
     """The value at `key`, or a KVSDir if it is a directory."""
     try:
         return get_key_direct(flux_handle, key, namespace)
-    except FluxliteError as exc:
-        if exc.errnum != errno.EISDIR:
-            raise
+    except IsADirectory:
+        pass
     return get_dir(flux_handle, key, namespace=namespace, _kvstxn=_kvstxn)
 
 
@@ -324,10 +321,8 @@ class KVSWatchFuture(Future):
     def get(self, autoreset: bool = True):
         try:
             value = self._result()
-        except FluxliteError as exc:
-            if exc.errnum == errno.ENODATA:
-                return None
-            raise
+        except EndOfStream:
+            return None
         if autoreset:
             self.reset()
         return value

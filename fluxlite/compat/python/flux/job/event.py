@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import json
 
-from fluxlite.errors import EndOfStream, FluxliteError
+from fluxlite.errors import EndOfStream
 from fluxlite.job import api
 
 from ..future import Future, FutureState
@@ -89,10 +89,8 @@ class JobEventWatchFuture(Future):
     def get_event(self, autoreset: bool = True):
         try:
             event = self._result()
-        except FluxliteError as exc:
-            if exc.errnum == errno.ENODATA:
-                return None
-            raise
+        except EndOfStream:
+            return None
         if autoreset:
             self.reset()
         return event
