@@ -56,6 +56,17 @@ Idset = Annotated[str, Meta(max_length=64 * 1024)]             # "0-3,7"
 AnyMap = dict[str, Any]
 
 
+class JobRequest(Struct, kw_only=True):
+    """A request naming one job (job-manager, job-exec, sched)."""
+    id: JobId
+
+
+class KillRequest(Struct, kw_only=True):
+    """Send a signal to one job's tasks (job-manager, job-exec)."""
+    id: JobId
+    signum: Signal
+
+
 def describe(exc: ValidationError) -> tuple[str, bool]:
     """msgspec's message as 'field: what is wrong', and whether the value had the
     wrong type (EPROTO) rather than the right type out of bounds (EINVAL)."""

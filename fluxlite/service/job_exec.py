@@ -36,8 +36,8 @@ from ..job import schema as jschema
 from ..job import execution as ex
 from ..job import rset
 from ..job.eventlog import entry, eventlog_key
-from ..protocol.schema import (CARRY_PAYLOAD, AnyMap, Idset, JobId, Name, Pid, Severity, Signal,
-                               Struct, Text, WaitStatus)
+from ..protocol.schema import (CARRY_PAYLOAD, AnyMap, Idset, JobId, JobRequest, KillRequest, Name,
+                               Pid, Severity, Struct, Text, WaitStatus)
 from ..util import fluid, fsd, idset
 from ..util.log import enabled as log_enabled
 from .base import ANY, Service, handler
@@ -66,18 +66,11 @@ class ExceptionRequest(Struct, kw_only=True):
     wait_status: WaitStatus | None = None
 
 
-class KillRequest(Struct, kw_only=True):
-    id: JobId
-    signum: Signal
-
-
 class CriticalRanksRequest(Struct, kw_only=True):
     id: JobId
     ranks: Idset
 
 
-class JobRequest(Struct, kw_only=True):
-    id: JobId
 
 class ExecJob:
     """What job-exec keeps for one job: its I/O handles beside its Execution."""

@@ -37,8 +37,9 @@ from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
 from ..protocol.message import STREAMING
-from ..protocol.schema import (BULK_PAYLOAD, AnyMap, JobId, Matchtag, Meta, Name, Severity,
-                               Signal, Struct, Text, Urgency, UserId, WaitStatus)
+from ..protocol.schema import (BULK_PAYLOAD, AnyMap, JobId, JobRequest, KillRequest, Matchtag,
+                               Meta, Name, Severity, Struct, Text, Urgency, UserId,
+                               WaitStatus)
 from ..util import fluid, fsd, procs
 from ..util.log import enabled as log_enabled
 from . import jm_restart
@@ -62,10 +63,6 @@ class PurgeRequest(Struct, kw_only=True):
     num_limit: Annotated[int, Meta(ge=-1)] = -1       # -1: no number limit
     force: bool = False
     ids: list[JobId] | None = None
-
-
-class JobRequest(Struct, kw_only=True):
-    id: JobId
 
 
 class UrgencyRequest(Struct, kw_only=True):
@@ -101,11 +98,6 @@ STATE_WORDS = {"depend": {states.DEPEND}, "priority": {states.PRIORITY},
                "sched": {states.SCHED}, "run": {states.RUN},
                "pending": set(states.PENDING), "running": {states.RUN, states.CLEANUP},
                "active": set(states.PENDING) | {states.RUN, states.CLEANUP}}
-
-
-class KillRequest(Struct, kw_only=True):
-    id: JobId
-    signum: Signal
 
 
 class MemoRequest(Struct, kw_only=True):

@@ -46,7 +46,8 @@ class WriteRequest(Struct, kw_only=True):
     eof: bool = False
 
 
-class KillRequest(Struct, kw_only=True):
+class SignalLabelRequest(Struct, kw_only=True):
+    """Signal the command run under `label` (and its tasks' process groups with tasks)."""
     label: Name
     signum: Signal
     tasks: bool = False
@@ -197,7 +198,7 @@ class RexecService(Service):
                 raise FluxliteError.from_oserror(exc) from None
         return {}
 
-    @handler("rexec.kill", schema=KillRequest)
+    @handler("rexec.kill", schema=SignalLabelRequest)
     def kill(self, msg, req):
         proc = self.procs.get(req.label)
         if proc is None:

@@ -43,7 +43,7 @@ from ..job import constraint as jconstraint
 from ..job import easy, rset
 from ..job import schema as jschema
 from ..job.depend import PRIORITY_MAX
-from ..protocol.schema import AnyMap, JobId, Struct
+from ..protocol.schema import AnyMap, JobId, JobRequest, Struct
 from ..util import idset
 from .base import ANY, Service, handler
 
@@ -76,8 +76,6 @@ class FeasibilityRequest(Struct, kw_only=True):
     constraint: AnyMap | None = None
 
 
-class JobRequest(Struct, kw_only=True):
-    id: JobId
 
 class _Pending:
     __slots__ = ("id", "msg", "req", "priority", "queue", "where", "duration")

@@ -31,6 +31,7 @@ import signal
 import socket
 
 from ...errors import FluxliteError, ProtocolError, UsageError
+from ...job import rset
 from ...pmi import pmi1
 from ...protocol.dispatch import NO_REPLY, handler
 from ...protocol.schema import Rank, Seq, Struct, Text
@@ -48,14 +49,11 @@ class PMIBarrier(Struct, kw_only=True):
 
 
 def process_mapping(counts: list[int]) -> str:
-    """MPICH's PMI_process_mapping for block-placed tasks: (vector,(node,nnodes,ppn),...)."""
-    blocks: list[list[int]] = []
-    for node, n in enumerate(counts):
-        if blocks and blocks[-1][2] == n and blocks[-1][0] + blocks[-1][1] == node:
-            blocks[-1][1] += 1
-        else:
-            blocks.append([node, 1, n])
-    return "(vector," + ",".join(f"({a},{b},{c})" for a, b, c in blocks) + ")"
+    """MPICH's PMI_process_mapping for block-placed tasks: (vector,(node,nnodes,ppn),...),
+    the job's RFC 34 taskmap (rset.taskmap: blocks of one repeat) in MPICH's words."""
+    blocks = rset.taskmap(counts)["map"]
+    return "(vector," + ",".join(f"({node},{nnodes},{ppn})"
+                                 for node, nnodes, ppn, _ in blocks) + ")"
 
 
 class PMI(ShellPlugin):
