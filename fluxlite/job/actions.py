@@ -37,9 +37,12 @@ from __future__ import annotations
 import errno
 import sys
 
+from collections.abc import Callable
+
 from msgspec import Struct
 
 from ..util import idset
+from ..util.handlers import handler_table
 from . import depend, rset, states
 from . import jobspec as js
 from .schema import Request
@@ -206,6 +209,10 @@ def replay(jobid: int, jobspec: dict, entries: list[dict], R: dict | None = None
 
 
 # ---------------------------------------------------------------- events in
+class JobEvent(Struct, frozen=True):
+    """What happened to a job: each subclass has its handler in Actions.HANDLERS."""
+
+
 class Dep(Struct, frozen=True):
     """One of a submitted job's dependencies, with its verdict when it names a job
     (the service knows the other jobs); a begin-time one is judged here, by `at`."""
@@ -217,24 +224,24 @@ class Dep(Struct, frozen=True):
     at: float = 0.0                # begin-time: seconds since the epoch
 
 
-class Submitted(Struct, frozen=True):
+class Submitted(JobEvent):
     """A new job (state NEW): log submit and validate (with the jobspec), then its
     dependencies."""
     jobspec: dict
     deps: tuple[Dep, ...] = ()
 
 
-class Verdicts(Struct, frozen=True):
+class Verdicts(JobEvent):
     """A job named by some of this job's dependencies started or ended: each
     (description, MET|WAIT|NEVER, why) for the dependencies naming it."""
     items: tuple[tuple[str, str, str], ...]
 
 
-class BeginTimeReached(Struct, frozen=True):
+class BeginTimeReached(JobEvent):
     desc: str
 
 
-class Raise(Struct, frozen=True):
+class Raise(JobEvent):
     """An exception on the job.  `forward`: tell job-exec of a fatal one on a running
     job (not when job-exec itself reported it)."""
     type: str
@@ -246,20 +253,20 @@ class Raise(Struct, frozen=True):
     forward: bool = True
 
 
-class Urgency(Struct, frozen=True):
+class Urgency(JobEvent):
     urgency: int
     userid: int
 
 
-class Memo(Struct, frozen=True):
+class Memo(JobEvent):
     memo: dict
 
 
-class QueueChanged(Struct, frozen=True):
+class QueueChanged(JobEvent):
     """The queue was started or stopped (Actions.started says which)."""
 
 
-class AllocAnswered(Struct, frozen=True):
+class AllocAnswered(JobEvent):
     """sched's answer to request number `seq`: an allocation, or an error."""
     seq: int
     alloc: dict | None = None      # rank -> cores
@@ -270,32 +277,32 @@ class AllocAnswered(Struct, frozen=True):
     errstr: str = ""
 
 
-class ExecStarted(Struct, frozen=True):
+class ExecStarted(JobEvent):
     """job-exec: every shell is through the start barrier."""
 
 
-class ExecException(Struct, frozen=True):
+class ExecException(JobEvent):
     type: str
     severity: int
     note: str = ""
     context: dict | None = None
 
 
-class ExecFinished(Struct, frozen=True):
+class ExecFinished(JobEvent):
     status: int
 
 
-class ExecReleased(Struct, frozen=True):
+class ExecReleased(JobEvent):
     ranks: str = "all"
     final: bool = True
 
 
-class ExecFailed(Struct, frozen=True):
+class ExecFailed(JobEvent):
     """job-exec's stream ended in an error (not its clean end)."""
     errstr: str = ""
 
 
-class Restarted(Struct, frozen=True):
+class Restarted(JobEvent):
     """The job-manager restarted from its state directory with this job active: a
     job that held resources lost them with rank 0 (its shells are gone), and ends
     with an exception saying so; any other is looked at again (_action)."""
@@ -370,6 +377,8 @@ class Actions:
     """The machine.  It holds no job: each call is given one (a Job's fields are its
     state), so a pending job costs nothing here.  `started` is the queue's state."""
 
+    HANDLERS: dict[type, Callable] = {}     # event type -> its handler (below the class)
+
     def __init__(self, hosts: tuple[str, ...]):
         self.hosts = hosts          # rank -> host name: R's nodelist
         self.started = True         # every queue (stop/start without a queue name)
@@ -383,7 +392,7 @@ class Actions:
         fx: list = []
         if job.state == states.INACTIVE and not isinstance(event, AllocAnswered):
             return fx
-        getattr(self, "_on_" + type(event).__name__)(job, event, fx, now)
+        self.HANDLERS[type(event)](self, job, event, fx, now)
         if job.state != states.INACTIVE:
             self._action(job, fx, now)
         return fx
@@ -575,6 +584,24 @@ class Actions:
             fx.append(Free())
             self._post(job, fx, now, "free")
             self._post(job, fx, now, "clean")
+
+
+Actions.HANDLERS = handler_table(Actions, JobEvent, {
+    Submitted: Actions._on_Submitted,
+    Verdicts: Actions._on_Verdicts,
+    BeginTimeReached: Actions._on_BeginTimeReached,
+    Raise: Actions._on_Raise,
+    Urgency: Actions._on_Urgency,
+    Memo: Actions._on_Memo,
+    QueueChanged: Actions._on_QueueChanged,
+    AllocAnswered: Actions._on_AllocAnswered,
+    ExecStarted: Actions._on_ExecStarted,
+    ExecException: Actions._on_ExecException,
+    ExecFinished: Actions._on_ExecFinished,
+    ExecReleased: Actions._on_ExecReleased,
+    ExecFailed: Actions._on_ExecFailed,
+    Restarted: Actions._on_Restarted,
+})
 
 
 def describe(effects: list) -> str:

@@ -39,11 +39,13 @@ from __future__ import annotations
 import collections
 import os
 import signal
+from collections.abc import Callable
 
 import msgspec
 from msgspec import Struct
 
 from ..util import fsd, idset, procs
+from ..util.handlers import handler_table
 
 # job phases
 STARTING, INITIALIZED, RUNNING, COMPLETE = "starting", "initialized", "running", "complete"
@@ -52,48 +54,53 @@ PENDING, SHELL_RUNNING, EXITED, LOST = "pending", "running", "exited", "lost"
 
 
 # ---------------------------------------------------------------- events in
-class ShellStarted(Struct, frozen=True):
+class ExecutionEvent(Struct, frozen=True):
+    """What happened to a job's shells: each subclass has its handler in
+    Execution.HANDLERS."""
+
+
+class ShellStarted(ExecutionEvent):
     shell_rank: int
     pid: int
 
 
-class ShellExited(Struct, frozen=True):
+class ShellExited(ExecutionEvent):
     shell_rank: int
     status: int            # wait status
 
 
-class ShellUnreachable(Struct, frozen=True):
+class ShellUnreachable(ExecutionEvent):
     """Its rank's broker is gone (rexec's stream failed with EHOSTUNREACH)."""
     shell_rank: int
 
 
-class ShellStartFailed(Struct, frozen=True):
+class ShellStartFailed(ExecutionEvent):
     shell_rank: int
     error: str
 
 
-class BarrierEntered(Struct, frozen=True):
+class BarrierEntered(ExecutionEvent):
     barrier: str           # "init" or "start"
     shell_rank: int
     error: str | None = None   # the shell could not get there (a plugin failed)
 
 
-class TimerFired(Struct, frozen=True):
+class TimerFired(ExecutionEvent):
     name: str              # barrier, expire, shell-exit, kill
 
 
-class FatalException(Struct, frozen=True):
+class FatalException(ExecutionEvent):
     """The job-manager recorded a fatal exception raised elsewhere (cancel, doom, ...)."""
     type: str
     note: str = ""
     wait_status: int | None = None
 
 
-class SetCritical(Struct, frozen=True):
+class SetCritical(ExecutionEvent):
     ranks: frozenset[int]  # shell ranks, already checked to belong to the job
 
 
-class KillTasks(Struct, frozen=True):
+class KillTasks(ExecutionEvent):
     signum: int
 
 
@@ -166,6 +173,8 @@ class _Shell:
 
 
 class Execution:
+    HANDLERS: dict[type, Callable] = {}     # event type -> its handler (below the class)
+
     def __init__(self, jobid: int, ranks: list[int], hosts: dict[int, str], config: Config,
                  *, service: str = "", taskmap: dict | None = None, history: int = 64):
         self.jobid = jobid
@@ -207,7 +216,7 @@ class Execution:
             return []
         before = (self.phase, self.fatal is not None)
         fx: list = []
-        getattr(self, "_on_" + type(event).__name__)(event, fx)
+        self.HANDLERS[type(event)](self, event, fx)
         self._check_barriers(fx)
         self._check_done(fx)
         self.history.append((type(event).__name__, before, (self.phase, self.fatal is not None)))
@@ -426,3 +435,16 @@ class Execution:
             status = 1 << 8
         fx += [Log("complete", {"status": status}), Report("finish", {"status": status}),
                Log("done"), Report("release", {"ranks": "all", "final": True}), Finished()]
+
+
+Execution.HANDLERS = handler_table(Execution, ExecutionEvent, {
+    ShellStarted: Execution._on_ShellStarted,
+    ShellExited: Execution._on_ShellExited,
+    ShellUnreachable: Execution._on_ShellUnreachable,
+    ShellStartFailed: Execution._on_ShellStartFailed,
+    BarrierEntered: Execution._on_BarrierEntered,
+    TimerFired: Execution._on_TimerFired,
+    FatalException: Execution._on_FatalException,
+    SetCritical: Execution._on_SetCritical,
+    KillTasks: Execution._on_KillTasks,
+})
