@@ -35,8 +35,14 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from fluxlite.job import api  # noqa: E402
-from fluxlite.testing import (TAG_VAR, Instance, assert_no_leaks,  # noqa: E402
-                              fluxlite_command, tagged_processes, wait_pids_gone)
+from fluxlite.testing import (  # noqa: E402
+    TAG_VAR,
+    Instance,
+    assert_no_leaks,
+    fluxlite_command,
+    tagged_processes,
+    wait_pids_gone,
+)
 from fluxlite.util import fluid, idset, procs  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results", "latest.json")
@@ -730,6 +736,7 @@ def fig_ping_under_load(rows: list, quick: bool, ctx: dict) -> None:
     jobspec job-manager.submit accepts (a ~1 MiB environment, its payload limit:
     decoding and validating it is the most work one valid request costs the loop)."""
     import threading
+
     from fluxlite.job.jobspec import Jobspec
     count = 50 if quick else 200
     try:
@@ -1080,6 +1087,7 @@ def fig_hosts(rows: list, quick: bool, ctx: dict) -> None:
     Start by `broker --config-path` and by Hydra (4 and 64 brokers) beside ipc on one
     host; kill -9 / link cut -> lost with the TCP defaults."""
     import tempfile
+
     from fluxlite.testing.netns import NetnsHosts
     if os.geteuid() != 0:
         rows.append(Row("15", "config bootstrap across 4 hosts", None, "s",
@@ -1230,7 +1238,7 @@ def git_commit() -> str | None:
 def write_json(path: str, rows: list, args, started: float, interrupted: bool) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     doc = {
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version()},

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import FluxliteError, UsageError
 from ..job import inventory, policy

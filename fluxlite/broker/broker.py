@@ -393,7 +393,7 @@ class Broker:
                 pass
             try:
                 await asyncio.wait_for(asyncio.shield(proc.exited), 5.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 try:
                     self.spawner.kill(proc, signal.SIGKILL)
                 except OSError:
@@ -419,7 +419,7 @@ class Broker:
         try:
             await asyncio.wait_for(self._cleanup_services(), timeout)
             self.transition("cleanup-success")
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("cleanup timed out", timeout=fsd.format(timeout))
             self.transition("cleanup-timeout")
 
@@ -452,7 +452,7 @@ class Broker:
                     break
                 try:
                     await asyncio.wait_for(self._children_changed.wait(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             if self.overlay.live_children():
                 log.warning("shutdown: children did not leave in time",

@@ -58,13 +58,14 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
         raise UsageError(f"run directory path is too long for a socket: {rundir}")
 
     # warm image: everything a broker and a job shell need, imported once
+    import importlib
+
+    from .. import service as _svc
     from ..broker.broker import BrokerConfig
     from ..broker.main import run_broker
-    from . import broker as _b  # noqa: F401
-    from ..router import router as _r  # noqa: F401
     from ..overlay import overlay as _o  # noqa: F401
-    import importlib
-    from .. import service as _svc
+    from ..router import router as _r  # noqa: F401
+    from . import broker as _b  # noqa: F401
     for name in _svc.MODULES:
         importlib.import_module(f"{_svc.__name__}.{name}")
     from ..shell.main import preload

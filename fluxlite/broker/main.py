@@ -10,8 +10,8 @@ import asyncio
 import os
 
 from ..protocol.admission import raise_nofile_limit
-from ..util.proctitle import set_title
 from ..util import log as blog
+from ..util.proctitle import set_title
 from .broker import Broker, BrokerConfig
 from .spawner import start_spawner
 

@@ -38,14 +38,14 @@ from dataclasses import dataclass
 from zmq.utils import z85
 
 from ..errors import FluxliteError
+from ..overlay.overlay import Curve
 from ..pmi import client as pmi
 from ..pmi import pmix_env
-from ..overlay.overlay import Curve
 from ..util import curve as curve_cert
 from ..util import idset, tree
-from .broker import BrokerConfig
 from ..util.paths import make_rundir
 from .attrs import critical_ranks
+from .broker import BrokerConfig
 
 # what a PMI launcher and the instance plugin put in a broker's environment;
 # none of it is for the instance's own jobs

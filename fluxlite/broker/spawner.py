@@ -62,8 +62,8 @@ import errno
 import gc
 import os
 import selectors
-import signal
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -387,7 +387,7 @@ def _exec_error(req: dict, exc: BaseException) -> str:
 
 def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
                   preload=None, warm=None, close_fds: tuple[int, ...] = (),
-                  env: dict[str, str] | None = None) -> "Spawner":
+                  env: dict[str, str] | None = None) -> Spawner:
     """Fork the spawner.  Call before this process creates any ZeroMQ context.
 
     `entry(info, env)` is what a "shell" process runs; `preload()` imports what it

@@ -18,9 +18,8 @@ import signal
 import sys
 import time
 
-from ..job import api
+from ..job import api, states
 from ..job import eventlog as jel
-from ..job import states
 from ..util import fluid
 
 

@@ -23,8 +23,16 @@ import click
 from ..errors import UsageError
 from .common import NO_INTERSPERSED
 from .options import COMMON, IO, TASKS, apply, jobspec_from
-from .submit import (CC_OPTIONS, SUBMIT, cc_or_bcc, open_logs, refuse_per_task_input,
-                     service_stdin, submit_all, with_cc)
+from .submit import (
+    CC_OPTIONS,
+    SUBMIT,
+    cc_or_bcc,
+    open_logs,
+    refuse_per_task_input,
+    service_stdin,
+    submit_all,
+    with_cc,
+)
 
 SEPARATORS = (":::", ":::+", "::::", "::::+")
 

@@ -138,6 +138,7 @@ def _since(ctx, param, value):
     if value is None:
         return None
     import time
+
     from ..job.depend import parse_phrase
     from ..util import fsd
     text = value.strip()

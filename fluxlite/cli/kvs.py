@@ -204,8 +204,7 @@ def _entries_of(h, key: str, waitcreate: bool, timeout=None):
     for resp in stream:
         if "entries" not in resp:
             _check_eventlog(key, resp.get("value"))
-        for e in resp.get("entries", ()):
-            yield e
+        yield from resp.get("entries", ())
 
 
 @eventlog.command("get", context_settings=HELP)

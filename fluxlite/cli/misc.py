@@ -195,6 +195,7 @@ def shutdown(reason, target):
 def uptime():
     """One line about the instance: time, state, how long it has run, owner, depth, size."""
     import pwd
+
     from ..util import fsd
     with handle() as h:
         st = h.call("broker.state", nodeid=0)

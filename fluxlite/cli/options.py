@@ -88,6 +88,7 @@ def _warning_signal(value: str | None) -> dict | None:
     if value is None:
         return None
     import signal
+
     from ..util import fsd
     sig, _, when = value.partition("@")
     out = {"signum": int(signal.SIGUSR1), "timeleft": 60.0}
@@ -122,6 +123,7 @@ def _begin_time(ctx, param, value):
     if value is None:
         return None
     import time
+
     from ..job.depend import MAX_TIME, parse_begin_time
     if value.strip().lower() == "now":  # as Flux's (parsedatetime) word
         return time.time()

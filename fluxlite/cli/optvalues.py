@@ -12,6 +12,7 @@ from ..errors import UsageError
 def rlimits(rules: tuple[str, ...]) -> dict[str, int]:
     """--rlimit rules, in order: {NAME: limit} (-1 unlimited) for the job shell."""
     import resource
+
     from ..job.shell_options import RLIMITS
     out: dict[str, int] = {}
     for rule in rules:

@@ -32,7 +32,7 @@ CONNECTORS = {"default": ("├── ", "└── ", "│   ", "    "),
 class Node:
     job: dict | None                 # None for the root instance
     values: dict = field(default_factory=dict)
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
     uri: str = ""                    # a running instance's
 
 

@@ -21,7 +21,6 @@ across a restart, unless it was stopped with `--nocheckpoint`.
 
 from __future__ import annotations
 
-
 import click
 
 from ..errors import RPCTimeout

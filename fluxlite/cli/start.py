@@ -141,6 +141,7 @@ def _check_resources(attrs: dict[str, str], hosts) -> None:
     config naming hosts the instance does not have, an unreadable R file) or queues
     and policy that do not agree."""
     import json
+
     from ..job import inventory, policy
     if attrs.get("resource.path") or json.loads(attrs.get("resource.config") or "[]"):
         inventory.from_attrs(attrs, hosts)
@@ -197,7 +198,9 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, co
 
 def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) -> int:
     import socket
-    from ..broker import attrs as battrs, boot_config
+
+    from ..broker import attrs as battrs
+    from ..broker import boot_config
     from ..errors import UsageError
     if conf is not None:
         raise UsageError("--conf and --config-path cannot be used together (put the "

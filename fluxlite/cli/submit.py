@@ -8,7 +8,7 @@ import os
 import re
 import signal
 import sys
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import click
 

@@ -28,7 +28,7 @@ class AsyncHandle(HandleCore):
         # notice the broker going away (job shells need not: they die with it)
         self.monitor = monitor
 
-    async def connect(self) -> "AsyncHandle":
+    async def connect(self) -> AsyncHandle:
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.SNDHWM, 0)

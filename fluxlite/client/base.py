@@ -12,9 +12,8 @@ import zmq
 from ..errors import FluxliteError, HostUnreachable
 from ..protocol import message as m
 from ..protocol.message import Message
-from .connect import credentials, not_a_client_socket
 from ..protocol.rpc import PendingRPC, RPCTracker
-
+from .connect import credentials, not_a_client_socket
 
 # a handle tells the broker it read this many bytes (the broker's byte bound per client)
 ACK_BYTES = 1 << 20

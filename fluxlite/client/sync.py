@@ -27,10 +27,9 @@ import zmq
 
 from ..errors import ConnectionRefused, EndOfStream, FluxliteError, RPCTimeout, WrongThread
 from ..protocol.frames import has_input, recv_frames, send_frames
-from .base import HandleCore
-from .connect import (ENV_URI, MONITOR_EVENTS, await_connection, next_monitor_event,
-                      resolve_uri)
 from ..protocol.rpc import PendingRPC
+from .base import HandleCore
+from .connect import ENV_URI, MONITOR_EVENTS, await_connection, next_monitor_event, resolve_uri
 
 _context: zmq.Context | None = None
 

@@ -24,6 +24,7 @@ def _version() -> int:
     """`flux version` where fluxlite has no version command of its own: the lines
     Flux prints, with fluxlite's version."""
     import zmq
+
     from .. import __version__
     print(f"commands:    \t\t{__version__}\nlibflux-core:\t\t{__version__}\n"
           f"build-options:\t\t+zmq=={zmq.zmq_version()}")

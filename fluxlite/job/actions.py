@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import errno
 import sys
-
 from collections.abc import Callable
 
 from msgspec import Struct
@@ -45,9 +44,9 @@ from ..util import idset
 from ..util.handlers import handler_table
 from . import depend, rset, states
 from . import jobspec as js
+from .eventlog import eventlog_key
 from .schema import Request
 from .schema import request as jobspec_request
-from .eventlog import eventlog_key
 
 _NOTHING: dict = {}   # the shared empty map of a Job's unused fields: never changed
 

@@ -39,7 +39,7 @@ async def wait(h, jobid: int, timeout: float | None = None) -> dict:
     api.wait.  RPCTimeout if it is not within `timeout` seconds."""
     try:
         return await h.call(*api.wait_request(jobid), timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise RPCTimeout(f"job-manager.wait: no response within {timeout:g}s") from None
 
 

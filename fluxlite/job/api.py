@@ -318,7 +318,7 @@ class Follower:
         self.main_entries: list[dict] = []
         self._watches: list = []
 
-    def start(self) -> "Follower":
+    def start(self) -> Follower:
         # the followed log first: the main log's `clean` comes after all of it
         self._watches.append(self._watch(jel.eventlog_key(self.jobid, self.path), self._log))
         if self.path != "eventlog":

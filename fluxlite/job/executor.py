@@ -66,7 +66,7 @@ class JobFuture(concurrent.futures.Future):
 
     EVENTS = EVENTS
 
-    def __init__(self, executor: "Executor"):
+    def __init__(self, executor: Executor):
         super().__init__()
         self._executor = executor
         self._jobid_ready = threading.Event()
@@ -88,7 +88,7 @@ class JobFuture(concurrent.futures.Future):
             raise self._jobid_error
         return self._jobid
 
-    def add_jobid_callback(self, callback) -> "JobFuture":
+    def add_jobid_callback(self, callback) -> JobFuture:
         """`callback(future)` once the job id is known (at once if it is)."""
         with self._lock:
             if not self._jobid_ready.is_set():
@@ -108,7 +108,7 @@ class JobFuture(concurrent.futures.Future):
             self._invoke(cb)
 
     # ------------------------------------------------------------- events
-    def add_event_callback(self, event: str, callback) -> "JobFuture":
+    def add_event_callback(self, event: str, callback) -> JobFuture:
         """`callback(future, event)` for each `event` (a main eventlog event name) the
         job logs, including those logged before the callback was added."""
         if event not in EVENTS:
@@ -245,7 +245,7 @@ class Executor(concurrent.futures.Executor):
             raise RuntimeError(f"cannot {what}: the executor is broken "
                                f"({self._broken})") from self._broken
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     # ----------------------------------------------------- the loop's side

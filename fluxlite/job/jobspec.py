@@ -91,7 +91,7 @@ class Jobspec:
                      rlimits=None, name: str | None = None, input=None, output=None,
                      error=None, *, per_node: int | None = None,
                      gpus_per_node: int | None = None,
-                     validate: bool = True) -> "Jobspec":
+                     validate: bool = True) -> Jobspec:
         """`num_tasks` tasks of `cores_per_task` cores (and `gpus_per_task` GPUs), spread
         over `num_nodes` whole nodes if given (`gpus_per_node` then shares that many
         GPUs of each node among its tasks).  `per_node` (batch/alloc) runs that many tasks per node
@@ -169,7 +169,7 @@ class Jobspec:
     def from_nest_command(cls, command, num_slots: int | None = 1, cores_per_slot: int = 1,
                           gpus_per_slot: int | None = None, num_nodes: int | None = None,
                           broker_opts=None, exclusive: bool = False, conf=None,
-                          **kwargs) -> "Jobspec":
+                          **kwargs) -> Jobspec:
         """A nested instance, one broker per node, whose initial program is `command`."""
         if conf:
             raise NotImplementedError("Jobspec.from_nest_command(conf=...): give broker "
@@ -186,7 +186,7 @@ class Jobspec:
     def from_batch_command(cls, script: str, jobname: str, args=None, num_slots: int = 1,
                            cores_per_slot: int = 1, gpus_per_slot: int | None = None,
                            num_nodes: int | None = None, broker_opts=None,
-                           exclusive: bool = False, conf=None, **kwargs) -> "Jobspec":
+                           exclusive: bool = False, conf=None, **kwargs) -> Jobspec:
         """A nested instance whose rank 0 runs `script` (its text, stored in the jobspec)."""
         if not isinstance(script, str):
             raise InvalidType("script must be a string (the script's contents)")

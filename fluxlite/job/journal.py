@@ -62,7 +62,7 @@ class Journal:
         self._on_event = None
         self._told_end = False
 
-    def start(self) -> "Journal":
+    def start(self) -> Journal:
         if self._p is not None:
             raise UsageError("journal: start() called twice")
         self._history = []

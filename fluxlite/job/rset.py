@@ -16,7 +16,7 @@ that a jobspec chose.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..util import hostlist, idset
 

@@ -10,7 +10,7 @@ the check to the job-manager (whose message it prints unchanged).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -83,7 +83,7 @@ class SlotV1(Struct, tag="slot", tag_field="type", kw_only=True):
     count: Count
     label: _Label
     # one core entry, and at most one gpu entry beside it
-    with_: Annotated[list[Union[CoreV1, GpuV1]], Meta(min_length=1, max_length=2)] = \
+    with_: Annotated[list[CoreV1 | GpuV1], Meta(min_length=1, max_length=2)] = \
         msgspec.field(name="with")
     exclusive: bool = False
 
@@ -174,7 +174,7 @@ class AttributesV1(Struct, kw_only=True, forbid_unknown_fields=True):
 
 class JobspecV1(Struct, kw_only=True, forbid_unknown_fields=True):
     version: Literal[1]
-    resources: Annotated[list[Union[NodeV1, SlotV1]], _One]
+    resources: Annotated[list[NodeV1 | SlotV1], _One]
     tasks: Annotated[list[TaskV1], _One]
     attributes: AttributesV1
 

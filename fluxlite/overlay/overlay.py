@@ -37,8 +37,8 @@ import asyncio
 import os
 import socket as _socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import zmq
 
@@ -212,7 +212,7 @@ class Overlay:
                                             "pid": os.getpid(), "hostname": self.hostname})
         try:
             await asyncio.wait_for(self._hello_done, self.connect_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ConnectFailed(
                 f"parent did not accept us within {fsd.format(self.connect_timeout)}") from None
         self.parent_state = ONLINE

@@ -99,7 +99,7 @@ class PMI1Client:
         self.buf = b""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> "PMI1Client":
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> PMI1Client:
         """Connect as the environment says (PMI_FD, else PMI_PORT)."""
         pmiid = _env_int(env, "PMI_ID") if env.get("PMI_ID") is not None else None
         if env.get("PMI_FD") or pmiid is None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..errors import HostUnreachable, ProtocolError, RPCTimeout, UsageError
 
@@ -108,7 +108,7 @@ class PMI2Client:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None, *,
-                     timeout: float | None = None) -> "PMI2Client | None":
+                     timeout: float | None = None) -> PMI2Client | None:
         """The client for a PMI-2 launch (PMI_FD, PMI_RANK, PMI_SIZE and PMI_JOBID, as
         `srun --mpi=pmi2` sets them), or None when the environment is not one."""
         env = os.environ if environ is None else environ
@@ -184,7 +184,7 @@ class PMI2Client:
             self._closed = True
             self._sock.close()
 
-    def __enter__(self) -> "PMI2Client":
+    def __enter__(self) -> PMI2Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -237,7 +237,7 @@ class PMI2Client:
     def _send(self, data: bytes) -> None:
         try:
             self._sock.sendall(data)
-        except socket.timeout:
+        except TimeoutError:
             raise RPCTimeout("PMI-2 server did not take a message in time") from None
         except OSError as exc:
             raise HostUnreachable.from_oserror(exc, "PMI-2 server is gone") from None
@@ -245,7 +245,7 @@ class PMI2Client:
     def _recv_more(self) -> None:
         try:
             chunk = self._sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             raise RPCTimeout("PMI-2 server did not answer in time") from None
         except OSError as exc:
             raise HostUnreachable.from_oserror(exc, "PMI-2 server is gone") from None

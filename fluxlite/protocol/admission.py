@@ -27,7 +27,7 @@ import os
 import socket
 import time
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from ..util.log import get_logger
 

@@ -37,7 +37,8 @@ import errno
 import functools
 import inspect
 import traceback
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import msgspec
 

@@ -122,11 +122,11 @@ class Message:
     # -- constructors --------------------------------------------------
     @classmethod
     def request(cls, topic: str, payload=None, *, nodeid: int = NODEID_ANY, flags: int = 0,
-                matchtag: int = 0, userid: int = 0, role: int = 0) -> "Message":
+                matchtag: int = 0, userid: int = 0, role: int = 0) -> Message:
         return cls(REQUEST, topic, payload, nodeid=nodeid, flags=flags, matchtag=matchtag,
                    userid=userid, role=role)
 
-    def response(self, payload=None, errnum: int = 0, errstr: str = "") -> "Message":
+    def response(self, payload=None, errnum: int = 0, errstr: str = "") -> Message:
         """A response to this request, carrying its matchtag and route."""
         return Message(RESPONSE, self.topic, payload, nodeid=self.nodeid,
                        flags=self.flags & STREAMING, matchtag=self.matchtag, errnum=errnum,
@@ -137,11 +137,11 @@ class Message:
         return FluxliteError(self.errstr, self.errnum) if self.errnum else None
 
     @classmethod
-    def event(cls, topic: str, payload=None, seq: int = 0) -> "Message":
+    def event(cls, topic: str, payload=None, seq: int = 0) -> Message:
         return cls(EVENT, topic, payload, seq=seq)
 
     @classmethod
-    def control(cls, topic: str, payload=None) -> "Message":
+    def control(cls, topic: str, payload=None) -> Message:
         return cls(CONTROL, topic, payload)
 
     # -- helpers -------------------------------------------------------

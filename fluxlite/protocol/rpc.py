@@ -19,7 +19,7 @@ class PendingRPC:
     __slots__ = ("matchtag", "topic", "streaming", "done", "_queue", "_waiter", "_tracker",
                  "_on_response")
 
-    def __init__(self, tracker: "RPCTracker", matchtag: int, topic: str, streaming: bool):
+    def __init__(self, tracker: RPCTracker, matchtag: int, topic: str, streaming: bool):
         self._tracker = tracker
         self.matchtag = matchtag
         self.topic = topic

@@ -11,7 +11,7 @@ ProtocolError, happen in the owner's dispatch so the peer can be named.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 import zmq
 

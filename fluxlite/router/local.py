@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import zmq
 

@@ -27,7 +27,8 @@ What the router guarantees:
 from __future__ import annotations
 
 import errno
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from ..errors import AlreadyExists, NotFound, UsageError
 from ..protocol import message as m

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import errno
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import PermissionDenied
 from ..protocol.dispatch import ANY, NO_REPLY, OWNER, Dispatcher, handler

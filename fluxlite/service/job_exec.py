@@ -32,12 +32,24 @@ import errno
 import time
 
 from ..errors import Canceled, NotFound, TryAgain, UsageError
-from ..job import schema as jschema
 from ..job import execution as ex
 from ..job import rset
+from ..job import schema as jschema
 from ..job.eventlog import entry, eventlog_key
-from ..protocol.schema import (CARRY_PAYLOAD, AnyMap, Idset, JobId, JobRequest, KillRequest, Name,
-                               Pid, Severity, Struct, Text, WaitStatus)
+from ..protocol.schema import (
+    CARRY_PAYLOAD,
+    AnyMap,
+    Idset,
+    JobId,
+    JobRequest,
+    KillRequest,
+    Name,
+    Pid,
+    Severity,
+    Struct,
+    Text,
+    WaitStatus,
+)
 from ..util import fluid, fsd, idset
 from ..util.log import enabled as log_enabled
 from .base import ANY, Service, handler

@@ -28,8 +28,16 @@ import json
 import time
 from typing import Annotated
 
-from ..errors import (FluxliteError, NoChild, NoService, NotFound, PermissionDenied, ProtocolError,
-                      TryAgain, UsageError)
+from ..errors import (
+    FluxliteError,
+    NoChild,
+    NoService,
+    NotFound,
+    PermissionDenied,
+    ProtocolError,
+    TryAgain,
+    UsageError,
+)
 from ..job import actions as act
 from ..job import depend, joblist, signed, states
 from ..job import policy as jpolicy
@@ -37,9 +45,22 @@ from ..job import schema as jschema
 from ..job.actions import Job, own
 from ..job.eventlog import entry, job_key
 from ..protocol.message import STREAMING
-from ..protocol.schema import (BULK_PAYLOAD, AnyMap, JobId, JobRequest, KillRequest, Matchtag,
-                               Meta, Name, Severity, Struct, Text, Urgency, UserId,
-                               WaitStatus)
+from ..protocol.schema import (
+    BULK_PAYLOAD,
+    AnyMap,
+    JobId,
+    JobRequest,
+    KillRequest,
+    Matchtag,
+    Meta,
+    Name,
+    Severity,
+    Struct,
+    Text,
+    Urgency,
+    UserId,
+    WaitStatus,
+)
 from ..util import fluid, fsd, procs
 from ..util.log import enabled as log_enabled
 from . import jm_restart

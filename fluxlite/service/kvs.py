@@ -36,12 +36,19 @@ import gc
 import sys
 from typing import Annotated
 
-from ..errors import (FluxliteError, IsADirectory, NotADirectory, NotFound, NotSupported,
-                      ProtocolError, UsageError)
+from ..errors import (
+    FluxliteError,
+    IsADirectory,
+    NotADirectory,
+    NotFound,
+    NotSupported,
+    ProtocolError,
+    UsageError,
+)
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
-from .base import ANY, Service, handler
 from . import kvs_treeobj as treeobj
 from . import statedir
+from .base import ANY, Service, handler
 from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store
 
 

@@ -51,7 +51,7 @@ import asyncio
 import os
 import sqlite3
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from ..protocol.message import pack, unpack
 from ..util.log import get_logger

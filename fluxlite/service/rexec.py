@@ -24,8 +24,15 @@ import os
 import signal
 import socket
 
-from ..errors import (AlreadyExists, FluxliteError, NoService, NoSuchProcess, ProtocolError,
-                      TryAgain, UsageError)
+from ..errors import (
+    AlreadyExists,
+    FluxliteError,
+    NoService,
+    NoSuchProcess,
+    ProtocolError,
+    TryAgain,
+    UsageError,
+)
 from ..protocol.schema import CARRY_PAYLOAD, AnyMap, Name, Signal, Struct, Text
 from .base import Service, handler
 

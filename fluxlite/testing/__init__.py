@@ -171,7 +171,7 @@ class Instance:
         self._handles = []
 
     # ---------------------------------------------------------------- life
-    def start(self) -> "Instance":
+    def start(self) -> Instance:
         self.proc = subprocess.Popen(
             fluxlite_command() + self.args + ["--"] + self.READY_PROGRAM,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
@@ -209,7 +209,7 @@ class Instance:
         self.proc.stdout.close()
         return self.returncode
 
-    def __enter__(self) -> "Instance":
+    def __enter__(self) -> Instance:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -284,7 +284,7 @@ class Instance:
         raise AssertionError(f"membership condition not met within {timeout}s: {last}")
 
 
-_pending: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_pending: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _readline(stream, timeout: float) -> str:

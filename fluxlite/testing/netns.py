@@ -41,9 +41,9 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 
-from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
 from ..util import procs
 from ..util.procs import wait_gone
+from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
 
 STATE_DIR = "/run/fluxlite-netns"      # one file per live run: owner pid, names, subnet
 LOCK_PATH = "/run/fluxlite-netns.lock"  # serialises subnet choice and /etc/hosts edits
@@ -118,13 +118,13 @@ class NetnsHosts:
         raise KeyError(name)
 
     # ------------------------------------------------------------ life
-    def __enter__(self) -> "NetnsHosts":
+    def __enter__(self) -> NetnsHosts:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.teardown()
 
-    def start(self) -> "NetnsHosts":
+    def start(self) -> NetnsHosts:
         self._started = True
         try:
             with _locked():

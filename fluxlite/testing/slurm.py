@@ -41,10 +41,10 @@ import tempfile
 import time
 import uuid
 
-from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
 from ..errors import FluxliteError
 from ..util import procs
 from ..util.procs import wait_gone
+from . import TAG_VAR, assert_no_leaks, find_tool, missing_prerequisite
 
 DAEMONS = ("munged", "mungekey", "munge", "unmunge", "slurmctld", "slurmd", "srun", "sinfo",
            "scontrol", "scancel")
@@ -85,13 +85,13 @@ class SlurmCluster:
         self.env: dict[str, str] = {}
 
     # ------------------------------------------------------------ life
-    def __enter__(self) -> "SlurmCluster":
+    def __enter__(self) -> SlurmCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         self.dir = tempfile.mkdtemp(prefix="flslurm-", dir=self.base_dir)
         os.chmod(self.dir, 0o755)   # munged wants everyone to traverse to its socket
         conf = os.path.join(self.dir, "slurm.conf")
@@ -152,7 +152,7 @@ class SlurmCluster:
             raise AssertionError("slurm cluster: " + "; ".join(errors) + logs)
 
     @classmethod
-    def attach(cls, directory: str) -> "SlurmCluster":
+    def attach(cls, directory: str) -> SlurmCluster:
         """The cluster recorded in `directory` (by `slurm-cluster start`), to stop it."""
         try:
             with open(os.path.join(directory, STATE_FILE)) as f:

@@ -17,7 +17,7 @@ ValueError with a sentence saying what was wrong.  Nothing here does I/O.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 MAX_HOSTS = 1_000_000  # one bracket may not expand to more names than this
 

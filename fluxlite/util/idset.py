@@ -9,7 +9,7 @@ not become a set of billions).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 MAX_IDS = 1 << 20   # ids in one idset: ranks and cores, never more than this
 

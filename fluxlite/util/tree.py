@@ -103,7 +103,7 @@ class Topology:
                 self._levels[c] = self._levels[r] + 1
 
     @classmethod
-    def kary(cls, size: int, k: int) -> "Topology":
+    def kary(cls, size: int, k: int) -> Topology:
         return cls([parent(r, k) for r in range(size)])
 
     def _breadth_first(self) -> list[int]:

@@ -83,7 +83,7 @@ class RawPeer:
         self.sock.close(linger=0)
         self.ctx.term()
 
-    def __enter__(self) -> "RawPeer":
+    def __enter__(self) -> RawPeer:
         return self
 
     def __exit__(self, *exc) -> None:

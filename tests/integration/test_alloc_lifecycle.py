@@ -14,7 +14,6 @@ from fluxlite.testing import fluxlite_command, jobid_of, wait_fifo
 from fluxlite.util import fluid
 
 
-
 @pytest.fixture
 def parent(instance_factory):
     return instance_factory(2, cores_per_rank=2)

@@ -81,8 +81,8 @@ def test_loader_refuses_a_file_another_user_owns(tmp_path):
 
 @pytest.mark.parametrize("text,words", [
     ("", "is not a CURVE secret certificate"),
-    ('curve\n    public-key = "%s"\n' % ("a" * 40), "is not a CURVE secret certificate"),
-    ('curve\n    public-key = "%s"\n    secret-key = "%s"\n' % ("a" * 40, "b" * 40),
+    ('curve\n    public-key = "{}"\n'.format("a" * 40), "is not a CURVE secret certificate"),
+    ('curve\n    public-key = "{}"\n    secret-key = "{}"\n'.format("a" * 40, "b" * 40),
      "does not belong"),
 ])
 def test_loader_refuses_what_is_not_a_secret_certificate(tmp_path, text, words):

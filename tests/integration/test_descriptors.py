@@ -9,9 +9,9 @@ import socket
 import subprocess
 
 import pytest
+from tcpconf import local_tcp_config, tcp_brokers
 
 from fluxlite.testing import fluxlite_command
-from tcpconf import local_tcp_config, tcp_brokers
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -6,11 +6,9 @@ winning over a critical-ranks broker option."""
 import os
 import textwrap
 
-
 from fluxlite.job import api
 from fluxlite.testing import jobid_of, wait_event
 from fluxlite.util import fluid
-
 
 
 def events(h, jobid, path="eventlog"):

@@ -7,8 +7,7 @@ import threading
 import pytest
 
 from fluxlite.errors import JobException
-from fluxlite.job import Executor, Jobspec
-from fluxlite.job import api
+from fluxlite.job import Executor, Jobspec, api
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,12 +9,12 @@ import os
 import time
 
 import pytest
+from rawpeer import rss_kib
+from smalldisk import fill, small_disk
 
 from fluxlite.errors import FluxliteError
 from fluxlite.service.kvs_store import HELD_MAX
 from fluxlite.testing import Instance, _readline
-from rawpeer import rss_kib
-from smalldisk import fill, small_disk
 
 pytestmark = pytest.mark.timeout(240)
 

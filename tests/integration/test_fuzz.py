@@ -23,13 +23,12 @@ import os
 import time
 
 import pytest
+from fuzzframes import Fuzzer
+from rawpeer import RawPeer, local_endpoint, rss_kib, tbon_endpoint
 
 from fluxlite.job import jobspec as js
 from fluxlite.protocol import message as m
 from fluxlite.testing import jobid_of, wait_event
-
-from fuzzframes import Fuzzer
-from rawpeer import RawPeer, local_endpoint, rss_kib, tbon_endpoint
 
 SECONDS = float(os.environ.get("FLUXLITE_FUZZ_SECONDS", "2"))
 SEED = int(os.environ.get("FLUXLITE_FUZZ_SEED", "1"))

@@ -19,6 +19,7 @@ import sys
 import time
 
 import pytest
+from rawpeer import RawPeer, header, local_endpoint, rss_kib, tbon_endpoint
 
 from fluxlite.errors import FluxliteError
 from fluxlite.job import jobspec as js
@@ -26,8 +27,6 @@ from fluxlite.protocol import message as m
 from fluxlite.protocol.schema import MAX_COUNT
 from fluxlite.testing import fluxlite_command, jobid_of, wait_event
 from fluxlite.util import fluid
-
-from rawpeer import RawPeer, header, local_endpoint, rss_kib, tbon_endpoint
 
 
 def refused(h, topic, payload, errnum, *words, nodeid=None):

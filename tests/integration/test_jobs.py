@@ -386,6 +386,7 @@ def test_broken_user_plugin_fails_the_job(inst1, tmp_path):
 def _start_run(inst, *args):
     """`fluxlite run` in the background; its task prints 'ready' once it runs."""
     import subprocess
+
     from fluxlite.testing import _readline, fluxlite_command
     p = subprocess.Popen(fluxlite_command() + ["run", *args], env=inst.env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -440,6 +441,7 @@ def test_vanished_watchers_leave_no_state(inst1):
     """CLIs that exit, and one killed mid-stream, leave no watch behind in the KVS."""
     import signal
     import subprocess
+
     from fluxlite.testing import _readline, fluxlite_command
     h = inst1.handle()
     for _ in range(3):
@@ -529,6 +531,7 @@ def test_run_forwards_stdin(instance_factory):
 
 def test_binary_output_and_input_file_are_exact(inst1, tmp_path):
     import subprocess
+
     from fluxlite.testing import fluxlite_command
     blob = bytes(range(256)) * 64
     src = tmp_path / "blob"

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from fluxlite.testing import netns as testing_netns
 from fluxlite.testing import missing_prerequisite
+from fluxlite.testing import netns as testing_netns
 from fluxlite.testing.netns import NetnsHosts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -144,11 +144,11 @@ def test_cut_takes_a_host_off_the_network_and_restore_brings_it_back():
 
 
 def test_a_dead_owners_hosts_are_swept_by_the_next_run():
-    script = ("import sys, time; sys.path.insert(0, %r)\n"
+    script = (f"import sys, time; sys.path.insert(0, {ROOT!r})\n"
               "from fluxlite.testing.netns import NetnsHosts\n"
               "h = NetnsHosts(2).start()\n"
               "print(h.run_id, flush=True)\n"
-              "time.sleep(1000)\n") % ROOT
+              "time.sleep(1000)\n")
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         run_id = read_line(owner.stdout).strip()

@@ -5,9 +5,9 @@ import os
 import subprocess
 
 import pytest
+from smalldisk import fill, small_disk
 
 from fluxlite.testing import fluxlite_command, one_error_line
-from smalldisk import fill, small_disk
 
 pytestmark = pytest.mark.timeout(120)
 

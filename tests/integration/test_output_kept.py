@@ -7,9 +7,9 @@ import signal
 import time
 
 import pytest
+from smalldisk import fill, small_disk
 
 from fluxlite.testing import Instance, jobid_of, wait_fifo
-from smalldisk import fill, small_disk
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,8 +9,13 @@ import uuid
 
 import pytest
 
-from fluxlite.testing import (TAG_VAR, assert_no_leaks, find_tool, fluxlite_command,
-                              missing_prerequisite)
+from fluxlite.testing import (
+    TAG_VAR,
+    assert_no_leaks,
+    find_tool,
+    fluxlite_command,
+    missing_prerequisite,
+)
 
 pytestmark = pytest.mark.timeout(180)
 

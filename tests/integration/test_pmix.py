@@ -12,8 +12,7 @@ import pytest
 
 from fluxlite.job import api
 from fluxlite.pmi import pmix_build
-from fluxlite.testing import (Instance, find_tool, fluxlite_command, jobid_of,
-                              missing_prerequisite)
+from fluxlite.testing import Instance, find_tool, fluxlite_command, jobid_of, missing_prerequisite
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 import zmq
+from tcpconf import FL, local_tcp_config, tcp_brokers
 
 from fluxlite.client.sync import Handle
 from fluxlite.protocol import message as m
 from fluxlite.util import curve, idset
-from tcpconf import FL, local_tcp_config, tcp_brokers
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,8 +17,6 @@ from fluxlite.testing import jobid_of, wait_event, wait_fifo, wait_pids_gone
 from fluxlite.util import fluid
 
 
-
-
 def exceptions(h, jobid):
     return [e["context"] for e in api.event_watch(h, jobid, follow=False)
             if e["name"] == "exception"]
@@ -84,6 +82,7 @@ def test_killed_broker_takes_its_shells_and_tasks(instance_factory):
 def test_run_on_two_nodes_loses_its_second_rank(instance_factory):
     inst = instance_factory(2)
     import subprocess
+
     from fluxlite.testing import _readline, fluxlite_command
     p = subprocess.Popen(fluxlite_command() + ["run", "-N2", "sh", "-c",
                                                "echo ready; exec sleep 60"],

@@ -11,7 +11,6 @@ from fluxlite.testing import jobid_of
 from fluxlite.util import fluid, idset
 
 
-
 def wait_offline(h, rank: int, timeout: float = 30) -> None:
     for snap in h.stream("overlay.watch", nodeid=0, timeout=timeout):
         if rank in idset.decode(snap["ranks"].get("offline", "")):

@@ -10,10 +10,10 @@ import sys
 import time
 
 import pytest
+from rawpeer import RawPeer, header, local_endpoint
 
 from fluxlite.protocol import message as m
 from fluxlite.testing import _readline, fluxlite_command, wait_fifo
-from rawpeer import RawPeer, header, local_endpoint
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -6,9 +6,9 @@ import signal
 import subprocess
 
 import pytest
+from rawpeer import rss_kib
 
 from fluxlite.testing import _readline, fluxlite_command
-from rawpeer import rss_kib
 
 pytestmark = pytest.mark.timeout(180)
 

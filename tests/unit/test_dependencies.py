@@ -2,6 +2,7 @@
 jobspec's attributes.system.dependencies, and the scheduler's queue order."""
 
 import pytest
+from test_jobspec_and_sched import req, sched_with
 
 from fluxlite.errors import ProtocolError, UsageError
 from fluxlite.job import depend, easy
@@ -9,8 +10,6 @@ from fluxlite.job import jobspec as js
 from fluxlite.job import schema as jschema
 from fluxlite.service.sched import _Pending
 from fluxlite.util import fluid
-
-from test_jobspec_and_sched import req, sched_with
 
 pytestmark = pytest.mark.timeout(30)
 

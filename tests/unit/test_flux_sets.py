@@ -84,8 +84,10 @@ def test_resource_set_ops_properties_and_constraints():
 
 
 def test_constraint_parser_builds_rfc31_objects():
-    from fluxlite.compat.python.flux.constraint.parser import (ConstraintParser,
-                                                               ConstraintSyntaxError)
+    from fluxlite.compat.python.flux.constraint.parser import (
+        ConstraintParser,
+        ConstraintSyntaxError,
+    )
 
     class Props(ConstraintParser):
         operator_map = {None: "properties", "host": "hostlist"}
@@ -107,8 +109,11 @@ def test_constraint_parser_builds_rfc31_objects():
 
 
 def test_rv1pool_allocates_worst_fit_frees_and_refuses():
-    from fluxlite.compat.python.flux.resource import (InfeasibleRequest,
-                                                      InsufficientResources, Rv1Pool)
+    from fluxlite.compat.python.flux.resource import (
+        InfeasibleRequest,
+        InsufficientResources,
+        Rv1Pool,
+    )
     R = {"version": 1, "execution": {
         "R_lite": [{"rank": "0", "children": {"core": "0-3"}},
                    {"rank": "1-2", "children": {"core": "0-1", "gpu": "0"}}],

@@ -4,12 +4,11 @@ sentences, which must name what was asked and what limits it."""
 import pytest
 
 from fluxlite.errors import UsageError
-from fluxlite.job import easy
+from fluxlite.job import easy, shell_options
 from fluxlite.job import jobspec as js
 from fluxlite.job import schema as jschema
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.sched import SchedService
-from fluxlite.job import shell_options
 from fluxlite.util import fsd
 
 

@@ -98,6 +98,7 @@ async def test_a_write_that_fails_is_kept_and_goes_out_on_the_retry(store):
 
 async def test_past_the_bound_held_while_failing_commits_are_refused(store, monkeypatch):
     import errno
+
     from fluxlite.errors import FluxliteError
     from fluxlite.service import kvs_store
     monkeypatch.setattr(kvs_store, "HELD_MAX", 10)

@@ -10,8 +10,7 @@ with torpid links, and rank 0's view recording when each rank changed.
 import pytest
 
 from fluxlite.overlay import membership as members
-from fluxlite.overlay.liveness import (LOST, OFFLINE, ONLINE, TORPID, Liveness, PeerTimes,
-                                       Timeouts)
+from fluxlite.overlay.liveness import LOST, OFFLINE, ONLINE, TORPID, Liveness, PeerTimes, Timeouts
 from fluxlite.overlay.membership import Membership
 from fluxlite.util import idset
 

@@ -4,8 +4,17 @@ garbage, a missing key, a double init, the barrier and a task leaving early."""
 import pytest
 
 from fluxlite.errors import ProtocolError
-from fluxlite.pmi.pmi1 import (LINE_MAX, Abort, Answer, Barrier, Close, Log, PMI1Server,
-                               decode, encode)
+from fluxlite.pmi.pmi1 import (
+    LINE_MAX,
+    Abort,
+    Answer,
+    Barrier,
+    Close,
+    Log,
+    PMI1Server,
+    decode,
+    encode,
+)
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -120,8 +120,8 @@ def test_readline_returns_every_line_of_one_write():
 def test_layout_of_exclusive_slots_runs_the_slots_asked_for():
     """-x -n1 / -x -n3 on 2-core nodes: whole nodes, but 1 and 3 tasks (not 2 and 4)."""
     from fluxlite.job import jobspec as js
-    from fluxlite.job import schema as jschema
     from fluxlite.job import rset
+    from fluxlite.job import schema as jschema
     for n, want in ((1, [1]), (3, [2, 1])):
         spec = js.Jobspec.from_command(["true"], num_tasks=n, num_nodes=None, cores_per_task=1,
                                        exclusive=True).jobspec
@@ -168,7 +168,9 @@ def test_mustache_render_and_check():
 
 def test_log_sink_owns_its_ring(tmp_path):
     import json
+
     import structlog
+
     from fluxlite.util import log
     sink = log.configure(3, str(tmp_path / "b.log"), stderr_level="critical", ring_size=2)
     try:
@@ -192,6 +194,7 @@ def test_log_level_is_checked_before_anything_is_built(tmp_path):
     """A logger below `log-level` builds nothing (a debug line on a hot path costs
     an attribute read); set_levels changes the threshold of loggers made before."""
     import structlog
+
     from fluxlite.util import log
     sink = log.configure(0, stderr_level="critical", level="info")
     try:
@@ -229,6 +232,7 @@ def test_release_free_memory_runs_on_glibc():
 def test_start_time_and_session_name_a_live_process_only():
     import os
     import subprocess
+
     from fluxlite.util import procs
     me = os.getpid()
     assert procs.session_of(me) == os.getsid(0)

@@ -28,6 +28,7 @@ import os
 from ...util import idset
 from ..plugin import ShellPlugin
 
+
 def share(ids: list[int], ntasks: int, mode, localid: int) -> list[int] | None:
     """The ids task `localid` of `ntasks` gets under `mode` (None: leave it alone)."""
     if mode in (1, True):

@@ -32,10 +32,10 @@ from typing import Annotated
 
 import msgspec
 
-from ...util import fsd
 from ...job import shell_options
 from ...protocol.dispatch import handler
 from ...protocol.schema import Meta, Rank, Struct, Text, WaitStatus
+from ...util import fsd
 from ..plugin import ShellPlugin
 
 DEFAULT_TIMEOUT = 30.0

@@ -27,7 +27,6 @@ from ...job.eventlog import LineBuffer, encode_data, entry, label_lines
 from ...util import mustache
 from ..plugin import ShellPlugin
 
-
 LINE_LIMIT = 64 << 10  # a partial line longer than this goes out anyway
 COMMIT_BYTES = 1 << 20  # output data in one KVS commit, at most (about)
 

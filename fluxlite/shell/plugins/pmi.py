@@ -214,7 +214,7 @@ class PMI(ShellPlugin):
             # a task may close the socket and go on running)
             try:
                 await asyncio.wait_for(asyncio.shield(task.done), 2.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         known = task is not None and task.status is not None
         if self.ending_elsewhere or (known and task.signaled in (signal.SIGTERM, signal.SIGKILL)):

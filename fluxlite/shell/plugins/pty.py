@@ -30,7 +30,6 @@ import os
 import signal
 import struct
 import termios
-
 from typing import Annotated
 
 from msgspec import Meta

@@ -13,7 +13,7 @@ import errno
 import os
 import time
 
-from fluxlite.errors import FluxliteError, AlreadyExists, RPCTimeout
+from fluxlite.errors import AlreadyExists, FluxliteError, RPCTimeout
 
 
 def default_handle():
@@ -88,7 +88,7 @@ class Future:
         self.pimpl.start()
         return bool(self.pimpl.results)
 
-    def wait_for(self, timeout: float = -1.0) -> "Future":
+    def wait_for(self, timeout: float = -1.0) -> Future:
         """Block until ready; OSError(ETIMEDOUT) after `timeout` seconds (<0: never)."""
         self.pimpl.start()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
@@ -113,7 +113,7 @@ class Future:
         if self.pimpl.results and self.pimpl.then is not None and self.pimpl.flux:
             self.pimpl.flux._ready(self.pimpl)
 
-    def then(self, callback, *args, **kwargs) -> "Future":
+    def then(self, callback, *args, **kwargs) -> Future:
         """Run callback(future, *args, **kwargs) from the reactor once ready; a
         second then() on one future is OSError(EEXIST), as Flux."""
         if self.pimpl.then is not None:

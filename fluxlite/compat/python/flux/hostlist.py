@@ -84,15 +84,15 @@ class Hostlist:
         self._hosts = [h for h in self._hosts if h not in gone]
         return before - len(self._hosts)
 
-    def sort(self) -> "Hostlist":
+    def sort(self) -> Hostlist:
         self._hosts.sort(key=_natural)
         return self
 
-    def uniq(self) -> "Hostlist":
+    def uniq(self) -> Hostlist:
         self._hosts = sorted(set(self._hosts), key=_natural)
         return self
 
-    def copy(self) -> "Hostlist":
+    def copy(self) -> Hostlist:
         return Hostlist(self)
 
     def find(self, name) -> int:

@@ -108,7 +108,7 @@ class IDset:
 
     __hash__ = None
 
-    def copy(self) -> "IDset":
+    def copy(self) -> IDset:
         return IDset(self, self.flags)
 
     # -- changing ----------------------------------------------------------------
@@ -119,20 +119,20 @@ class IDset:
             raise ValueError(f"range {start}-{end} is reversed")
         return range(start, end + 1)
 
-    def set(self, start, end=None) -> "IDset":
+    def set(self, start, end=None) -> IDset:
         self._ids.update(self._span(start, end))
         return self
 
-    def clear(self, start, end=None) -> "IDset":
+    def clear(self, start, end=None) -> IDset:
         self._ids.difference_update(self._span(start, end))
         return self
 
-    def add(self, *others) -> "IDset":
+    def add(self, *others) -> IDset:
         for other in others:
             self._ids |= _ids(other)
         return self
 
-    def subtract(self, *others) -> "IDset":
+    def subtract(self, *others) -> IDset:
         for other in others:
             self._ids -= _ids(other)
         return self
@@ -144,13 +144,13 @@ class IDset:
         return self.subtract(other)
 
     # -- new sets -----------------------------------------------------------------
-    def union(self, *others) -> "IDset":
+    def union(self, *others) -> IDset:
         return self.copy().add(*others)
 
-    def difference(self, *others) -> "IDset":
+    def difference(self, *others) -> IDset:
         return self.copy().subtract(*others)
 
-    def intersect(self, *others) -> "IDset":
+    def intersect(self, *others) -> IDset:
         out = self.copy()
         for other in others:
             out._ids &= _ids(other)

@@ -81,7 +81,7 @@ def isdir(flux_handle, key, namespace=None) -> bool:
     return _kind(flux_handle, key, namespace) == "dir"
 
 
-def get_dir(flux_handle, key=".", namespace=None, _kvstxn=None) -> "KVSDir":
+def get_dir(flux_handle, key=".", namespace=None, _kvstxn=None) -> KVSDir:
     return KVSDir(flux_handle, key, namespace=namespace, _kvstxn=_kvstxn)
 
 

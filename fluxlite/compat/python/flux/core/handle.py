@@ -17,9 +17,14 @@ import time
 from fluxlite.client.sync import Handle
 from fluxlite.errors import NoService
 
-from ..constants import (FLUX_MSGTYPE_ANY, FLUX_MSGTYPE_EVENT, FLUX_NODEID_ANY,
-                         FLUX_RPC_NORESPONSE, FLUX_RPC_STREAMING)
 from .. import future as _future
+from ..constants import (
+    FLUX_MSGTYPE_ANY,
+    FLUX_MSGTYPE_EVENT,
+    FLUX_NODEID_ANY,
+    FLUX_RPC_NORESPONSE,
+    FLUX_RPC_STREAMING,
+)
 from ..future import Future, FutureState, rpc_future
 from ..message import Message
 from .watchers import FDWatcher, MessageWatcher, SignalWatcher, TimerWatcher
@@ -81,7 +86,7 @@ class Flux:
         self._conf = None
 
     @classmethod
-    def default(cls) -> "Flux":
+    def default(cls) -> Flux:
         """This thread's shared handle (what a future made without one uses)."""
         h = getattr(cls._tls, "handle", None)
         if h is None:

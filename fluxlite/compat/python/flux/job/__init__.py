@@ -14,13 +14,13 @@ import signal as _signal
 from fluxlite.errors import FluxliteError, UsageError
 from fluxlite.job import Jobspec as _Jobspec
 from fluxlite.job import api, states
+from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 from fluxlite.util import fluid
 
 from .. import _handle, missing
-from . import rfc14
 from ..core.handle import RPC
 from ..core.inner import ffi  # noqa: F401  (flux.job.ffi, as Flux exports it)
-from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
+from . import rfc14
 
 __all__ = ["Jobspec", "JobspecV1", "JobID", "submit", "submit_async", "submit_get_id",
            "wait", "result",
@@ -285,8 +285,9 @@ def kill_async(flux_handle, jobid, signum: int | None = None) -> _Done:
 def _info(job: dict, hosts: list[str]):
     """A JobInfo-like object: the `flux jobs` fields (status_abbrev, name, state,
     result, returncode, nodelist from `hosts`...) as attributes, `id` a JobID."""
-    from fluxlite.cli.jobs import job_values
     import time
+
+    from fluxlite.cli.jobs import job_values
     values = job_values(job, hosts, time.time())
     attrs = {k.replace(".", "_"): v for k, v in values.items() if "." not in k}
     ex = job.get("exception") or {}
@@ -338,18 +339,39 @@ class JobList:
         return out[:self.max_entries] if self.max_entries else out
 
 
-from .event import (MAIN_EVENTS, EventLogEvent, JobEventWatchFuture,  # noqa: E402,F401
-                    JobException, event_wait, event_watch, event_watch_async)
+from .event import (  # noqa: E402,F401
+    MAIN_EVENTS,
+    EventLogEvent,
+    JobEventWatchFuture,
+    JobException,
+    event_wait,
+    event_watch,
+    event_watch_async,
+)
 from .executor import FluxExecutor, FluxExecutorFuture  # noqa: E402,F401
-from .output import (job_output, output_event_watch, output_event_watch_async,  # noqa: E402,F401
-                     output_watch, output_watch_async, output_watch_lines,
-                     output_watch_lines_async)
-from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
 from .info import JobInfo  # noqa: E402,F401
-from .list import (JobListIdRPC, JobListRPC, get_job, job_list, job_list_id,  # noqa: E402,F401
-                   job_list_inactive)
-from .result import (JobResultFuture, JobWaitFuture, JobWaitResult, job_kvs,  # noqa: E402,F401
-                     job_kvs_guest, result, result_async, timeleft, wait_async)
+from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
+from .list import JobListIdRPC, JobListRPC, get_job, job_list, job_list_id, job_list_inactive  # noqa: E402,F401
+from .output import (  # noqa: E402,F401
+    job_output,
+    output_event_watch,
+    output_event_watch_async,
+    output_watch,
+    output_watch_async,
+    output_watch_lines,
+    output_watch_lines_async,
+)
+from .result import (  # noqa: E402,F401
+    JobResultFuture,
+    JobWaitFuture,
+    JobWaitResult,
+    job_kvs,
+    job_kvs_guest,
+    result,
+    result_async,
+    timeleft,
+    wait_async,
+)
 
 
 def __getattr__(name):

@@ -88,7 +88,7 @@ class FluxExecutorFuture(concurrent.futures.Future):
             raise concurrent.futures.CancelledError()
         raise concurrent.futures.TimeoutError(f"no job id within {timeout}s")
 
-    def add_jobid_callback(self, callback) -> "FluxExecutorFuture":
+    def add_jobid_callback(self, callback) -> FluxExecutorFuture:
         """callback(future) once the job id is known (now, if it is)."""
         with self._lock:
             if not self._jobid_set.is_set():
@@ -98,7 +98,7 @@ class FluxExecutorFuture(concurrent.futures.Future):
         return self
 
     # -- events -----------------------------------------------------------------------
-    def add_event_callback(self, event: str, callback) -> "FluxExecutorFuture":
+    def add_event_callback(self, event: str, callback) -> FluxExecutorFuture:
         """callback(future, event) for each `event` of the job's main eventlog,
         those already logged included."""
         if event not in FluxExecutor.EVENTS:
@@ -139,7 +139,7 @@ class FluxExecutorFuture(concurrent.futures.Future):
         self._no_deadlock()
         return super().exception(timeout)
 
-    def add_done_callback(self, fn) -> "FluxExecutorFuture":
+    def add_done_callback(self, fn) -> FluxExecutorFuture:
         super().add_done_callback(fn)
         return self
 

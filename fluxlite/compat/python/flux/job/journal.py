@@ -50,14 +50,14 @@ class JournalConsumer:
         self._j = None
         self._cb = None    # (callback, args, kwargs) of set_callback
 
-    def start(self) -> "JournalConsumer":
+    def start(self) -> JournalConsumer:
         self._j = _journal.Journal(_handle(self.handle), self.full, self.since,
                                    self.include_sentinel).start()
         if self._cb is not None:
             self._follow()
         return self
 
-    def set_callback(self, event_cb, *args, **kwargs) -> "JournalConsumer":
+    def set_callback(self, event_cb, *args, **kwargs) -> JournalConsumer:
         """Call event_cb(event, *args, **kwargs) for each event from the handle's
         reactor (Flux.reactor_run) instead of poll().  Once the journal ends (after
         stop()) the reactor has nothing more to run for it; as Flux's, the callback

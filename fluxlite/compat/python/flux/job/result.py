@@ -115,8 +115,8 @@ def job_kvs_guest(flux_handle, jobid):
 def timeleft(flux_handle=None) -> float:
     """Seconds the enclosing job has left (inf with no limit, 0 once it ended);
     OSError(EINVAL) outside a job."""
-    from . import _flux
     from .. import Flux
+    from . import _flux
     text = os.environ.get("FLUX_JOB_ID") or os.environ.get("FLUXLITE_JOB_ID")
     if not text:
         raise UsageError("timeleft: not in a job (no FLUX_JOB_ID)")

@@ -49,7 +49,7 @@ class JobStats:
         self.callback, self.cb_kwargs = callback, kwargs
         self._query().then(self._update_cb)
 
-    def update_sync(self) -> "JobStats":
+    def update_sync(self) -> JobStats:
         self.callback = None
         self._update_cb(self._query())
         return self

@@ -83,7 +83,7 @@ class JobWatcher:
         for jobid in jobs or []:
             self.add_jobid(jobid)
 
-    def start(self) -> "JobWatcher":
+    def start(self) -> JobWatcher:
         self.started = True
         for jobid, job in self.jobs.items():
             if job.get("watch") is None:

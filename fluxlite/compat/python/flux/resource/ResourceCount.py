@@ -21,7 +21,7 @@ class ResourceCount:
         self.operator, self.operand = operator, int(operand)
 
     @classmethod
-    def from_spec(cls, count) -> "ResourceCount":
+    def from_spec(cls, count) -> ResourceCount:
         """From a jobspec count: an integer or {min, max?, operator?, operand?}."""
         if isinstance(count, bool) or not isinstance(count, (int, dict)):
             raise ValueError(f"invalid resource count {count!r}")
@@ -41,7 +41,7 @@ class ResourceCount:
             return self.values != list(range(self.values[0], self.values[-1] + 1))
         return self.min != self.max and not (self.operator == "+" and self.operand == 1)
 
-    def scaled(self, factor: int) -> "ResourceCount":
+    def scaled(self, factor: int) -> ResourceCount:
         return ResourceCount(self.min * factor,
                              None if self.max is None else self.max * factor,
                              None if self.values is None else [v * factor

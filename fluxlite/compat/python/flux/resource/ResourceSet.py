@@ -32,7 +32,7 @@ class ResourceSet:
             raise TypeError(f"a ResourceSet is made from R (a dict or JSON text), not "
                             f"{type(arg).__name__}")
 
-    def _new(self, impl: Rv1Set) -> "ResourceSet":
+    def _new(self, impl: Rv1Set) -> ResourceSet:
         out = ResourceSet(impl)
         out.state = self.state
         return out
@@ -93,43 +93,43 @@ class ResourceSet:
         self.impl.expiration = float(value)
 
     # -- new sets ----------------------------------------------------------------
-    def copy(self) -> "ResourceSet":
+    def copy(self) -> ResourceSet:
         return self._new(self.impl.copy())
 
-    def copy_ranks(self, ranks) -> "ResourceSet":
+    def copy_ranks(self, ranks) -> ResourceSet:
         return self._new(self.impl.copy_ranks(ranks))
 
-    def copy_constraint(self, constraint) -> "ResourceSet":
+    def copy_constraint(self, constraint) -> ResourceSet:
         return self._new(self.impl.copy_constraint(constraint))
 
-    def remove_ranks(self, ranks) -> "ResourceSet":
+    def remove_ranks(self, ranks) -> ResourceSet:
         self.impl.remove_ranks(ranks)
         return self
 
-    def union(self, *others) -> "ResourceSet":
+    def union(self, *others) -> ResourceSet:
         out = self.impl.copy()
         for o in others:
             out.add(_impl(o))
         return self._new(out)
 
-    def diff(self, *others) -> "ResourceSet":
+    def diff(self, *others) -> ResourceSet:
         out = self.impl.copy()
         for o in others:
             out.subtract(_impl(o))
         return self._new(out)
 
-    def intersect(self, *others) -> "ResourceSet":
+    def intersect(self, *others) -> ResourceSet:
         out = self.impl.copy()
         for o in others:
             out.intersect(_impl(o))
         return self._new(out)
 
-    def add(self, *others) -> "ResourceSet":
+    def add(self, *others) -> ResourceSet:
         for o in others:
             self.impl.add(_impl(o))
         return self
 
-    def append(self, *others) -> "ResourceSet":
+    def append(self, *others) -> ResourceSet:
         return self.add(*others)
 
     __or__ = union

@@ -93,7 +93,7 @@ class ResourceRequest:
         return any(c is not None and c.stepped for c in (self.node_count, self.slot_count))
 
     @classmethod
-    def from_jobspec(cls, jobspec: dict) -> "ResourceRequest":
+    def from_jobspec(cls, jobspec: dict) -> ResourceRequest:
         """The request of a jobspec: its node level (scaled by the counts of the
         levels above it), its task slot and the cores and GPUs in one slot."""
         system = (jobspec.get("attributes") or {}).get("system")
@@ -178,10 +178,10 @@ class Rv1Pool:
         self._job_state: dict[int, tuple[float, Rv1Pool]] = {}
 
     # -- making copies (subclasses keep their own state with _init_from_state) ------
-    def _init_from_state(self, source: "Rv1Pool") -> None:
+    def _init_from_state(self, source: Rv1Pool) -> None:
         """Hook: copy a subclass's own attributes from `source`."""
 
-    def _from_state(self, ranks: dict, properties: dict, job_state=None) -> "Rv1Pool":
+    def _from_state(self, ranks: dict, properties: dict, job_state=None) -> Rv1Pool:
         new = type(self).__new__(type(self))
         new.log = self.log
         new._ranks = ranks
@@ -198,18 +198,18 @@ class Rv1Pool:
     def _copy_info(info: dict) -> dict:
         return {k: set(v) if isinstance(v, set) else v for k, v in info.items()}
 
-    def copy(self) -> "Rv1Pool":
+    def copy(self) -> Rv1Pool:
         """An independent pool with the same resources, allocations and states."""
         new = self._from_state({r: self._copy_info(i) for r, i in self._ranks.items()},
                                self._properties, self._job_state)
         new._nslots = self._nslots
         return new
 
-    def _copy_from_ranks(self, rank_set: set) -> "Rv1Pool":
+    def _copy_from_ranks(self, rank_set: set) -> Rv1Pool:
         return self._from_state({r: self._copy_info(i) for r, i in self._ranks.items()
                                  if r in rank_set}, self._properties)
 
-    def _subset(self, which: dict, local_props: bool = True) -> "Rv1Pool":
+    def _subset(self, which: dict, local_props: bool = True) -> Rv1Pool:
         """A pool of some resources: rank -> (cores, gpus)."""
         ranks = {r: {"hostname": self._ranks[r]["hostname"], "cores": set(c),
                      "gpus": set(g), "allocated_cores": set(), "allocated_gpus": set(),
@@ -218,12 +218,12 @@ class Rv1Pool:
             {k: v for k, v in self._properties.items() if not k.startswith("+")}
         return self._from_state(ranks, props)
 
-    def copy_allocated(self) -> "Rv1Pool":
+    def copy_allocated(self) -> Rv1Pool:
         return self._subset({r: (i["allocated_cores"], i["allocated_gpus"])
                              for r, i in self._ranks.items()
                              if i["allocated_cores"] or i["allocated_gpus"]})
 
-    def copy_down(self) -> "Rv1Pool":
+    def copy_down(self) -> Rv1Pool:
         return self._subset({r: (i["cores"], i["gpus"]) for r, i in self._ranks.items()
                              if not i["up"]})
 
@@ -416,7 +416,7 @@ class Rv1Pool:
             raise InsufficientResources(f"{request.nslots} slots needed, {slots} free")
         return chosen, slots
 
-    def alloc(self, jobid: int, request) -> "Rv1Pool":
+    def alloc(self, jobid: int, request) -> Rv1Pool:
         """Allocate `request` for `jobid`: the Rv1Pool of what it gets."""
         self._check_feasibility(request)
         ranks = self._matching(request.constraint)
@@ -451,7 +451,7 @@ class Rv1Pool:
             self._ranks[r]["allocated_gpus"] |= i["gpus"]
         self._job_state[jobid] = (held.expiration, held)
 
-    def _release(self, held: "Rv1Pool") -> None:
+    def _release(self, held: Rv1Pool) -> None:
         for r, i in held._ranks.items():
             mine = self._ranks.get(r)
             if mine is not None:

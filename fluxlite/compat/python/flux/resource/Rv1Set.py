@@ -39,7 +39,7 @@ class _Node:
     def __init__(self, host=None, cores=(), gpus=()):
         self.host, self.cores, self.gpus = host, set(cores), set(gpus)
 
-    def copy(self) -> "_Node":
+    def copy(self) -> _Node:
         return _Node(self.host, self.cores, self.gpus)
 
     def empty(self) -> bool:
@@ -141,10 +141,10 @@ class Rv1Set:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
     # -- copies and changes ----------------------------------------------------------
-    def copy(self) -> "Rv1Set":
+    def copy(self) -> Rv1Set:
         return self.copy_ranks(self.nodes)
 
-    def copy_ranks(self, ranks) -> "Rv1Set":
+    def copy_ranks(self, ranks) -> Rv1Set:
         keep = _ranks_of(ranks)
         out = Rv1Set()
         out.nodes = {r: n.copy() for r, n in self.nodes.items() if r in keep}
@@ -154,7 +154,7 @@ class Rv1Set:
         out.scheduling = self.scheduling
         return out
 
-    def remove_ranks(self, ranks) -> "Rv1Set":
+    def remove_ranks(self, ranks) -> Rv1Set:
         for r in _ranks_of(ranks):
             self.nodes.pop(r, None)
         self._trim_props()
@@ -164,7 +164,7 @@ class Rv1Set:
         self.props = {k: v & set(self.nodes) for k, v in self.props.items()}
         self.props = {k: v for k, v in self.props.items() if v}
 
-    def add(self, other: "Rv1Set") -> "Rv1Set":
+    def add(self, other: Rv1Set) -> Rv1Set:
         """Merge `other` into this set (its cores and GPUs join each rank's)."""
         for r, n in other.nodes.items():
             mine = self.nodes.setdefault(r, _Node(n.host))
@@ -177,7 +177,7 @@ class Rv1Set:
             self.scheduling = other.scheduling
         return self
 
-    def subtract(self, other: "Rv1Set") -> "Rv1Set":
+    def subtract(self, other: Rv1Set) -> Rv1Set:
         for r, n in other.nodes.items():
             mine = self.nodes.get(r)
             if mine is None:
@@ -189,7 +189,7 @@ class Rv1Set:
         self._trim_props()
         return self
 
-    def intersect(self, other: "Rv1Set") -> "Rv1Set":
+    def intersect(self, other: Rv1Set) -> Rv1Set:
         for r in list(self.nodes):
             n = other.nodes.get(r)
             mine = self.nodes[r]
@@ -267,5 +267,5 @@ class Rv1Set:
             ranks &= hit
         return ranks
 
-    def copy_constraint(self, constraint) -> "Rv1Set":
+    def copy_constraint(self, constraint) -> Rv1Set:
         return self.copy_ranks(self.matching(constraint))

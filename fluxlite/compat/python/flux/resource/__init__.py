@@ -21,8 +21,8 @@ class InfeasibleRequest(OSError):
 
 
 from .ResourceSet import ResourceSet  # noqa: E402
-from .Rv1Set import Rv1Set  # noqa: E402
 from .Rv1Pool import ResourceRequest, Rv1Pool  # noqa: E402
+from .Rv1Set import Rv1Set  # noqa: E402
 
 __all__ = ["ResourceSet", "Rv1Set", "Rv1Pool", "ResourceRequest", "InsufficientResources",
            "InfeasibleRequest"]
