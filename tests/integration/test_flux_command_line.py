@@ -126,30 +126,45 @@ def test_a_user_plugin_option_nobody_claims_is_warned_about_by_the_shell(inst1, 
 
 
 # ------------------------------------------------------------------- -q / --queue
-def test_q_is_queue_and_quiet_is_long(inst1):
-    cp = inst1.cli("submit", "-q", "batch", "--wait", "true")
+QUEUES = '[queues.batch]\n[queues.debug]\n'
+
+
+@pytest.fixture
+def queued(instance_factory, tmp_path):
+    """An instance with two named queues and no default one, as a Flux config gives."""
+    conf = tmp_path / "queues.toml"
+    conf.write_text(QUEUES)
+    return instance_factory(1, start_args=[f"--config-path={conf}"])
+
+
+def test_q_is_queue_and_quiet_is_long(queued, inst1):
+    cp = queued.cli("submit", "-q", "batch", "--wait", "true")
     assert cp.returncode == 0, cp.stderr
     jobid = cp.stdout.strip()
-    assert jobspec(inst1, jobid)["tasks"][0]["command"] == ["true"]
-    assert jobspec(inst1, jobid)["attributes"]["system"]["queue"] == "batch"
-    assert inst1.cli("submit", "--quiet", "--wait", "true", check=True).stdout == ""
-    other = inst1.cli("submit", "--wait", "true", check=True).stdout.strip()
-    out = inst1.cli("jobs", "-a", check=True).stdout.splitlines()
+    assert jobspec(queued, jobid)["tasks"][0]["command"] == ["true"]
+    assert jobspec(queued, jobid)["attributes"]["system"]["queue"] == "batch"
+    assert queued.cli("submit", "-q", "debug", "--quiet", "--wait", "true",
+                      check=True).stdout == ""
+    out = queued.cli("jobs", "-a", check=True).stdout.splitlines()
     assert out[0] == record("submit-queue")["fluxlite"][0]
     assert [line.split()[:2] for line in out[1:] if line.split()[0] == jobid] == \
         [[jobid, "batch"]]
-    # -q filters by queue; with no job in a queue, no QUEUE column (as Flux's ?:)
-    listed = inst1.cli("jobs", "-a", "-q", "batch", "-n", "-o", "{id}", check=True).stdout
+    listed = queued.cli("jobs", "-a", "-q", "batch", "-n", "-o", "{id}", check=True).stdout
     assert listed.split() == [jobid]
+    # with no job in a queue, no QUEUE column (as Flux's ?:)
+    other = inst1.cli("submit", "--wait", "true", check=True).stdout.strip()
     header = inst1.cli("jobs", "-a", other, check=True).stdout.splitlines()[0]
     assert "QUEUE" not in header
+    # in an instance without named queues, -q names one that does not exist (as Flux)
+    cp = inst1.cli("submit", "-q", "batch", "true")
+    assert cp.returncode != 0 and "queue 'batch' does not exist" in cp.stderr
 
 
-def test_batch_and_alloc_take_q_as_queue(inst1):
-    cp = inst1.cli("batch", "-q", "debug", "--urgency=hold", "--wrap", "true")
+def test_batch_and_alloc_take_q_as_queue(queued):
+    cp = queued.cli("batch", "-q", "debug", "--urgency=hold", "--wrap", "true")
     jobid = fluid.f58(jobid_of(cp))
-    assert jobspec(inst1, jobid)["attributes"]["system"]["queue"] == "debug"
-    inst1.cli("cancel", jobid, check=True)
+    assert jobspec(queued, jobid)["attributes"]["system"]["queue"] == "debug"
+    queued.cli("cancel", jobid, check=True)
 
 
 # ------------------------------------------------------------------ directives
