@@ -27,6 +27,15 @@ node for each (`Blob`, `Log`) and reads the value back, decoded afresh for each
 reader, for `kvs.get` and watches.  Where a value lives is the KVS's business
 alone.  What stays in the heap per job is its directory and those nodes, so a
 burst of thousands of pending jobs leaves little behind once they are purged.
+
+Namespaces (Flux's): "primary" always exists; the instance owner makes others
+with `kvs.namespace-create` {namespace, owner, flags}, removes them with
+`kvs.namespace-remove` {namespace} and lists them with `kvs.namespace-list`.
+Each is a tree of its own; every request takes an optional `namespace`, and a
+namespace's owner (or the instance owner) may read, write and watch it,
+nobody else (EPERM).  A namespace that does not exist is ENOTSUP, as Flux's.
+With a state directory a namespace is kept like a key (its record and keys are
+rows named `NS_ROW` + name, then NUL and the key).
 """
 
 from __future__ import annotations
@@ -37,11 +46,13 @@ import sys
 from typing import Annotated
 
 from ..errors import (
+    AlreadyExists,
     FluxliteError,
     IsADirectory,
     NotADirectory,
     NotFound,
     NotSupported,
+    PermissionDenied,
     ProtocolError,
     UsageError,
 )
@@ -54,11 +65,12 @@ from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store
 
 class KeyRequest(Struct, kw_only=True):
     key: Key
+    namespace: str | None = None
 
 
 class CommitRequest(Struct, kw_only=True):
     ops: Annotated[list[dict], Meta(max_length=MAX_OPS)]
-    namespace: str | None = None      # Flux's; only the primary one exists here
+    namespace: str | None = None
     flags: Annotated[int, Meta(ge=0)] = 0
     name: str | None = None
 
@@ -73,21 +85,33 @@ class WatchRequest(Struct, kw_only=True):
     key: Key
     waitcreate: bool = False
     append: bool = False
+    namespace: str | None = None
 
 
 class UnwatchRequest(Struct, kw_only=True):
     key: Key
     matchtag: Matchtag
+    namespace: str | None = None
+
+
+class NamespaceCreateRequest(Struct, kw_only=True):
+    namespace: Annotated[str, Meta(min_length=1, max_length=255, pattern=r"^[^\x00/]+$")]
+    owner: int = -1
+    flags: Annotated[int, Meta(ge=0)] = 0
+
+
+class NamespaceRequest(Struct, kw_only=True):
+    namespace: Annotated[str, Meta(min_length=1, max_length=255)]
 
 
 _MISSING = object()
+PRIMARY = "primary"
+NS_ROW = "\0ns\0"     # a state database row of a namespace (no key's name starts so)
 
 
-def _primary(namespace) -> None:
-    """Flux's namespace field: only the primary namespace exists here."""
-    if namespace not in (None, "primary"):
-        raise NotSupported(f"KVS namespace {namespace!r}: fluxlite's KVS has one "
-                           "namespace, the primary one")
+def _row(ns: str, key: str) -> str:
+    """The state database's name for `key` in namespace `ns`."""
+    return key if ns == PRIMARY else f"{NS_ROW}{ns}\0{key}"
 
 
 class _Dir(dict):
@@ -148,8 +172,10 @@ class KVSService(Service):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.root: _Dir = _Dir()
+        self.roots: dict[str, _Dir] = {PRIMARY: self.root}
+        self.ns_info: dict[str, dict] = {}      # namespace -> {owner, flags}, but primary
         self.version = 0
-        self.watchers: dict[str, list[_Watcher]] = {}
+        self.watchers: dict[tuple[str, str], list[_Watcher]] = {}
         self.store = Store(ctx.attrs.get("rundir"), durable_path=statedir.db_path(ctx.attrs))
         if self.store.durable:
             self._load()
@@ -166,8 +192,16 @@ class KVSService(Service):
     def _graft(self, nodes: list) -> None:
         intern = sys.intern
         for key, node in nodes:
+            root = self.root
+            if key.startswith(NS_ROW):
+                name, _, key = key[len(NS_ROW):].partition("\0")
+                if not key:           # the namespace's record
+                    self.ns_info[name] = node
+                    self.roots.setdefault(name, _Dir())
+                    continue
+                root = self.roots.setdefault(name, _Dir())
             parts = key.split(".")
-            parent = self.root
+            parent = root
             for part in parts[:-1]:
                 nxt = parent.get(part)
                 if nxt is None:
@@ -204,9 +238,9 @@ class KVSService(Service):
             return self.store.get(node)
         return node
 
-    def _node(self, key: str):
+    def _node(self, key: str, root: _Dir | None = None):
         """What the tree holds at `key` (a Log for a list on disk); ENOENT, EISDIR."""
-        node = self.root
+        node = self.root if root is None else root
         for part in _split(key):
             if not isinstance(node, _Dir) or part not in node:
                 raise NotFound(f"key {key!r} not found")
@@ -230,13 +264,14 @@ class KVSService(Service):
         except FluxliteError:
             return False
 
-    def commit(self, ops: list[dict]) -> int:
+    def commit(self, ops: list[dict], namespace: str = PRIMARY) -> int:
         """Apply operations all or nothing; returns the new version.
 
         Each change is recorded in an undo log, so an operation that fails
         half way through (appending to a value, writing below a value) leaves
         the store exactly as it was."""
         plan = [self._check_op(op) for op in ops]
+        root = self.roots[namespace]
         undo: list = []
         touched: list[str] = []
         changes: list | None = [] if self.store.durable else None   # for the state database
@@ -244,7 +279,8 @@ class KVSService(Service):
             for parts, op in plan:
                 key = ".".join(parts)
                 parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo,
-                                            changes=changes)
+                                            changes=changes, ns=namespace)
+                row = _row(namespace, key)
                 if parent is None:
                     continue  # unlinking something that is not there
                 old = parent.get(leaf, _MISSING)
@@ -255,17 +291,17 @@ class KVSService(Service):
                     del parent[leaf]
                     self.store.drop(_stored(old))
                     if changes is not None:
-                        changes.append((key, UNLINK))
+                        changes.append((row, UNLINK))
                     if op.get("prune"):
-                        self._prune(parts, undo)
+                        self._prune(parts, undo, root)
                 elif op.get("mkdir"):
                     undo.append((parent, leaf, old))
                     parent[leaf] = _Dir()       # empty, whatever was there (Flux's mkdir)
                     self.store.drop(_stored(old))
                     if changes is not None:
                         if old is not _MISSING:
-                            changes.append((key, UNLINK))
-                        changes.append((key, MKDIR))
+                            changes.append((row, UNLINK))
+                        changes.append((row, MKDIR))
                 elif "append" in op:
                     if isinstance(old, _Dir):
                         raise _is_a_directory(key)
@@ -273,7 +309,7 @@ class KVSService(Service):
                         raise UsageError(f"cannot append to {key!r}: it is not a list")
                     self._append(parent, leaf, old, op["append"], undo)
                     if changes is not None and parent[leaf] is not old:
-                        changes.append((key, parent[leaf]))   # a new log
+                        changes.append((row, parent[leaf]))   # a new log
                 else:
                     # a value replaces whatever was there, a directory too (as Flux's)
                     undo.append((parent, leaf, old))
@@ -281,8 +317,8 @@ class KVSService(Service):
                     self.store.drop(_stored(old))
                     if changes is not None:
                         if isinstance(old, _Dir):
-                            changes.append((key, UNLINK))
-                        changes.append((key, parent[leaf]))
+                            changes.append((row, UNLINK))
+                        changes.append((row, parent[leaf]))
                 touched.append(key)
         except Exception:
             self.store.finish(False)
@@ -295,14 +331,14 @@ class KVSService(Service):
         self.version += 1
         self.store.finish(True, changes, self.version)
         for key in touched:
-            self._notify(key)
+            self._notify(namespace, key)
         return self.version
 
-    def _prune(self, parts: tuple[str, ...], undo: list) -> None:
+    def _prune(self, parts: tuple[str, ...], undo: list, root: _Dir) -> None:
         """Remove the directories above `parts` that its unlink left empty, up to the
         top-level one, which stays ("job"): a purged job's path, job.0000.0004.b200,
         would otherwise stay behind for good."""
-        chain = [self.root]
+        chain = [root]
         for part in parts[:-2]:
             chain.append(chain[-1][part])
         for i in range(len(parts) - 2, 0, -1):
@@ -342,10 +378,10 @@ class KVSService(Service):
         return parts, op
 
     def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None,
-                changes: list | None = None):
+                changes: list | None = None, ns: str = PRIMARY):
         """The directory holding `parts[-1]` (None if absent and not created).  As
         in Flux, a write below a value replaces that value with a directory."""
-        node = self.root
+        node = self.roots[ns]
         for i, part in enumerate(parts[:-1]):
             nxt = node.get(part)
             if nxt is None or not isinstance(nxt, _Dir):
@@ -357,25 +393,27 @@ class KVSService(Service):
                 if nxt is not None:
                     self.store.drop(_stored(nxt))
                     if changes is not None:
-                        changes.append((".".join(parts[:i + 1]), UNLINK))
+                        changes.append((_row(ns, ".".join(parts[:i + 1])), UNLINK))
                 nxt = node[part]
             node = nxt
         return node, parts[-1]
 
     # ------------------------------------------------------------- watches
-    def _notify(self, key: str) -> None:
+    def _notify(self, ns: str, key: str) -> None:
         """Tell the watchers of `key` and of every key below it (a directory changed)."""
         below = key + "."
-        for wkey in [k for k in self.watchers if k == key or k.startswith(below)]:
+        for wkey in [k for k in self.watchers
+                     if k[0] == ns and (k[1] == key or k[1].startswith(below))]:
             for w in list(self.watchers.get(wkey, ())):
                 self._send_watch(wkey, w)
 
-    def _send_watch(self, key: str, w: _Watcher) -> None:
+    def _send_watch(self, wkey: tuple[str, str], w: _Watcher) -> None:
+        ns, key = wkey
         try:
-            value = self._node(key)
+            value = self._node(key, self.roots[ns])
         except FluxliteError as exc:
             if w.sent or not w.append:
-                self._end_watch(key, w, isinstance(exc, NotFound))
+                self._end_watch(wkey, w, isinstance(exc, NotFound))
             return
         if w.append:
             if isinstance(value, Log):  # from disk, a batch per response
@@ -388,7 +426,7 @@ class KVSService(Service):
                     if w.sent >= value.n:
                         return
             if not isinstance(value, list):
-                self._drop_watch(key, w)
+                self._drop_watch(wkey, w)
                 self.respond_exception(w.msg, UsageError(f"{key!r} is not an eventlog"))
                 return
             new = value[w.sent:]
@@ -399,31 +437,90 @@ class KVSService(Service):
         else:
             self.respond(w.msg, {"value": self._value(value)})
 
-    def _end_watch(self, key: str, w: _Watcher, removed: bool) -> None:
-        self._drop_watch(key, w)
+    def _end_watch(self, wkey: tuple[str, str], w: _Watcher, removed: bool) -> None:
+        self._drop_watch(wkey, w)
         if removed:
             self.end_stream(w.msg)
 
-    def _drop_watch(self, key: str, w: _Watcher) -> None:
-        lst = self.watchers.get(key)
+    def _drop_watch(self, wkey: tuple[str, str], w: _Watcher) -> None:
+        lst = self.watchers.get(wkey)
         if lst and w in lst:
             lst.remove(w)
             if not lst:
-                del self.watchers[key]
+                del self.watchers[wkey]
         self.untrack_stream(w.msg)
+
+    # ---------------------------------------------------------- namespaces
+    def _ns(self, msg, namespace: str | None) -> tuple[str, _Dir]:
+        """The namespace a request names (primary if none) and its tree: ENOTSUP if
+        there is no such namespace, EPERM for a user who neither owns it nor the
+        instance (Flux's rules)."""
+        if namespace in (None, PRIMARY):
+            return PRIMARY, self.root
+        root = self.roots.get(namespace)
+        if root is None:
+            raise NotSupported(f"KVS namespace {namespace!r} does not exist (see "
+                               "kvs namespace list)")
+        if not self.is_owner(msg) and msg.userid != self.ns_info[namespace]["owner"]:
+            raise PermissionDenied(f"KVS namespace {namespace!r}: only its owner or the "
+                                   "instance owner may use it")
+        return namespace, root
+
+    @handler("kvs.namespace-create", schema=NamespaceCreateRequest)
+    def namespace_create(self, msg, req):
+        """Make an empty namespace owned by `owner` (-1: the instance owner)."""
+        if req.namespace in self.roots:
+            raise AlreadyExists(f"KVS namespace {req.namespace!r} exists already")
+        info = {"owner": self.ctx.owner if req.owner == -1 else req.owner,
+                "flags": req.flags}
+        self.roots[req.namespace], self.ns_info[req.namespace] = _Dir(), info
+        self._record([(NS_ROW + req.namespace, info)])
+        return {}
+
+    @handler("kvs.namespace-remove", schema=NamespaceRequest)
+    def namespace_remove(self, msg, req):
+        """Remove a namespace and all its keys; its watchers are told ENOTSUP."""
+        name = req.namespace
+        if name == PRIMARY:
+            raise UsageError("the primary KVS namespace cannot be removed")
+        root = self.roots.pop(name, None)
+        if root is None:
+            raise NotSupported(f"KVS namespace {name!r} does not exist")
+        del self.ns_info[name]
+        self.store.drop(_stored(root))
+        self._record([(_row(name, k), UNLINK) for k in root] + [(NS_ROW + name, UNLINK)])
+        for wkey in [k for k in self.watchers if k[0] == name]:
+            for w in self.watchers.pop(wkey):
+                self.untrack_stream(w.msg)
+                self.respond_exception(w.msg, NotSupported(
+                    f"KVS namespace {name!r} was removed"))
+        return {}
+
+    @handler("kvs.namespace-list", schema=None, roles=ANY)
+    def namespace_list(self, msg, req):
+        """Every namespace with its owner and flags, primary first."""
+        out = [{"namespace": PRIMARY, "owner": self.ctx.owner, "flags": 0}]
+        out += [{"namespace": n, **info} for n, info in sorted(self.ns_info.items())]
+        return {"namespaces": out}
+
+    def _record(self, changes: list) -> None:
+        """Keep a namespace change in a durable store (a new KVS version)."""
+        self.version += 1
+        self.store.finish(True, changes if self.store.durable else None, self.version)
 
     # ---------------------------------------------------------------- RPCs
     @handler("kvs.get", schema=KeyRequest, roles=ANY)
     def get(self, msg, req):
-        return {"value": self.lookup(req.key)}
+        _, root = self._ns(msg, req.namespace)
+        return {"value": self._value(self._node(req.key, root))}
 
     @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
     def lookup_rpc(self, msg, req):
         """Flux's kvs.lookup: the key's RFC 11 tree object (kvs_treeobj.py); a
         directory with FLUX_KVS_READDIR, else EISDIR."""
-        _primary(req.namespace)
+        ns, root = self._ns(msg, req.namespace)
         if req.key.strip(".") == "" or req.flags & treeobj.READDIR:
-            node = self.root
+            node = root
             if req.key.strip("."):
                 for part in _split(req.key):
                     if not isinstance(node, _Dir) or part not in node:
@@ -434,25 +531,25 @@ class KVSService(Service):
             data = {name: treeobj.empty_dir() if isinstance(v, _Dir)
                     else treeobj.encode(self._value(v), isinstance(v, Log))
                     for name, v in node.items()}
-            return {"namespace": "primary", "val": {"ver": 1, "type": "dir", "data": data}}
-        node = self._node(req.key)
-        return {"namespace": "primary",
+            return {"namespace": ns, "val": {"ver": 1, "type": "dir", "data": data}}
+        node = self._node(req.key, root)
+        return {"namespace": ns,
                 "val": treeobj.encode(self._value(node), isinstance(node, Log))}
 
     @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
     def commit_rpc(self, msg, req):
         """fluxlite's operations, or Flux's ({key, flags, dirent}: kvs_treeobj.py)."""
-        _primary(req.namespace)
+        ns, _ = self._ns(msg, req.namespace)
         self.store.check_room()
         ops = [treeobj.op(o) if isinstance(o, dict) and "dirent" in o else o
                for o in req.ops]
-        version = self.commit(ops)
+        version = self.commit(ops, ns)
         return {"version": version, "rootseq": version}
 
     @handler("kvs.ls", schema=KeyRequest, roles=ANY)
     def ls(self, msg, req):
         key = req.key
-        node = self.root
+        _, node = self._ns(msg, req.namespace)
         if key not in ("", "."):
             for part in _split(key):
                 if not isinstance(node, _Dir) or part not in node:
@@ -466,26 +563,32 @@ class KVSService(Service):
 
     @handler("kvs.watch", schema=WatchRequest, streaming=True, roles=ANY)
     def watch(self, msg, req):
-        key = ".".join(_split(req.key))
+        ns, root = self._ns(msg, req.namespace)
+        wkey = (ns, ".".join(_split(req.key)))
         w = _Watcher(msg, req.append)
         if not req.waitcreate:
-            self.lookup(key)  # ENOENT or EISDIR now, rather than a silent wait
-        self.watchers.setdefault(key, []).append(w)
-        self.track_stream(msg, lambda: self._drop_watch(key, w))
-        if self.exists(key):
-            self._send_watch(key, w)
+            self._node(wkey[1], root)  # ENOENT or EISDIR now, rather than a silent wait
+        self.watchers.setdefault(wkey, []).append(w)
+        self.track_stream(msg, lambda: self._drop_watch(wkey, w))
+        try:
+            self._node(wkey[1], root)
+        except FluxliteError:
+            return
+        self._send_watch(wkey, w)
 
     @handler("kvs.stats", schema=None, roles=ANY)
     def stats(self, msg, req):
         """How much the KVS holds: its version and the number of open watches."""
         return {"version": self.version,
                 "watchers": sum(len(w) for w in self.watchers.values()),
-                "store_entries": self.store.count()}
+                "store_entries": self.store.count(),
+                "namespaces": len(self.roots)}
 
     @handler("kvs.unwatch", schema=UnwatchRequest, roles=ANY)
     def unwatch(self, msg, req):
-        for w in list(self.watchers.get(req.key, ())):
+        wkey = (req.namespace or PRIMARY, req.key)
+        for w in list(self.watchers.get(wkey, ())):
             if w.msg.matchtag == req.matchtag and w.msg.route == msg.route:
-                self._drop_watch(req.key, w)
+                self._drop_watch(wkey, w)
                 self.end_stream(w.msg)
         return {}

@@ -504,10 +504,21 @@ txn.put("text.below", 3)   # and a key below a value makes it a directory
 txn.commit()
 print("replaced", flux.kvs.get(h, "app.sub"), flux.kvs.get(h, "app.text.below"),
       flux.kvs.exists(h, "app.y"))
+flux.kvs.namespace_create(h, "other")
+flux.kvs.put(h, "only.here", 7)
+flux.kvs.commit(h, namespace="other")
+txn = flux.kvs.KVSTxn(h, "only", namespace="other")
+txn.put("also", [1])
+txn.commit()
+d = flux.kvs.get_dir(h, "only", namespace="other")
+print("namespaces", flux.kvs.namespace_list(h), sorted(d.files()),
+      flux.kvs.get(h, "only.here", namespace="other"),
+      flux.kvs.exists(h, "only.here"), flux.kvs.isdir(h, "only", namespace="other"))
+flux.kvs.namespace_remove(h, "other")
 try:
-    flux.kvs.namespace_create(h, "other")
+    flux.kvs.get(h, "only.here", namespace="other")
 except OSError as exc:
-    print("namespaces", errno.errorcode[exc.errno])
+    print("removed", errno.errorcode[exc.errno], flux.kvs.namespace_list(h))
 '''
 
 
@@ -522,7 +533,8 @@ def test_kvs_api_stages_commits_and_reads_as_flux(inst, tmp_path):
         "dir ['empty', 'raw', 'sub', 'text'] (['raw', 'text'], ['empty', 'sub']) {'k': [1]}",
         "walk [('empty', [], []), ('sub', [], ['x']), ('', ['empty', 'sub'], ['raw', 'text'])]",
         "replaced 2 3 True",
-        "namespaces ENOSYS",
+        "namespaces ['primary', 'other'] ['also', 'here'] 7 False True",
+        "removed ENOTSUP ['primary']",
     ]
 
 

@@ -5,8 +5,10 @@ Writes are staged in a transaction (KVSTxn; the module functions use one per
 handle) and sent as one kvs.commit: all of it or nothing.  A value is what
 json.dumps accepts, or bytes (raw); a read gives raw bytes back decoded as
 Flux does (JSON if it parses, else text, else the bytes).  KVSDir reads a
-directory and stages writes below it.  fluxlite's KVS has one namespace and
-no symbolic links or checkpoints: those calls raise OSError(ENOSYS) saying so."""
+directory and stages writes below it.  Every call takes Flux's `namespace`
+(None: the primary one), sent with the request; namespace_create, _remove and
+_list are kvs.namespace-create, -remove and -list.  fluxlite's KVS has no symbolic
+links or checkpoints: those calls raise OSError(ENOSYS) saying so."""
 
 from __future__ import annotations
 
@@ -29,10 +31,13 @@ def _h(flux_handle):
     return _handle(flux_handle)
 
 
-def _one_namespace(namespace, call: str) -> None:
+def _with_ns(payload: dict, namespace) -> dict:
+    """A request's payload, naming the namespace when one is given."""
     if namespace is not None:
-        raise NoService(f"flux.kvs.{call}(namespace={namespace!r}): fluxlite's KVS has "
-                        "one namespace, the primary one")
+        if not isinstance(namespace, str) or not namespace:
+            raise UsageError(f"invalid KVS namespace {namespace!r}: a non-empty name")
+        payload["namespace"] = namespace
+    return payload
 
 
 def _check_key(key) -> str:
@@ -58,8 +63,8 @@ def _decode(value):
 
 def get_key_direct(flux_handle, key, namespace=None):
     """The value at `key` (OSError: ENOENT if none, EISDIR for a directory)."""
-    _one_namespace(namespace, "get")
-    return _decode(_h(flux_handle).call("kvs.get", {"key": _check_key(key)})["value"])
+    return _decode(_h(flux_handle).call(
+        "kvs.get", _with_ns({"key": _check_key(key)}, namespace))["value"])
 
 
 def _kind(flux_handle, key, namespace) -> str | None:
@@ -99,8 +104,8 @@ class KVSTxn:
     `with KVSTxn(h) as txn:` commits on exit."""
 
     def __init__(self, flux_handle=None, path: str = ".", namespace=None):
-        _one_namespace(namespace, "KVSTxn")
-        self.fhdl = flux_handle
+        _with_ns({}, namespace)
+        self.fhdl, self.namespace = flux_handle, namespace
         self.path = "" if path in ("", ".") else path.rstrip(".") + "."
         self.ops: list[dict] = []
 
@@ -134,15 +139,17 @@ class KVSTxn:
     def clear(self) -> None:
         self.ops = []
 
-    def commit_async(self, flags: int = 0) -> Future:
+    def commit_async(self, flags: int = 0, namespace=None) -> Future:
         """Send the staged changes (flags are accepted; every fluxlite commit is
-        applied whole and at once); the future's get() waits for the answer."""
+        applied whole and at once) to `namespace`, else the transaction's; the
+        future's get() waits for the answer."""
         ops, self.ops = self.ops, []
         if not ops:
             state = FutureState(self.fhdl)
             state.fulfill(None)
             return Future(state)
-        return self.fhdl.rpc("kvs.commit", {"ops": ops})
+        return self.fhdl.rpc("kvs.commit", _with_ns(
+            {"ops": ops}, namespace if namespace is not None else self.namespace))
 
     def commit(self, flags: int = 0) -> None:
         self.commit_async(flags).get()
@@ -187,8 +194,7 @@ def put_symlink(flux_handle, key, target, _kvstxn=None) -> None:
 
 
 def commit_async(flux_handle, flags: int = 0, namespace=None, _kvstxn=None) -> Future:
-    _one_namespace(namespace, "commit")
-    return _txn(flux_handle, _kvstxn).commit_async(flags)
+    return _txn(flux_handle, _kvstxn).commit_async(flags, namespace)
 
 
 def commit(flux_handle, flags: int = 0, namespace=None, _kvstxn=None) -> None:
@@ -204,17 +210,18 @@ class KVSDir(abc.MutableMapping):
                  _kvstxn=None):
         if flux_handle is None:
             raise ValueError("flux_handle must be a valid Flux object")
-        _one_namespace(namespace, "KVSDir")
         if path == "":
             raise UsageError("invalid KVS directory '': use '.' for the root")
         self.fhdl, self.path, self.namespace = flux_handle, path, namespace
         self._path = "" if path == "." else path.rstrip(".") + "."
         self._entries()     # ENOENT now for a directory that is not there
-        self.kvstxn = _kvstxn if _kvstxn is not None else KVSTxn(flux_handle)
+        self.kvstxn = (_kvstxn if _kvstxn is not None
+                       else KVSTxn(flux_handle, namespace=namespace))
 
     def _entries(self) -> list[str]:
         try:
-            return _h(self.fhdl).call("kvs.ls", {"key": self.path})["entries"]
+            return _h(self.fhdl).call("kvs.ls", _with_ns({"key": self.path},
+                                                          self.namespace))["entries"]
         except NotFound:
             raise FileNotFoundError(errno.ENOENT, "No such file or directory: KVS "
                                     f"directory {self.path!r}") from None
@@ -232,11 +239,11 @@ class KVSDir(abc.MutableMapping):
         return self._path + key
 
     def exists(self, name: str) -> bool:
-        return exists(self.fhdl, self.key_at(name))
+        return exists(self.fhdl, self.key_at(name), self.namespace)
 
     def __getitem__(self, key):
         try:
-            return get(self.fhdl, self.key_at(key), _kvstxn=self.kvstxn)
+            return get(self.fhdl, self.key_at(key), self.namespace, _kvstxn=self.kvstxn)
         except OSError:
             raise KeyError(f"{key} not found under directory {self.key_at('')}") from None
 
@@ -294,7 +301,8 @@ def _walk(kvsdir: KVSDir, here: str, topdown: bool):
     if topdown:
         yield here, kvsdir.directories(), kvsdir.files()
     for name in kvsdir.directories():
-        yield from _walk(get_dir(kvsdir.fhdl, kvsdir.key_at(name)), join(here, name),
+        yield from _walk(get_dir(kvsdir.fhdl, kvsdir.key_at(name), kvsdir.namespace),
+                         join(here, name),
                          topdown)
     if not topdown:
         yield here, kvsdir.directories(), kvsdir.files()
@@ -302,11 +310,10 @@ def _walk(kvsdir: KVSDir, here: str, topdown: bool):
 
 def walk(directory, topdown: bool = False, flux_handle=None, namespace=None):
     """(path, directories, files) for a directory and each below it, as os.walk."""
-    _one_namespace(namespace, "walk")
     if not isinstance(directory, KVSDir):
         if flux_handle is None:
             raise ValueError("If directory is a key, flux_handle must be specified")
-        directory = get_dir(flux_handle, directory)
+        directory = get_dir(flux_handle, directory, namespace=namespace)
     return _walk(directory, "", topdown)
 
 
@@ -330,8 +337,8 @@ class KVSWatchFuture(Future):
     def cancel(self, stop: bool = False) -> None:
         self._cancelled = True
         if not self._pending.done:
-            self._handle.send("kvs.unwatch", {"key": self._key,
-                                              "matchtag": self._pending.matchtag})
+            self._handle.send("kvs.unwatch", _with_ns(
+                {"key": self._key, "matchtag": self._pending.matchtag}, self._namespace))
 
 
 def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
@@ -340,14 +347,13 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
     change (uniq: only changes of value; append: the entries appended).  When
     the key is removed the watch ends: get() is None, or with `full`
     OSError(ENOENT), as Flux's full watch reports a directory above it removed."""
-    _one_namespace(namespace, "kvs_watch_async")
     from . import Flux
     fh = flux_handle if isinstance(flux_handle, Flux) else Flux(handle=flux_handle)
     h = fh.handle
     state = FutureState(fh)
     state.streaming = state.reactor_only = True
-    pending = h.rpc("kvs.watch", {"key": _check_key(key), "waitcreate": waitcreate,
-                                  "append": append}, streaming=True)
+    pending = h.rpc("kvs.watch", _with_ns({"key": _check_key(key), "waitcreate": waitcreate,
+                                           "append": append}, namespace), streaming=True)
     last = []
 
     def on_response(msg):
@@ -372,23 +378,25 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
 
     pending.on_response = on_response
     future = KVSWatchFuture(state, pending, h)
-    future._key, future._cancelled = key, False
+    future._key, future._cancelled, future._namespace = key, False, namespace
     return future
 
 
-def namespace_create(flux_handle, namespace, owner=None, flags: int = 0):
-    raise NoService(f"flux.kvs.namespace_create({namespace!r}): fluxlite's KVS has one "
-                    "namespace, the primary one")
+def namespace_create(flux_handle, namespace, owner: int = -1, flags: int = 0) -> None:
+    """Make a namespace owned by user `owner` (-1: the instance owner)."""
+    _h(flux_handle).call("kvs.namespace-create", {"namespace": namespace,
+                                                  "owner": owner, "flags": flags})
 
 
-def namespace_remove(flux_handle, namespace):
-    raise NoService(f"flux.kvs.namespace_remove({namespace!r}): fluxlite's KVS has one "
-                    "namespace, the primary one")
+def namespace_remove(flux_handle, namespace) -> None:
+    """Remove a namespace and every key in it."""
+    _h(flux_handle).call("kvs.namespace-remove", {"namespace": namespace})
 
 
-def namespace_list(flux_handle):
-    """The namespaces: fluxlite's KVS has the primary one only."""
-    return ["primary"]
+def namespace_list(flux_handle) -> list[str]:
+    """The namespaces' names, primary first."""
+    return [ns["namespace"] for ns in
+            _h(flux_handle).call("kvs.namespace-list")["namespaces"]]
 
 
 def kvs_checkpoint_lookup(flux_handle, cache_bypass: bool = False):

@@ -1,0 +1,97 @@
+"""KVS namespaces through the kvs service's RPCs: made, listed, written, read,
+watched and removed apart from the primary namespace, and kept by a state
+directory."""
+
+import errno
+
+import pytest
+
+from fluxlite.errors import FluxliteError
+
+
+def _names(h):
+    return [ns["namespace"] for ns in h.call("kvs.namespace-list")["namespaces"]]
+
+
+def test_a_namespace_is_a_tree_of_its_own(inst1):
+    h = inst1.handle()
+    assert _names(h) == ["primary"]
+    h.call("kvs.namespace-create", {"namespace": "lab", "owner": -1, "flags": 0})
+    listed = h.call("kvs.namespace-list")["namespaces"]
+    assert [n["namespace"] for n in listed] == ["primary", "lab"]
+    assert listed[1]["owner"] == listed[0]["owner"]      # -1: the instance owner
+    with pytest.raises(FluxliteError) as exc:
+        h.call("kvs.namespace-create", {"namespace": "lab"})
+    assert exc.value.errnum == errno.EEXIST
+
+    h.call("kvs.commit", {"namespace": "lab", "ops": [{"key": "a.b", "value": 1}]})
+    h.call("kvs.commit", {"ops": [{"key": "a.c", "value": 2}]})
+    assert h.call("kvs.get", {"key": "a.b", "namespace": "lab"})["value"] == 1
+    assert h.call("kvs.ls", {"key": "a", "namespace": "lab"})["entries"] == ["b"]
+    assert h.call("kvs.ls", {"key": "a"})["entries"] == ["c"]
+    with pytest.raises(FluxliteError, match="not found"):
+        h.call("kvs.get", {"key": "a.b"})
+    with pytest.raises(FluxliteError, match="not found"):
+        h.call("kvs.get", {"key": "a.c", "namespace": "lab"})
+    got = h.call("kvs.lookup", {"key": "a.b", "namespace": "lab"})
+    assert got["namespace"] == "lab"
+    assert h.call("kvs.get", {"key": "a.c", "namespace": "primary"})["value"] == 2
+
+
+def test_a_missing_namespace_is_enotsup_and_primary_stays(inst1):
+    h = inst1.handle()
+    for topic, payload in [("kvs.get", {"key": "k"}), ("kvs.ls", {"key": "."}),
+                           ("kvs.commit", {"ops": [{"key": "k", "value": 1}]}),
+                           ("kvs.lookup", {"key": "k"}),
+                           ("kvs.namespace-remove", {})]:
+        with pytest.raises(FluxliteError) as exc:
+            h.call(topic, {**payload, "namespace": "nowhere"})
+        assert exc.value.errnum == errno.ENOTSUP, topic
+        assert "'nowhere'" in str(exc.value)
+    with pytest.raises(FluxliteError, match="primary KVS namespace cannot be removed"):
+        h.call("kvs.namespace-remove", {"namespace": "primary"})
+    with pytest.raises(FluxliteError):
+        h.call("kvs.namespace-create", {"namespace": "a/b"})
+    assert _names(h) == ["primary"]
+
+
+def test_removing_a_namespace_drops_its_keys_and_ends_its_watches(inst1):
+    h = inst1.handle()
+    h.call("kvs.namespace-create", {"namespace": "tmp"})
+    h.call("kvs.commit", {"namespace": "tmp", "ops": [{"key": "w", "value": 1},
+                                                      {"key": "log", "append": [1, 2]}]})
+    stream = h.stream("kvs.watch", {"key": "w", "namespace": "tmp"}, timeout=10)
+    assert next(stream) == {"value": 1}
+    h.call("kvs.commit", {"ops": [{"key": "w", "value": 5}]})   # the primary one's w
+    h.call("kvs.commit", {"namespace": "tmp", "ops": [{"key": "w", "value": 2}]})
+    assert next(stream) == {"value": 2}
+    h.call("kvs.namespace-remove", {"namespace": "tmp"})
+    with pytest.raises(FluxliteError) as exc:
+        next(stream)
+    assert exc.value.errnum == errno.ENOTSUP
+    assert _names(h) == ["primary"]
+    assert h.call("kvs.stats")["watchers"] == 0
+    h.call("kvs.namespace-create", {"namespace": "tmp"})      # made afresh: empty
+    assert h.call("kvs.ls", {"key": ".", "namespace": "tmp"})["entries"] == []
+    assert h.call("kvs.get", {"key": "w"})["value"] == 5
+
+
+def test_a_state_directory_keeps_namespaces(instance_factory, tmp_path):
+    sd = tmp_path / "state"
+    a = instance_factory(1, setattrs=[f"statedir={sd}"])
+    h = a.handle()
+    for name in ("keep", "gone"):
+        h.call("kvs.namespace-create", {"namespace": name, "owner": 4242})
+        h.call("kvs.commit", {"namespace": name,
+                              "ops": [{"key": "d.v", "value": {"m": name}},
+                                      {"key": "d.log", "append": ["x"]}]})
+    h.call("kvs.namespace-remove", {"namespace": "gone"})
+    assert a.stop() == 0
+    b = instance_factory(1, setattrs=[f"statedir={sd}"])
+    h = b.handle()
+    listed = h.call("kvs.namespace-list")["namespaces"]
+    assert [(n["namespace"], n["owner"]) for n in listed[1:]] == [("keep", 4242)]
+    assert h.call("kvs.get", {"key": "d.v", "namespace": "keep"})["value"] == {"m": "keep"}
+    assert h.call("kvs.get", {"key": "d.log", "namespace": "keep"})["value"] == ["x"]
+    with pytest.raises(FluxliteError, match="not found"):
+        h.call("kvs.get", {"key": "d.v"})
