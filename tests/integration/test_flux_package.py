@@ -514,6 +514,9 @@ d = flux.kvs.get_dir(h, "only", namespace="other")
 print("namespaces", flux.kvs.namespace_list(h), sorted(d.files()),
       flux.kvs.get(h, "only.here", namespace="other"),
       flux.kvs.exists(h, "only.here"), flux.kvs.isdir(h, "only", namespace="other"))
+with flux.kvs.get_dir(h, namespace="other") as kd:
+    kd.mkdir("filled", {"a": 1})
+print("filled", flux.kvs.get(h, "filled.a", namespace="other"), flux.kvs.exists(h, "filled"))
 flux.kvs.namespace_remove(h, "other")
 try:
     flux.kvs.get(h, "only.here", namespace="other")
@@ -534,6 +537,7 @@ def test_kvs_api_stages_commits_and_reads_as_flux(inst, tmp_path):
         "walk [('empty', [], []), ('sub', [], ['x']), ('', ['empty', 'sub'], ['raw', 'text'])]",
         "replaced 2 3 True",
         "namespaces ['primary', 'other'] ['also', 'here'] 7 False True",
+        "filled 1 False",
         "removed ENOTSUP ['primary']",
     ]
 

@@ -272,7 +272,7 @@ class KVSDir(abc.MutableMapping):
         self.kvstxn.mkdir(self.key_at(key))
         self.commit()
         if contents is not None:
-            KVSDir(self.fhdl, self.key_at(key)).fill(contents)
+            KVSDir(self.fhdl, self.key_at(key), namespace=self.namespace).fill(contents)
 
     def files(self):
         return (e for e in self._entries() if not e.endswith("."))
