@@ -7,6 +7,10 @@ implied by them.  A commit is a list of operations applied all at once:
     {key, append: [...]}   extend a list (an eventlog) with entries
     {key, unlink: true}    remove a key or directory
     {key, mkdir: true}     make an empty directory (replacing what was there)
+    {key, symlink: TARGET, target_namespace?: NS}
+                           a symbolic link (Flux's): reading the key, or a key
+                           below it, reads TARGET (in NS, else the link's own
+                           namespace) instead; kvs.lookup's READLINK reads the link
 
 As in Flux, a value set over a directory replaces the directory, and a key set
 below a value replaces the value with a directory; only an append to a
@@ -40,6 +44,7 @@ rows named `NS_ROW` + name, then NUL and the key).
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import sys
@@ -60,7 +65,7 @@ from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from . import kvs_treeobj as treeobj
 from . import statedir
 from .base import ANY, Service, handler
-from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store
+from .kvs_store import MKDIR, READ_BATCH, UNLINK, Blob, Log, Store, Symlink
 
 
 class KeyRequest(Struct, kw_only=True):
@@ -106,6 +111,7 @@ class NamespaceRequest(Struct, kw_only=True):
 
 _MISSING = object()
 PRIMARY = "primary"
+MAX_LINKS = 16          # symbolic links one lookup follows before ELOOP (a cycle)
 NS_ROW = "\0ns\0"     # a state database row of a namespace (no key's name starts so)
 
 
@@ -238,16 +244,32 @@ class KVSService(Service):
             return self.store.get(node)
         return node
 
-    def _node(self, key: str, root: _Dir | None = None):
+    def _node(self, key: str, root: _Dir | None = None, msg=None):
         """What the tree holds at `key` (a Log for a list on disk); ENOENT, EISDIR."""
-        node = self.root if root is None else root
-        for part in _split(key):
-            if not isinstance(node, _Dir) or part not in node:
-                raise NotFound(f"key {key!r} not found")
-            node = node[part]
+        node = self._walk(key, self.root if root is None else root, msg)
         if isinstance(node, _Dir):
             raise IsADirectory(f"key {key!r} is a directory, not a value: read a key "
                                f"below it ({key}.NAME) or list it with kvs ls")
+        return node
+
+    def _walk(self, key: str, root: _Dir, msg=None, follow_last: bool = True,
+              links: list | None = None):
+        """What the tree holds at `key`, a directory too, following symbolic links
+        on the way (the last one as well unless `follow_last`); ENOENT, ELOOP.  A
+        link into another namespace is followed only for a user who may use it."""
+        links = [0] if links is None else links
+        node, parts = root, _split(key)
+        for i, part in enumerate(parts):
+            if not isinstance(node, _Dir) or part not in node:
+                raise NotFound(f"key {key!r} not found")
+            node = node[part]
+            while isinstance(node, Symlink) and (follow_last or i < len(parts) - 1):
+                links[0] += 1
+                if links[0] > MAX_LINKS:
+                    raise FluxliteError(f"key {key!r}: more than {MAX_LINKS} symbolic "
+                                        "links on the way (a cycle?)", errno.ELOOP)
+                there = root if node.namespace is None else self._ns(msg, node.namespace)[1]
+                node = self._walk(node.target, there, msg, True, links)
         return node
 
     def scan(self, glob: str):
@@ -313,7 +335,8 @@ class KVSService(Service):
                 else:
                     # a value replaces whatever was there, a directory too (as Flux's)
                     undo.append((parent, leaf, old))
-                    parent[leaf] = self._keep(op["value"])
+                    parent[leaf] = (Symlink(op["symlink"], op.get("target_namespace"))
+                                    if "symlink" in op else self._keep(op["value"]))
                     self.store.drop(_stored(old))
                     if changes is not None:
                         if isinstance(old, _Dir):
@@ -370,9 +393,16 @@ class KVSService(Service):
         if not isinstance(op, dict) or "key" not in op:
             raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
         parts = _split(op["key"])
-        if not (op.get("unlink") or op.get("mkdir") or "value" in op or "append" in op):
+        if not (op.get("unlink") or op.get("mkdir") or "value" in op or "append" in op
+                or "symlink" in op):
             raise ProtocolError(f"kvs.commit: operation on {op['key']!r} has no value, "
-                                "append, mkdir or unlink")
+                                "append, mkdir, symlink or unlink")
+        if "symlink" in op:
+            _split(op["symlink"])       # a target is a key
+            ns = op.get("target_namespace")
+            if ns is not None and (not isinstance(ns, str) or not ns):
+                raise ProtocolError("kvs.commit: a symlink's target_namespace must be a "
+                                    "namespace's name")
         if "append" in op and not isinstance(op["append"], list):
             raise ProtocolError("kvs.commit: 'append' must be a list")
         return parts, op
@@ -454,14 +484,15 @@ class KVSService(Service):
     def _ns(self, msg, namespace: str | None) -> tuple[str, _Dir]:
         """The namespace a request names (primary if none) and its tree: ENOTSUP if
         there is no such namespace, EPERM for a user who neither owns it nor the
-        instance (Flux's rules)."""
+        instance (Flux's rules; no `msg`: rank 0's own use)."""
         if namespace in (None, PRIMARY):
             return PRIMARY, self.root
         root = self.roots.get(namespace)
         if root is None:
             raise NotSupported(f"KVS namespace {namespace!r} does not exist (see "
                                "kvs namespace list)")
-        if not self.is_owner(msg) and msg.userid != self.ns_info[namespace]["owner"]:
+        if (msg is not None and not self.is_owner(msg)
+                and msg.userid != self.ns_info[namespace]["owner"]):
             raise PermissionDenied(f"KVS namespace {namespace!r}: only its owner or the "
                                    "instance owner may use it")
         return namespace, root
@@ -512,29 +543,35 @@ class KVSService(Service):
     @handler("kvs.get", schema=KeyRequest, roles=ANY)
     def get(self, msg, req):
         _, root = self._ns(msg, req.namespace)
-        return {"value": self._value(self._node(req.key, root))}
+        return {"value": self._value(self._node(req.key, root, msg))}
 
     @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
     def lookup_rpc(self, msg, req):
         """Flux's kvs.lookup: the key's RFC 11 tree object (kvs_treeobj.py); a
-        directory with FLUX_KVS_READDIR, else EISDIR."""
+        directory with FLUX_KVS_READDIR, else EISDIR; with READLINK or TREEOBJ the
+        last component's own object (a link not followed; READLINK: EINVAL if it is
+        not a link)."""
         ns, root = self._ns(msg, req.namespace)
-        if req.key.strip(".") == "" or req.flags & treeobj.READDIR:
-            node = root
-            if req.key.strip("."):
-                for part in _split(req.key):
-                    if not isinstance(node, _Dir) or part not in node:
-                        raise NotFound(f"key {req.key!r} not found")
-                    node = node[part]
+        whole = req.key.strip(".") == ""
+        if req.flags & (treeobj.READLINK | treeobj.TREEOBJ) and not whole:
+            node = self._walk(req.key, root, msg, follow_last=False)
+            if req.flags & treeobj.READLINK and not isinstance(node, Symlink):
+                raise UsageError(f"key {req.key!r} is not a symbolic link")
+            return {"namespace": ns, "val": self._treeobj(node)}
+        if whole or req.flags & treeobj.READDIR:
+            node = root if whole else self._walk(req.key, root, msg)
             if not isinstance(node, _Dir):
                 raise NotADirectory(f"key {req.key!r} is a value, not a directory")
-            data = {name: treeobj.empty_dir() if isinstance(v, _Dir)
-                    else treeobj.encode(self._value(v), isinstance(v, Log))
-                    for name, v in node.items()}
+            data = {name: self._treeobj(v) for name, v in node.items()}
             return {"namespace": ns, "val": {"ver": 1, "type": "dir", "data": data}}
-        node = self._node(req.key, root)
-        return {"namespace": ns,
-                "val": treeobj.encode(self._value(node), isinstance(node, Log))}
+        return {"namespace": ns, "val": self._treeobj(self._node(req.key, root, msg))}
+
+    def _treeobj(self, node) -> dict:
+        if isinstance(node, _Dir):
+            return treeobj.empty_dir()
+        if isinstance(node, Symlink):
+            return treeobj.symlink(node.target, node.namespace)
+        return treeobj.encode(self._value(node), isinstance(node, Log))
 
     @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
     def commit_rpc(self, msg, req):
@@ -551,10 +588,10 @@ class KVSService(Service):
         key = req.key
         _, node = self._ns(msg, req.namespace)
         if key not in ("", "."):
-            for part in _split(key):
-                if not isinstance(node, _Dir) or part not in node:
-                    raise NotFound(f"directory {key!r} not found")
-                node = node[part]
+            try:
+                node = self._walk(key, node, msg)
+            except NotFound:
+                raise NotFound(f"directory {key!r} not found") from None
         if not isinstance(node, _Dir):
             raise NotADirectory(f"{key!r} is not a directory: it holds a value "
                                 "(read it with kvs get)")
@@ -567,7 +604,7 @@ class KVSService(Service):
         wkey = (ns, ".".join(_split(req.key)))
         w = _Watcher(msg, req.append)
         if not req.waitcreate:
-            self._node(wkey[1], root)  # ENOENT or EISDIR now, rather than a silent wait
+            self._node(wkey[1], root, msg)  # ENOENT or EISDIR now, not a silent wait
         self.watchers.setdefault(wkey, []).append(w)
         self.track_stream(msg, lambda: self._drop_watch(wkey, w))
         try:

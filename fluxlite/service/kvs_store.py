@@ -68,7 +68,8 @@ RETRY_DELAY = 1.0           # seconds before a failed write-out is tried again
 HELD_MAX = 64 << 20         # bytes held while writing out fails, past which commits are refused
 
 FILENAME = "content.sqlite"
-SCALAR, BLOB, LOG, DIR = 0, 1, 2, 3   # what a row of `nodes` holds (DIR: an empty one made)
+SCALAR, BLOB, LOG, DIR, LINK = 0, 1, 2, 3, 4   # what a row of `nodes` holds (DIR: an empty
+                                              # one made; LINK: a symbolic link)
 UNLINK = object()             # a tree change that removes a key and everything below it
 MKDIR = object()              # a tree change that makes an empty directory (kvs mkdir)
 VERSION_KEY = "\0version"     # the row of `nodes` that holds the KVS version (no key's name)
@@ -87,6 +88,15 @@ class Log:
     @property
     def written(self) -> int:
         return self.n - len(self.pending) if self.pending else self.n
+
+
+class Symlink:
+    """A key that stands for another (Flux's symlink): `target`, in `namespace`
+    (None: the link's own).  Held in the tree like a scalar."""
+    __slots__ = ("target", "namespace")
+
+    def __init__(self, target: str, namespace: str | None = None):
+        self.target, self.namespace = target, namespace
 
 
 class Blob:
@@ -299,6 +309,8 @@ class Store:
                 rows.append((key, BLOB, node.id, None))
             elif isinstance(node, Log):
                 rows.append((key, LOG, node.id, None))
+            elif isinstance(node, Symlink):
+                rows.append((key, LINK, None, pack([node.target, node.namespace])))
             else:
                 rows.append((key, SCALAR, None, pack(node)))
         rows.append((VERSION_KEY, SCALAR, None, pack(self.version)))
@@ -409,6 +421,8 @@ class Store:
                 out.append((key, Log(ref, counts.get(ref, 0))))
             elif kind == DIR:
                 out.append((key, MKDIR))
+            elif kind == LINK:
+                out.append((key, Symlink(*unpack(data))))
             else:
                 out.append((key, unpack(data)))
         return out, self.version

@@ -5,8 +5,9 @@ number or string as its JSON text, bytes as they are, and a log made by
 appends (an eventlog) as Flux keeps one, one JSON entry per line (RFC 18).  A
 directory is {"ver": 1, "type": "dir", "data": {NAME: OBJECT}}: its values
 inline, each subdirectory an empty "dir" (fluxlite's KVS has no blob
-references to give; look a subdirectory up by its own key).  Flux's commit
-operations, {key, flags, dirent}, become the kvs service's own."""
+references to give; look a subdirectory up by its own key).  A symbolic link is
+{"ver": 1, "type": "symlink", "data": {"target": KEY, "namespace"?: NS}}.
+Flux's commit operations, {key, flags, dirent}, become the kvs service's own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import json
 from ..errors import ProtocolError, UsageError
 
 READDIR = 1      # Flux's FLUX_KVS_READDIR
+READLINK = 2     # Flux's FLUX_KVS_READLINK
+TREEOBJ = 16     # Flux's FLUX_KVS_TREEOBJ
 APPEND = 32      # Flux's FLUX_KVS_APPEND
 
 
@@ -32,6 +35,13 @@ def encode(value, log: bool = False) -> dict:
         return val("".join(json.dumps(e, separators=(",", ":")) + "\n"
                            for e in value).encode())
     return val(json.dumps(value, separators=(",", ":")).encode())
+
+
+def symlink(target: str, namespace: str | None) -> dict:
+    data = {"target": target}
+    if namespace is not None:
+        data["namespace"] = namespace
+    return {"ver": 1, "type": "symlink", "data": data}
 
 
 def empty_dir() -> dict:
@@ -65,5 +75,11 @@ def op(flux_op: dict) -> dict:
         return {"key": key, "value": value}
     if kind == "dir" and not dirent.get("data"):
         return {"key": key, "mkdir": True}
+    if kind == "symlink" and isinstance(dirent.get("data"), dict):
+        data = dirent["data"]
+        out = {"key": key, "symlink": data.get("target")}
+        if data.get("namespace") is not None:
+            out["target_namespace"] = data["namespace"]
+        return out
     raise UsageError(f"kvs.commit: a {kind!r} object is not supported here (fluxlite's KVS "
-                     "holds values and directories, with no links or blob references)")
+                     "holds values, directories and links, with no blob references)")

@@ -504,6 +504,10 @@ txn.put("text.below", 3)   # and a key below a value makes it a directory
 txn.commit()
 print("replaced", flux.kvs.get(h, "app.sub"), flux.kvs.get(h, "app.text.below"),
       flux.kvs.exists(h, "app.y"))
+flux.kvs.put_symlink(h, "app.link", "app.sub")
+flux.kvs.put_symlink(h, "app.nowhere", "app.none")
+flux.kvs.commit(h)
+print("links", flux.kvs.get(h, "app.link"), flux.kvs.exists(h, "app.nowhere"))
 flux.kvs.namespace_create(h, "other")
 flux.kvs.put(h, "only.here", 7)
 flux.kvs.commit(h, namespace="other")
@@ -536,6 +540,7 @@ def test_kvs_api_stages_commits_and_reads_as_flux(inst, tmp_path):
         "dir ['empty', 'raw', 'sub', 'text'] (['raw', 'text'], ['empty', 'sub']) {'k': [1]}",
         "walk [('empty', [], []), ('sub', [], ['x']), ('', ['empty', 'sub'], ['raw', 'text'])]",
         "replaced 2 3 True",
+        "links 2 False",
         "namespaces ['primary', 'other'] ['also', 'here'] 7 False True",
         "filled 1 False",
         "removed ENOTSUP ['primary']",

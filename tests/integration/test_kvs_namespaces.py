@@ -1,6 +1,6 @@
-"""KVS namespaces through the kvs service's RPCs: made, listed, written, read,
-watched and removed apart from the primary namespace, and kept by a state
-directory."""
+"""KVS namespaces and symbolic links through the kvs service's RPCs: namespaces
+made, listed, written, read, watched and removed apart from the primary one and
+kept by a state directory; links followed, read and kept."""
 
 import errno
 
@@ -84,7 +84,8 @@ def test_a_state_directory_keeps_namespaces(instance_factory, tmp_path):
         h.call("kvs.namespace-create", {"namespace": name, "owner": 4242})
         h.call("kvs.commit", {"namespace": name,
                               "ops": [{"key": "d.v", "value": {"m": name}},
-                                      {"key": "d.log", "append": ["x"]}]})
+                                      {"key": "d.log", "append": ["x"]},
+                                      {"key": "ln", "symlink": "d.v"}]})
     h.call("kvs.namespace-remove", {"namespace": "gone"})
     assert a.stop() == 0
     b = instance_factory(1, setattrs=[f"statedir={sd}"])
@@ -93,5 +94,55 @@ def test_a_state_directory_keeps_namespaces(instance_factory, tmp_path):
     assert [(n["namespace"], n["owner"]) for n in listed[1:]] == [("keep", 4242)]
     assert h.call("kvs.get", {"key": "d.v", "namespace": "keep"})["value"] == {"m": "keep"}
     assert h.call("kvs.get", {"key": "d.log", "namespace": "keep"})["value"] == ["x"]
+    assert h.call("kvs.get", {"key": "ln", "namespace": "keep"})["value"] == {"m": "keep"}
     with pytest.raises(FluxliteError, match="not found"):
         h.call("kvs.get", {"key": "d.v"})
+
+
+def test_symbolic_links_are_followed_and_read(inst1):
+    h = inst1.handle()
+    h.call("kvs.namespace-create", {"namespace": "far"})
+    h.call("kvs.commit", {"namespace": "far", "ops": [{"key": "there.v", "value": "far"}]})
+    h.call("kvs.commit", {"ops": [
+        {"key": "dir.a", "value": 1},
+        {"key": "to_a", "symlink": "dir.a"},
+        {"key": "to_dir", "symlink": "dir"},
+        {"key": "to_link", "symlink": "to_a"},
+        {"key": "dangling", "symlink": "no.such"},
+        {"key": "loop1", "symlink": "loop2"}, {"key": "loop2", "symlink": "loop1"},
+        # Flux's own commit operation for a link into another namespace
+        {"key": "to_far", "flags": 0, "dirent": {"ver": 1, "type": "symlink", "data": {
+            "target": "there", "namespace": "far"}}}]})
+    assert h.call("kvs.get", {"key": "to_a"})["value"] == 1
+    assert h.call("kvs.get", {"key": "to_link"})["value"] == 1
+    assert h.call("kvs.get", {"key": "to_dir.a"})["value"] == 1
+    assert h.call("kvs.ls", {"key": "to_dir"})["entries"] == ["a"]
+    assert h.call("kvs.get", {"key": "to_far.v"})["value"] == "far"
+    with pytest.raises(FluxliteError, match="not found"):
+        h.call("kvs.get", {"key": "dangling"})
+    with pytest.raises(FluxliteError) as exc:
+        h.call("kvs.get", {"key": "loop1"})
+    assert exc.value.errnum == errno.ELOOP
+    with pytest.raises(FluxliteError, match="is a directory"):
+        h.call("kvs.get", {"key": "to_dir"})
+
+    READLINK, TREEOBJ = 2, 16            # Flux's FLUX_KVS_READLINK, FLUX_KVS_TREEOBJ
+    link = h.call("kvs.lookup", {"key": "to_link", "flags": READLINK})["val"]
+    assert link == {"ver": 1, "type": "symlink", "data": {"target": "to_a"}}
+    far = h.call("kvs.lookup", {"key": "to_far", "flags": TREEOBJ})["val"]
+    assert far["data"] == {"target": "there", "namespace": "far"}
+    with pytest.raises(FluxliteError, match="not a symbolic link") as exc:
+        h.call("kvs.lookup", {"key": "dir.a", "flags": READLINK})
+    assert exc.value.errnum == errno.EINVAL
+    listing = h.call("kvs.lookup", {"key": ".", "flags": 1})["val"]["data"]
+    assert listing["to_a"]["type"] == "symlink"
+
+    # a link is a value of its own: replaced by a value, unlinked without its target
+    h.call("kvs.commit", {"ops": [{"key": "to_a", "unlink": True}]})
+    assert h.call("kvs.get", {"key": "dir.a"})["value"] == 1
+    with pytest.raises(FluxliteError, match="not found"):
+        h.call("kvs.get", {"key": "to_link"})
+    h.call("kvs.namespace-remove", {"namespace": "far"})
+    with pytest.raises(FluxliteError) as exc:
+        h.call("kvs.get", {"key": "to_far.v"})
+    assert exc.value.errnum == errno.ENOTSUP

@@ -320,8 +320,12 @@ def test_fluxs_lookup_and_commit_payloads_as_rfc_11_tree_objects(kvs):
     assert errnum_of(kvs.call, "kvs.lookup", {"key": "nope"}) == errno.ENOENT
     assert errnum_of(kvs.call, "kvs.lookup", {"key": "f.n", "namespace": "other"}) \
         == errno.ENOTSUP
-    bad = {"key": "f.s", "flags": 0, "dirent": {"ver": 1, "type": "symlink",
-                                                "data": {"target": "f.n"}}}
+    link = {"key": "f.s", "flags": 0, "dirent": {"ver": 1, "type": "symlink",
+                                                 "data": {"target": "f.n"}}}
+    kvs.call("kvs.commit", {"ops": [link]})
+    assert kvs.svc.lookup("f.s") == 42
+    bad = {"key": "f.r", "flags": 0, "dirent": {"ver": 1, "type": "valref",
+                                                "data": ["sha1-0"]}}
     assert errnum_of(kvs.call, "kvs.commit", {"ops": [bad]}) == errno.EINVAL
     assert errnum_of(kvs.call, "kvs.commit",
                      {"ops": [{"key": "f.x", "dirent": {"ver": 1, "type": "val",

@@ -7,8 +7,9 @@ json.dumps accepts, or bytes (raw); a read gives raw bytes back decoded as
 Flux does (JSON if it parses, else text, else the bytes).  KVSDir reads a
 directory and stages writes below it.  Every call takes Flux's `namespace`
 (None: the primary one), sent with the request; namespace_create, _remove and
-_list are kvs.namespace-create, -remove and -list.  fluxlite's KVS has no symbolic
-links or checkpoints: those calls raise OSError(ENOSYS) saying so."""
+_list are kvs.namespace-create, -remove and -list.  Symbolic links are Flux's
+(reads follow them).  fluxlite's KVS has no checkpoints: kvs_checkpoint_lookup
+raises OSError(ENOSYS) saying so."""
 
 from __future__ import annotations
 
@@ -131,10 +132,8 @@ class KVSTxn:
         self.ops.append({"key": self._key(key), "unlink": True})
 
     def symlink(self, key, target) -> None:
-        self._key(key)
-        _check_key(target)
-        raise NoService(f"flux.kvs symlink {key!r} -> {target!r}: fluxlite's KVS has "
-                        "no symbolic links")
+        """Make `key` a symbolic link to the key `target` (in the same namespace)."""
+        self.ops.append({"key": self._key(key), "symlink": _check_key(target)})
 
     def clear(self) -> None:
         self.ops = []
