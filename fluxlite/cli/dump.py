@@ -30,9 +30,13 @@ CHUNK_BYTES = 1 << 20      # bytes of values per commit (a commit's limit is 4 M
 
 def _walk(h, path: str):
     """Every (key, value) below `path` ("." for the root), keys in order."""
-    for name in h.call("kvs.ls", {"key": path}, nodeid=0)["entries"]:
+    listing = h.call("kvs.ls", {"key": path}, nodeid=0)
+    links = listing.get("links", {})
+    for name in listing["entries"]:
         key = name.rstrip(".") if path == "." else f"{path}.{name.rstrip('.')}"
-        if name.endswith("."):
+        if name in links:       # a symbolic link is archived as one, not followed
+            yield key, kvs_archive.Link(links[name]["target"], links[name].get("namespace"))
+        elif name.endswith("."):
             yield from _walk(h, key)
         else:
             yield key, h.call("kvs.get", {"key": key}, nodeid=0)["value"]

@@ -595,8 +595,13 @@ class KVSService(Service):
         if not isinstance(node, _Dir):
             raise NotADirectory(f"{key!r} is not a directory: it holds a value "
                                 "(read it with kvs get)")
-        return {"entries": [k + ("." if isinstance(v, _Dir) else "") for k, v in
-                            sorted(node.items())]}
+        out = {"entries": [k + ("." if isinstance(v, _Dir) else "") for k, v in
+                           sorted(node.items())]}
+        links = {k: treeobj.symlink(v.target, v.namespace)["data"] for k, v in node.items()
+                 if isinstance(v, Symlink)}
+        if links:
+            out["links"] = links
+        return out
 
     @handler("kvs.watch", schema=WatchRequest, streaming=True, roles=ANY)
     def watch(self, msg, req):

@@ -6,6 +6,8 @@ with a timestamp and a name) is written as Flux writes one: a JSON object per
 line, each line ended; any other value as its JSON text, with no newline at
 the end.  So reading a member back is exact: lines of entries, ended by a
 newline, are an eventlog (appended, as it was made); anything else is a value.
+A symbolic link is a symbolic link member whose target is the target key (its
+namespace, if it names one, in the member's PAX header `FLUXLITE.namespace`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import io
 import json
 import tarfile
 import time
+
+NAMESPACE_HEADER = "FLUXLITE.namespace"
 
 
 def member_name(key: str) -> str:
@@ -51,7 +55,22 @@ def open_for_writing(path: str) -> tarfile.TarFile:
     return tarfile.open(path, mode, format=tarfile.PAX_FORMAT)
 
 
+class Link:
+    """A key that is a symbolic link (what the kvs service's `kvs.ls` says of it)."""
+
+    def __init__(self, target: str, namespace: str | None = None):
+        self.target, self.namespace = target, namespace
+
+
 def add(tar: tarfile.TarFile, key: str, value, mtime: float | None = None) -> None:
+    if isinstance(value, Link):
+        info = tarfile.TarInfo(member_name(key))
+        info.type, info.linkname = tarfile.SYMTYPE, value.target
+        info.mtime = int(time.time() if mtime is None else mtime)
+        if value.namespace is not None:
+            info.pax_headers = {NAMESPACE_HEADER: value.namespace}
+        tar.addfile(info)
+        return
     data = encode(value)
     info = tarfile.TarInfo(member_name(key))
     info.size = len(data)
@@ -64,6 +83,12 @@ def read(path: str):
     """(key, operation, size in bytes) for every member of an archive, in order."""
     with tarfile.open(path, "r:*") as tar:
         for info in tar:
+            if info.issym():
+                op = {"symlink": info.linkname}
+                if NAMESPACE_HEADER in info.pax_headers:
+                    op["target_namespace"] = info.pax_headers[NAMESPACE_HEADER]
+                yield key_of(info.name), op, 0
+                continue
             if not info.isfile():
                 continue
             f = tar.extractfile(info)

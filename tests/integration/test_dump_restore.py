@@ -86,3 +86,31 @@ def test_a_job_output_larger_than_a_commit_restores_whole(instance_factory, tmp_
     b = instance_factory(1, setattrs=[f"statedir={sd}"])
     out = b.cli("job", "attach", jobid, check=True, timeout=120).stdout
     assert len(out) == 6000000 and out.startswith("abcdefghij\n")
+
+
+@pytest.mark.timeout(120)
+def test_symbolic_links_are_archived_as_links(instance_factory, tmp_path):
+    a = instance_factory(1)
+    h = a.handle()
+    h.call("kvs.namespace-create", {"namespace": "side"})
+    h.call("kvs.commit", {"ops": [{"key": "d.v", "value": 1},
+                                  {"key": "to_v", "symlink": "d.v"},
+                                  {"key": "to_d", "symlink": "d"},
+                                  {"key": "dangling", "symlink": "no.such"},
+                                  {"key": "aside", "symlink": "x", "target_namespace": "side"}]})
+    archive = tmp_path / "links.tar"
+    a.cli("dump", archive, check=True)
+    members = {m.name: m for m in tarfile.open(archive).getmembers()}
+    assert members["to_d"].issym() and members["to_d"].linkname == "d"
+    assert members["dangling"].linkname == "no.such"
+    assert members["aside"].pax_headers["FLUXLITE.namespace"] == "side"
+
+    b = instance_factory(1)
+    b.cli("restore", archive, check=True)
+    hb = b.handle()
+    assert hb.call("kvs.get", {"key": "to_v"})["value"] == 1
+    assert hb.call("kvs.get", {"key": "to_d.v"})["value"] == 1
+    for key, data in [("dangling", {"target": "no.such"}),
+                      ("aside", {"target": "x", "namespace": "side"})]:
+        val = hb.call("kvs.lookup", {"key": key, "flags": 2})["val"]     # READLINK
+        assert val == {"ver": 1, "type": "symlink", "data": data}
