@@ -1,5 +1,6 @@
-"""`fluxlite kvs get|put|ls|dir|unlink|mkdir|eventlog get|append|wait-event`: the
-instance's key-value store from the shell, as flux-kvs(1)."""
+"""`fluxlite kvs get|put|ls|dir|unlink|mkdir|link|readlink|namespace|eventlog ...`:
+the instance's key-value store from the shell, as flux-kvs(1).  `-N NAME` names
+the namespace a command works in (the primary one without it), as Flux's."""
 
 from __future__ import annotations
 
@@ -10,29 +11,42 @@ import click
 from ..errors import UsageError
 from .common import HELP, echo_value, fsd_timeout, handle
 
+READLINK = 2        # Flux's FLUX_KVS_READLINK: kvs.lookup answers with the link itself
+
 
 @click.group(context_settings=HELP)
 def kvs():
     """Read and write the key-value store."""
 
 
+_namespace = click.option("-N", "--namespace", metavar="NAME",
+                          help="Work in KVS namespace NAME (default: primary).")
+
+
+def _in(namespace: str | None, payload: dict) -> dict:
+    """A kvs request's payload, in `namespace` when one is named."""
+    return payload if namespace is None else {**payload, "namespace": namespace}
+
+
 @kvs.command(context_settings=HELP)
+@_namespace
 @click.option("-w", "--watch", is_flag=True, help="Print the value now and after each change.")
 @click.argument("keys", nargs=-1, required=True)
-def get(watch, keys):
+def get(namespace, watch, keys):
     """Print the JSON value of each KEY."""
     with handle() as h:
         if watch:
             if len(keys) != 1:
                 raise UsageError("--watch takes one key")
-            for resp in h.stream("kvs.watch", {"key": keys[0]}, nodeid=0):
+            for resp in h.stream("kvs.watch", _in(namespace, {"key": keys[0]}), nodeid=0):
                 echo_value(resp["value"])
             return
         for key in keys:
-            echo_value(h.call("kvs.get", {"key": key}, nodeid=0)["value"])
+            echo_value(h.call("kvs.get", _in(namespace, {"key": key}), nodeid=0)["value"])
 
 
 @kvs.command(context_settings=HELP)
+@_namespace
 @click.option("-a", "-A", "--append", is_flag=True, help="Append VALUE to the list at KEY.")
 @click.option("-j", "--json", "as_json", is_flag=True,
               help="VALUE must be JSON (an error otherwise).")
@@ -41,7 +55,7 @@ def get(watch, keys):
 @click.option("-n", "--no-merge", is_flag=True,
               help="Accepted for Flux scripts (every commit here stands alone).")
 @click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
-def put(append, as_json, raw, no_merge, pairs):
+def put(namespace, append, as_json, raw, no_merge, pairs):
     """Set each KEY to VALUE (JSON if it parses, else a string), in one atomic commit."""
     import sys
     del no_merge
@@ -63,12 +77,13 @@ def put(append, as_json, raw, no_merge, pairs):
                 value = text
         ops.append({"key": key, "append": [value]} if append else {"key": key, "value": value})
     with handle() as h:
-        h.call("kvs.commit", {"ops": ops}, nodeid=0)
+        h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
 
 
 @kvs.command(context_settings=HELP)
+@_namespace
 @click.argument("keys", nargs=-1, required=True)
-def mkdir(keys):
+def mkdir(namespace, keys):
     """Make each KEY an empty directory (whatever was there goes), in one commit."""
     ops = []
     for key in keys:
@@ -76,26 +91,92 @@ def mkdir(keys):
             raise UsageError("the root directory exists already")
         ops.append({"key": key, "mkdir": True})
     with handle() as h:
-        h.call("kvs.commit", {"ops": ops}, nodeid=0)
+        h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
 
 
 @kvs.command(context_settings=HELP)
+@_namespace
+@click.option("-T", "--target-namespace", metavar="NAME",
+              help="TARGET is in namespace NAME (default: the link's own).")
+@click.argument("target")
+@click.argument("linkname")
+def link(namespace, target_namespace, target, linkname):
+    """Make LINKNAME a symbolic link to the key TARGET (which need not exist)."""
+    op = {"key": linkname, "symlink": target}
+    if target_namespace is not None:
+        op["target_namespace"] = target_namespace
+    with handle() as h:
+        h.call("kvs.commit", _in(namespace, {"ops": [op]}), nodeid=0)
+
+
+@kvs.command(context_settings=HELP)
+@_namespace
+@click.argument("keys", nargs=-1, required=True)
+def readlink(namespace, keys):
+    """Print the target of each symbolic link KEY (NAMESPACE::TARGET when the
+    link names a namespace)."""
+    with handle() as h:
+        for key in keys:
+            val = h.call("kvs.lookup", _in(namespace, {"key": key, "flags": READLINK}),
+                         nodeid=0)["val"]["data"]
+            ns = val.get("namespace")
+            click.echo(val["target"] if ns is None else f"{ns}::{val['target']}")
+
+
+@kvs.group(context_settings=HELP)
+def namespace():
+    """Make, list and remove KVS namespaces."""
+
+
+@namespace.command("create", context_settings=HELP)
+@click.option("-o", "--owner", type=int, default=-1, metavar="UID",
+              help="The namespace's owner (default: the instance owner).")
+@click.argument("names", nargs=-1, required=True)
+def namespace_create(owner, names):
+    """Make each namespace NAME, empty."""
+    with handle() as h:
+        for name in names:
+            h.call("kvs.namespace-create", {"namespace": name, "owner": owner, "flags": 0},
+                   nodeid=0)
+
+
+@namespace.command("remove", context_settings=HELP)
+@click.argument("names", nargs=-1, required=True)
+def namespace_remove(names):
+    """Remove each namespace NAME and every key in it."""
+    with handle() as h:
+        for name in names:
+            h.call("kvs.namespace-remove", {"namespace": name}, nodeid=0)
+
+
+@namespace.command("list", context_settings=HELP)
+def namespace_list():
+    """List the namespaces with their owners and flags."""
+    with handle() as h:
+        spaces = h.call("kvs.namespace-list", nodeid=0)["namespaces"]
+    click.echo(f"{'NAMESPACE':<36} {'OWNER':>10} {'FLAGS':>6}")
+    for ns in spaces:
+        click.echo(f"{ns['namespace']:<36} {ns['owner']:>10} {ns['flags']:>#6x}")
+
+
+@kvs.command(context_settings=HELP)
+@_namespace
 @click.option("-R", "--recursive", is_flag=True, help="List subdirectories too, as ls -R.")
 @click.argument("directory", default=".")
-def ls(recursive, directory):
+def ls(namespace, recursive, directory):
     """List the keys in DIRECTORY (subdirectories end in '.').
 
     With -R, each directory's listing follows a 'KEY:' line, a blank line
     between them, as flux kvs ls -R."""
     with handle() as h:
         if not recursive:
-            for name in _entries(h, directory):
+            for name in _entries(h, directory, namespace):
                 click.echo(name)
             return
         pending, first = [_dirkey(directory)], True
         while pending:
             key = pending.pop(0)
-            names = _entries(h, key)
+            names = _entries(h, key, namespace)
             if not first:
                 click.echo("")
             first = False
@@ -107,22 +188,23 @@ def ls(recursive, directory):
 
 
 @kvs.command(context_settings=HELP)
+@_namespace
 @click.option("-R", "--recursive", is_flag=True, help="Show the keys of subdirectories too.")
 @click.option("-d", "--directory", "keys_only", is_flag=True, help="Keys only, no values.")
 @click.argument("key", default=".")
-def dir(recursive, keys_only, key):  # noqa: A001 - the command is called dir
+def dir(namespace, recursive, keys_only, key):  # noqa: A001 - the command is called dir
     """Print every key under directory KEY with its value, 'KEY = VALUE', as
     flux kvs dir (a subdirectory prints as 'KEY.' unless -R)."""
     with handle() as h:
-        _dump_dir(h, _dirkey(key), recursive, keys_only)
+        _dump_dir(h, _dirkey(key), recursive, keys_only, namespace)
 
 
-def _dump_dir(h, key, recursive, keys_only):
-    for name in _entries(h, key):
+def _dump_dir(h, key, recursive, keys_only, namespace=None):
+    for name in _entries(h, key, namespace):
         if name.endswith("."):
             sub = _join(key, name[:-1])
             if recursive:
-                _dump_dir(h, sub, recursive, keys_only)
+                _dump_dir(h, sub, recursive, keys_only, namespace)
             else:
                 click.echo(f"{sub}.")
             continue
@@ -130,15 +212,16 @@ def _dump_dir(h, key, recursive, keys_only):
         if keys_only:
             click.echo(full)
         else:
-            value = h.call("kvs.get", {"key": full}, nodeid=0)["value"]
+            value = h.call("kvs.get", _in(namespace, {"key": full}), nodeid=0)["value"]
             click.echo(f"{full} = {value if isinstance(value, str) else json.dumps(value)}")
 
 
 @kvs.command(context_settings=HELP)
+@_namespace
 @click.option("-R", "--recursive", is_flag=True, help="Remove a directory and all under it.")
 @click.option("-f", "--force", is_flag=True, help="Ignore keys that do not exist.")
 @click.argument("keys", nargs=-1, required=True)
-def unlink(recursive, force, keys):
+def unlink(namespace, recursive, force, keys):
     """Remove each KEY, in one atomic commit; a non-empty directory needs -R."""
     from ..errors import FluxliteError, IsADirectory, NotFound
     ops = []
@@ -147,22 +230,22 @@ def unlink(recursive, force, keys):
             if _dirkey(key) == ".":
                 raise UsageError("cannot unlink the root directory")
             try:
-                h.call("kvs.get", {"key": key}, nodeid=0)
+                h.call("kvs.get", _in(namespace, {"key": key}), nodeid=0)
             except NotFound:
                 if force:
                     continue
                 raise NotFound(f"cannot unlink {key!r}: no such key") from None
             except IsADirectory:
-                if not recursive and _entries(h, key):
+                if not recursive and _entries(h, key, namespace):
                     raise FluxliteError(f"cannot unlink {key!r}: it is a non-empty "
                                         "directory (use -R)") from None
             ops.append({"key": key, "unlink": True})
         if ops:
-            h.call("kvs.commit", {"ops": ops}, nodeid=0)
+            h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
 
 
-def _entries(h, key: str) -> list[str]:
-    return h.call("kvs.ls", {"key": key}, nodeid=0)["entries"]
+def _entries(h, key: str, namespace: str | None = None) -> list[str]:
+    return h.call("kvs.ls", _in(namespace, {"key": key}), nodeid=0)["entries"]
 
 
 def _dirkey(key: str) -> str:

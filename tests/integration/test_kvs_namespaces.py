@@ -146,3 +146,30 @@ def test_symbolic_links_are_followed_and_read(inst1):
     with pytest.raises(FluxliteError) as exc:
         h.call("kvs.get", {"key": "to_far.v"})
     assert exc.value.errnum == errno.ENOTSUP
+
+
+def test_the_kvs_command_line_takes_namespaces_and_links(inst1):
+    inst1.cli("kvs", "namespace", "create", "-o", "4242", "team", check=True)
+    listed = inst1.cli("kvs", "namespace", "list", check=True).stdout.splitlines()
+    assert listed[0].split() == ["NAMESPACE", "OWNER", "FLAGS"]
+    assert listed[2].split() == ["team", "4242", "0x0"]
+    inst1.cli("kvs", "put", "-N", "team", "cfg.n=3", check=True)
+    inst1.cli("kvs", "mkdir", "--namespace=team", "empty", check=True)
+    assert inst1.cli("kvs", "get", "-N", "team", "cfg.n", check=True).stdout == "3\n"
+    assert inst1.cli("kvs", "ls", "-N", "team", check=True).stdout == "cfg.\nempty.\n"
+    assert inst1.cli("kvs", "dir", "-N", "team", "-R", check=True).stdout == "cfg.n = 3\n"
+    assert inst1.cli("kvs", "get", "cfg.n").returncode != 0
+    inst1.cli("kvs", "link", "-T", "team", "cfg.n", "from_team", check=True)
+    inst1.cli("kvs", "link", "-N", "team", "cfg", "alias", check=True)
+    assert inst1.cli("kvs", "get", "from_team", check=True).stdout == "3\n"
+    assert inst1.cli("kvs", "get", "-N", "team", "alias.n", check=True).stdout == "3\n"
+    out = inst1.cli("kvs", "readlink", "from_team", check=True).stdout
+    assert out == "team::cfg.n\n"
+    assert inst1.cli("kvs", "readlink", "-N", "team", "alias", check=True).stdout == "cfg\n"
+    cp = inst1.cli("kvs", "readlink", "-N", "team", "cfg.n")
+    assert cp.returncode != 0 and "not a symbolic link" in cp.stderr
+    inst1.cli("kvs", "unlink", "-N", "team", "-R", "cfg", check=True)
+    assert inst1.cli("kvs", "ls", "-N", "team", check=True).stdout == "alias\nempty.\n"
+    inst1.cli("kvs", "namespace", "remove", "team", check=True)
+    cp = inst1.cli("kvs", "get", "-N", "team", "empty")
+    assert cp.returncode != 0 and "'team' does not exist" in cp.stderr
