@@ -573,10 +573,15 @@ class KVSService(Service):
             return treeobj.symlink(node.target, node.namespace)
         return treeobj.encode(self._value(node), isinstance(node, Log))
 
-    @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD)
+    @handler("kvs.commit", schema=CommitRequest, max_payload=BULK_PAYLOAD, roles=ANY)
     def commit_rpc(self, msg, req):
-        """fluxlite's operations, or Flux's ({key, flags, dirent}: kvs_treeobj.py)."""
+        """fluxlite's operations, or Flux's ({key, flags, dirent}: kvs_treeobj.py).
+        The primary namespace is the instance owner's to write; another namespace
+        its owner's too."""
         ns, _ = self._ns(msg, req.namespace)
+        if ns == PRIMARY and not self.is_owner(msg):
+            raise PermissionDenied("kvs.commit: permission denied (only the instance owner "
+                                   "may write the primary namespace)")
         self.store.check_room()
         ops = [treeobj.op(o) if isinstance(o, dict) and "dirent" in o else o
                for o in req.ops]

@@ -330,3 +330,32 @@ def test_fluxs_lookup_and_commit_payloads_as_rfc_11_tree_objects(kvs):
     assert errnum_of(kvs.call, "kvs.commit",
                      {"ops": [{"key": "f.x", "dirent": {"ver": 1, "type": "val",
                                                         "data": "!!"}}]}) == errno.EPROTO
+
+
+def test_namespace_owner_rules_are_fluxs(kvs):
+    """The instance owner makes and removes namespaces; a namespace's owner and
+    the instance owner may use it, another user not even through a link."""
+    guest = {"role": ROLE_USER, "userid": 2000}
+    stranger = {"role": ROLE_USER, "userid": 3000}
+    assert errnum_of(kvs.call, "kvs.namespace-create", {"namespace": "g"},
+                     **guest) == errno.EPERM
+    kvs.call("kvs.namespace-create", {"namespace": "g", "owner": 2000})
+    kvs.call("kvs.commit", {"namespace": "g", "ops": [{"key": "k", "value": 1}]}, **guest)
+    assert kvs.call("kvs.get", {"key": "k", "namespace": "g"}, **guest) == {"value": 1}
+    assert kvs.call("kvs.get", {"key": "k", "namespace": "g"}) == {"value": 1}
+    for topic, payload in [("kvs.get", {"key": "k"}), ("kvs.ls", {"key": "."}),
+                           ("kvs.lookup", {"key": "k"}),
+                           ("kvs.commit", {"ops": [{"key": "k", "value": 2}]})]:
+        assert errnum_of(kvs.call, topic, {**payload, "namespace": "g"},
+                         **stranger) == errno.EPERM, topic
+    assert errnum_of(kvs.call, "kvs.watch", {"key": "k", "namespace": "g"}, stream=True,
+                     **stranger) == errno.EPERM
+    # a link in the primary namespace does not open the guest's to a stranger
+    kvs.call("kvs.commit", {"ops": [{"key": "peek", "symlink": "k",
+                                     "target_namespace": "g"}]})
+    assert kvs.call("kvs.get", {"key": "peek"}, **guest) == {"value": 1}
+    assert errnum_of(kvs.call, "kvs.get", {"key": "peek"}, **stranger) == errno.EPERM
+    assert errnum_of(kvs.call, "kvs.namespace-remove", {"namespace": "g"},
+                     **guest) == errno.EPERM
+    listed = kvs.call("kvs.namespace-list", **stranger)["namespaces"]
+    assert [(n["namespace"], n["owner"]) for n in listed] == [("primary", 1000), ("g", 2000)]
