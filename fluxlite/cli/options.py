@@ -73,13 +73,15 @@ URGENCY = UrgencyType()
 
 
 def _taskmap(value: str | None) -> dict | None:
-    """--taskmap SCHEME[:VALUE] as Flux's shell option; fluxlite's shell maps in blocks."""
+    """--taskmap SCHEME[:VALUE] as Flux's shell option: block, cyclic[:N], manual:MAP."""
     if value is None:
         return None
+    from ..job import taskmap
     scheme, _, arg = value.partition(":")
-    if scheme != "block":
-        raise click.BadParameter(f"taskmap scheme {scheme!r} is not supported: fluxlite's "
-                                 "job shell maps tasks in blocks (block)")
+    try:
+        taskmap.check_option(scheme, arg)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     return {"scheme": scheme, "value": arg}
 
 

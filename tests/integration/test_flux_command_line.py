@@ -468,10 +468,54 @@ def test_bcc_wait_event_and_logs(inst1, tmp_path):
     assert cp.returncode == 0, cp.stderr
 
 
-def test_taskmap_block_is_accepted_others_say_why(inst1):
-    inst1.cli("run", "--taskmap=block", "true", check=True)
-    cp = inst1.cli("run", "--taskmap=cyclic", "true")
-    assert cp.returncode == 2 and "maps tasks in blocks" in one_error_line(cp)
+PMI_MAPPING = (
+    "import os, socket\n"
+    "s = socket.socket(fileno=int(os.environ['PMI_FD']))\n"
+    "f = s.makefile('rw')\n"
+    "def ask(t):\n"
+    "    f.write(t + '\\n'); f.flush(); return f.readline().strip()\n"
+    "ask('cmd=init pmi_version=1 pmi_subversion=1')\n"
+    "kvs = ask('cmd=get_my_kvsname').split('kvsname=')[1]\n"
+    "got = ask(f'cmd=get kvsname={kvs} key=PMI_process_mapping').split('value=')[1]\n"
+    "print(os.environ['FLUXLITE_TASK_RANK'], os.environ['FLUXLITE_SHELL_RANK'],\n"
+    "      os.environ['FLUXLITE_TASK_LOCAL_ID'], got)\n"
+    "ask('cmd=finalize')\n")
+
+
+def _placement(inst, *args):
+    """(rank, node, local id) of every task, and the PMI_process_mapping they read."""
+    cp = inst.cli("run", *args, sys.executable, "-c", PMI_MAPPING, check=True, timeout=120)
+    rows = sorted(tuple(line.split()) for line in cp.stdout.splitlines())
+    assert len({r[3] for r in rows}) == 1
+    return [tuple(int(x) for x in r[:3]) for r in rows], rows[0][3]
+
+
+def test_taskmap_schemes_place_tasks_and_pmi_agrees(instance_factory):
+    inst = instance_factory(2, cores_per_rank=3)
+    assert _placement(inst, "-N2", "-n4", "--taskmap=block") == (
+        [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)], "(vector,(0,2,2))")
+    assert _placement(inst, "-N2", "-n4", "--taskmap=cyclic") == (
+        [(0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 1, 1)], "(vector,(0,2,1),(0,2,1))")
+    assert _placement(inst, "-N2", "-n6", "--taskmap=cyclic:2") == (
+        [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1), (4, 0, 2), (5, 1, 2)],
+        "(vector,(0,2,2),(0,2,1))")
+    assert _placement(inst, "-N2", "-n4", "--taskmap=manual:[[1,1,2,1],[0,1,2,1]]") == (
+        [(0, 1, 0), (1, 1, 1), (2, 0, 0), (3, 0, 1)], "(vector,(1,1,2),(0,1,2))")
+    jobid = jobid_of(inst.cli("submit", "-N2", "-n4", "--taskmap=cyclic", "--wait", "true",
+                              check=True))
+    tm = inst.cli("job", "taskmap", str(jobid), check=True).stdout
+    assert tm == '{"version":1,"map":[[0,2,1,2]]}\n'
+    # a manual map that does not fit the job's tasks per node fails the job, saying why
+    cp = inst.cli("run", "-N2", "-n4", "--taskmap=manual:[[0,1,4,1]]", "true")
+    assert cp.returncode != 0 and "the job runs [2, 2]" in cp.stderr
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("cyclic:0", "not a positive integer"), ("manual:[[0,1]]", "not an RFC 34 map"),
+    ("manual:nojson", "not RFC 34 JSON"), ("spiral", "not supported (block, cyclic")])
+def test_taskmap_bad_values_say_why(inst1, bad, why):
+    cp = inst1.cli("run", f"--taskmap={bad}", "true")
+    assert cp.returncode == 2 and why in one_error_line(cp)
 
 
 def test_begin_time_in_words(inst1):
