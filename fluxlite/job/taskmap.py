@@ -132,6 +132,10 @@ def check_option(scheme: str, value: str) -> None:
         parse_cyclic(value)
     elif scheme == "manual":
         parse_manual(value)
+    elif scheme == "hostfile":
+        raise ValueError("taskmap scheme 'hostfile' is not supported: it places tasks by "
+                         "host name, and fluxlite runs several brokers of one host under "
+                         "one name (use block, cyclic, cyclic:N or manual:TASKMAP)")
     elif scheme != "block":
         raise ValueError(f"taskmap scheme {scheme!r} is not supported (block, cyclic, "
                          "cyclic:N or manual:TASKMAP)")

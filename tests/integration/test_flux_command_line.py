@@ -512,7 +512,8 @@ def test_taskmap_schemes_place_tasks_and_pmi_agrees(instance_factory):
 
 @pytest.mark.parametrize("bad,why", [
     ("cyclic:0", "not a positive integer"), ("manual:[[0,1]]", "not an RFC 34 map"),
-    ("manual:nojson", "not RFC 34 JSON"), ("spiral", "not supported (block, cyclic")])
+    ("manual:nojson", "not RFC 34 JSON"), ("spiral", "not supported (block, cyclic"),
+    ("hostfile:hosts.txt", "one name (use block")])
 def test_taskmap_bad_values_say_why(inst1, bad, why):
     cp = inst1.cli("run", f"--taskmap={bad}", "true")
     assert cp.returncode == 2 and why in one_error_line(cp)
