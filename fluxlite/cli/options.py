@@ -229,7 +229,8 @@ SUBMITTING = [
     click.Option(["--dry-run"], is_flag=True,
                  help="Print the jobspec (JSON) instead of submitting it."),
     click.Option(["-v", "--verbose"], count=True,
-                 help="run/alloc: -v prints the job id on stderr, -vv the job's events."),
+                 help="run/alloc: -v prints the job id on stderr, -vv the job's events, -vvv its "
+                      "exec events too."),
 ]
 
 TASKS = [

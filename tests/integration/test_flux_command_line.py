@@ -440,6 +440,15 @@ def test_verbose_run_and_alloc(inst1):
     assert matches(record("run-verbose")["fluxlite"][0], lines[0])
     names = [line.split()[1] for line in lines[1:]]
     assert names[0] == "job.submit" and names[-1] == "job.clean"
+    assert not any(n.startswith("exec.") for n in names)
+    # -vvv adds the exec eventlog's events (Flux's third level), each stamped
+    cp = inst1.cli("run", "-vvv", "echo", "hi", check=True)
+    assert cp.stdout == "hi\n"
+    stamped = [line.split()[:2] for line in cp.stderr.splitlines()[1:]]
+    assert all(stamp.endswith("s:") for stamp, _ in stamped)
+    execs = [name for _, name in stamped if name.startswith("exec.")]
+    assert "exec.shell.start" in execs and execs[-1] == "exec.done"
+    assert [name for _, name in stamped if name.startswith("job.")][-1] == "job.clean"
     cp = inst1.cli("alloc", "-v", "true", check=True)
     assert cp.stderr.startswith("jobid: ƒ")
 
