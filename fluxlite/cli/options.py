@@ -73,13 +73,16 @@ URGENCY = UrgencyType()
 
 
 def _taskmap(value: str | None) -> dict | None:
-    """--taskmap SCHEME[:VALUE] as Flux's shell option: block, cyclic[:N], manual:MAP."""
+    """--taskmap SCHEME[:VALUE] as Flux's shell option: block, cyclic[:N], manual:MAP,
+    hostfile:FILE (its host names read here, at submit, and carried in the option)."""
     if value is None:
         return None
     from ..job import taskmap
     scheme, _, arg = value.partition(":")
     try:
         taskmap.check_option(scheme, arg)
+        if scheme == "hostfile":
+            return {"scheme": scheme, "value": arg, "hosts": taskmap.read_hostfile(arg)}
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     return {"scheme": scheme, "value": arg}

@@ -4,9 +4,12 @@ A taskmap is {"version": 1, "map": [[nodeid, nnodes, ppn, repeat], ...]}: each
 entry gives `ppn` consecutive tasks to each of `nnodes` nodes from `nodeid`, the
 whole entry `repeat` times.  The job's `--taskmap` shell option picks the scheme
 (flux-submit(1)): `block` (the default: each node's tasks consecutive), `cyclic`
-or `cyclic:N` (tasks dealt to the nodes in turn, N at a time) and `manual:MAP`
-(an RFC 34 map given whole).  Every scheme keeps the tasks per node that the
-layout chose (`rset.layout`); only their ranks change.  The block map is
+or `cyclic:N` (tasks dealt to the nodes in turn, N at a time), `manual:MAP`
+(an RFC 34 map given whole) and `hostfile:FILE` (task N on the host of line N,
+the list read again from the top until every task has one; a host names the
+first of the job's nodes on it).  `block`, `cyclic` and `manual` keep the tasks
+per node that the layout chose (`rset.layout`); `hostfile` may move tasks
+between nodes, as Flux's does.  The block map is
 arithmetic over nodes; the others cost what the job's task count costs, as the
 shells start that many tasks anyway.
 
@@ -67,10 +70,11 @@ def from_nodes(owner: list[int]) -> dict:
     return {"version": 1, "map": folded}
 
 
-def build(counts: list[int], option: dict | None) -> dict:
-    """The taskmap of a job with `counts` tasks per node and the `taskmap` shell option
-    {"scheme", "value"}; ValueError when the scheme is unknown or a manual map does not
-    fit the tasks per node."""
+def build(counts: list[int], option: dict | None, hosts: list[str] | None = None) -> dict:
+    """The taskmap of a job with `counts` tasks per node (on `hosts`, one name a node)
+    and the `taskmap` shell option {"scheme", "value"} (and "hosts" for hostfile, the
+    file's names, read at submit); ValueError when the scheme is unknown or a map
+    does not fit the job."""
     scheme = (option or {}).get("scheme") or "block"
     value = (option or {}).get("value") or ""
     if scheme == "block":
@@ -96,8 +100,24 @@ def build(counts: list[int], option: dict | None) -> dict:
             raise ValueError(f"taskmap manual: the map gives {per_node} tasks per node; "
                              f"the job runs {list(counts)}")
         return tm
+    if scheme == "hostfile":
+        listed = (option or {}).get("hosts")
+        if not isinstance(listed, list) or not listed or hosts is None:
+            raise ValueError(f"taskmap hostfile:{value}: no host names were read from the "
+                             "file at submit")
+        first = {}
+        for node, host in enumerate(hosts):
+            first.setdefault(host, node)
+        owner = []
+        for i in range(sum(counts)):
+            host = listed[i % len(listed)]
+            if host not in first:
+                raise ValueError(f"taskmap hostfile:{value}: host {host} is not one of the "
+                                 "job's nodes")
+            owner.append(first[host])
+        return from_nodes(owner)
     raise ValueError(f"taskmap scheme {scheme!r} is not supported (block, cyclic, "
-                     "cyclic:N or manual:TASKMAP)")
+                     "cyclic:N, manual:TASKMAP or hostfile:FILE)")
 
 
 def parse_cyclic(value: str) -> int:
@@ -133,12 +153,38 @@ def check_option(scheme: str, value: str) -> None:
     elif scheme == "manual":
         parse_manual(value)
     elif scheme == "hostfile":
-        raise ValueError("taskmap scheme 'hostfile' is not supported: it places tasks by "
-                         "host name, and fluxlite runs several brokers of one host under "
-                         "one name (use block, cyclic, cyclic:N or manual:TASKMAP)")
+        if not value:
+            raise ValueError("taskmap hostfile: give the file (hostfile:FILE)")
     elif scheme != "block":
         raise ValueError(f"taskmap scheme {scheme!r} is not supported (block, cyclic, "
-                         "cyclic:N or manual:TASKMAP)")
+                         "cyclic:N, manual:TASKMAP or hostfile:FILE)")
+
+
+def counts_of(tm: dict, nnodes: int) -> list[int]:
+    """Tasks per node of a taskmap over `nnodes` nodes."""
+    out = [0] * nnodes
+    for node in nodes(tm):
+        out[node] += 1
+    return out
+
+
+def read_hostfile(path: str) -> list[str]:
+    """The host names of a hostfile: each non-empty line a hostlist ("node[0-1]"), in
+    order; ValueError naming what is wrong."""
+    from ..util import hostlist
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(1 << 20)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"taskmap hostfile:{path}: {getattr(exc, 'strerror', None) or exc}"
+                         ) from None
+    names: list[str] = []
+    for line in text.splitlines():
+        if line.strip():
+            names += hostlist.decode(line.strip())
+    if not names:
+        raise ValueError(f"taskmap hostfile:{path}: the file names no host")
+    return names
 
 
 def is_block(tm: dict) -> bool:

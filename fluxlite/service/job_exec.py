@@ -101,9 +101,12 @@ class ExecJob:
         options = (jobspec.get("attributes", {}).get("system", {}).get("shell") or {}) \
             .get("options") or {}
         try:
-            self.taskmap = taskmap.build(self.counts, options.get("taskmap"))
+            self.taskmap = taskmap.build(self.counts, options.get("taskmap"),
+                                         [hosts[r] for r in self.ranks])
         except ValueError as exc:
             raise InvalidValue(str(exc)) from None
+        if (options.get("taskmap") or {}).get("scheme") == "hostfile":   # may move tasks
+            self.counts = taskmap.counts_of(self.taskmap, len(self.counts))
         self.service = f"{userid}-shell-{fluid.f58_plain(jobid)}"
         self.pids: dict[int, list[int]] = {}   # shell rank -> its tasks' pids
         self.exec_key = eventlog_key(jobid, "exec")

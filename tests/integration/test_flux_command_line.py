@@ -519,10 +519,25 @@ def test_taskmap_schemes_place_tasks_and_pmi_agrees(instance_factory):
     assert cp.returncode != 0 and "the job runs [2, 2]" in cp.stderr
 
 
+def test_taskmap_hostfile_places_tasks_by_host_name(instance_factory, tmp_path):
+    """Task N runs on the host of line N (the list read again from the top); a host
+    names the first of the job's nodes on it, as Flux's hostfile plugin: here both
+    brokers share this machine's name, so every task lands on the job's first node."""
+    import socket
+    inst = instance_factory(2, cores_per_rank=2)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"{socket.gethostname()}\n")
+    assert _placement(inst, "-N2", "-n3", f"--taskmap=hostfile:{hostfile}") == (
+        [(0, 0, 0), (1, 0, 1), (2, 0, 2)], "(vector,(0,1,3))")
+    hostfile.write_text(f"{socket.gethostname()}\nnosuchhost\n")
+    cp = inst.cli("run", "-N2", "-n2", f"--taskmap=hostfile:{hostfile}", "true")
+    assert cp.returncode != 0 and "host nosuchhost is not one of the job's nodes" in cp.stderr
+
+
 @pytest.mark.parametrize("bad,why", [
     ("cyclic:0", "not a positive integer"), ("manual:[[0,1]]", "not an RFC 34 map"),
     ("manual:nojson", "not RFC 34 JSON"), ("spiral", "not supported (block, cyclic"),
-    ("hostfile:hosts.txt", "one name (use block")])
+    ("hostfile:/nonexistent/hosts", "No such file"), ("hostfile:", "give the file")])
 def test_taskmap_bad_values_say_why(inst1, bad, why):
     cp = inst1.cli("run", f"--taskmap={bad}", "true")
     assert cp.returncode == 2 and why in one_error_line(cp)
