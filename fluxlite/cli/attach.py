@@ -39,7 +39,8 @@ class Attach:
         self.forward_stdin = False  # forward our stdin into the job's input log
         self.stdin_service: tuple[str, int] | None = None  # or to the leader's `stdin`
         self.last_interrupt = -10.0
-        self.verbose = verbose          # 2: print the job's events as they come (-vv)
+        self.verbose = verbose          # 2: the job's events as they come (-vv), 3: and
+                                        # its exec events (-vvv), as Flux's run
         self.wait_event = wait_event    # stop following at this main eventlog event
         self.seen_event = False
         self.detached = False
@@ -72,16 +73,21 @@ class Attach:
             return ""
         return f"{e.get('timestamp', self.t0) - self.t0:.3f}s: "
 
+    def _event_line(self, log: str, e: dict) -> None:
+        """-vv/-vvv: one event on stderr, `0.012s: job.alloc` or `exec.shell.start {...}`."""
+        import json
+        ctx = e.get("context") or {}
+        detail = f" {json.dumps(ctx, separators=(',', ':'))}" if ctx else ""
+        sys.stderr.write(f"{self._stamp(e)}{log}.{e.get('name')}{detail}\n")
+        sys.stderr.flush()
+
     def _on_main(self, e: dict) -> None:
         name = e.get("name")
         ctx = e.get("context") or {}
         if name == "submit":
             self.t0 = e.get("timestamp")
         if self.verbose >= 2:
-            import json
-            detail = f" {json.dumps(ctx, separators=(',', ':'))}" if ctx else ""
-            sys.stderr.write(f"{self._stamp(e)}job.{name}{detail}\n")
-            sys.stderr.flush()
+            self._event_line("job", e)
         if name == self.wait_event:
             self.seen_event = True
         elif name == "exception":
@@ -149,6 +155,8 @@ class Attach:
         # replayed before its main eventlog says `clean`
         follow = api.Follower(self.h, self.jobid, "output", on_entry=self._on_output,
                               on_main=self._on_main, until_clean=True).start()
+        execlog = api.Follower(self.h, self.jobid, "exec", on_entry=lambda e: self._event_line(
+            "exec", e)).start() if self.verbose >= 3 else None
         self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_fd = signal.set_wakeup_fd(sig_w)
         old = {s: signal.signal(s, _noted) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -157,9 +165,11 @@ class Attach:
         if self.forward_stdin:
             self.h.add_fd(sys.stdin.fileno(), self._on_stdin)
         try:
-            self.h.run_until(lambda: follow.done or self.detached or self.seen_event
-                             or not self.h.connected)
+            self.h.run_until(lambda: (follow.done and (execlog is None or execlog.done))
+                             or self.detached or self.seen_event or not self.h.connected)
         finally:
+            if execlog is not None:
+                execlog.close()
             if self.forward_stdin:
                 self.h.remove_fd(sys.stdin.fileno())
             signal.set_wakeup_fd(old_fd)

@@ -6,7 +6,8 @@ what this command reads on stdin (`rexec.write`).  SIGINT and SIGTERM are
 forwarded; after a second Ctrl-C, a third within 2 s leaves at once.  The exit
 code is Flux's: the largest of the commands' exit codes, 128+N for one killed
 by signal N, 126 or 127 for one that could not start, 68 for an unreachable
-rank.
+rank.  With `--jobid`, the targets are the broker ranks of a running job, and
+--rank, --exclude and the labels count from the job's first rank, as Flux's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import uuid
 import click
 
 from ..errors import UsageError
-from .common import NO_INTERSPERSED, handle
+from .common import NO_INTERSPERSED, handle, parse_jobid
 
 INTERRUPT_WINDOW = 2.0
 
@@ -54,8 +55,9 @@ def target_ranks(size: int, rank: str, exclude: str | None) -> list[int]:
 class _Run:
     """One command on one rank: its stream of responses, its line buffers."""
 
-    def __init__(self, rank: int, label: str):
+    def __init__(self, rank: int, label: str, shown: int):
         self.rank = rank
+        self.shown = shown     # the rank printed: the broker's, or the job's with --jobid
         self.label = label
         self.pending = None
         self.done = False
@@ -66,7 +68,8 @@ class _Run:
 
 
 class Exec:
-    def __init__(self, h, ranks, argv, *, cwd, label_io, noinput, verbose, quiet):
+    def __init__(self, h, ranks, argv, *, cwd, label_io, noinput, verbose, quiet,
+                 shown=None):
         self.h = h
         self.argv = argv
         self.cwd = cwd
@@ -75,7 +78,8 @@ class Exec:
         self.verbose = verbose
         self.quiet = quiet
         tag = uuid.uuid4().hex[:12]
-        self.runs = [_Run(r, f"exec-{tag}-{r}") for r in ranks]
+        shown = shown or ranks
+        self.runs = [_Run(r, f"exec-{tag}-{r}", s) for r, s in zip(ranks, shown)]
         self.last_interrupt = 0.0
         self.interrupts = 0
         self.forced = False
@@ -112,7 +116,7 @@ class Exec:
         *lines, rest = buf.split(b"\n")
         run.partial[stream] = rest
         if lines:
-            prefix = f"{run.rank}: ".encode()
+            prefix = f"{run.shown}: ".encode()
             out.write(b"".join(prefix + ln + b"\n" for ln in lines))
             out.flush()
 
@@ -120,7 +124,7 @@ class Exec:
         for stream, rest in run.partial.items():
             if rest:
                 out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
-                out.write(f"{run.rank}: ".encode() + rest + b"\n")
+                out.write(f"{run.shown}: ".encode() + rest + b"\n")
                 out.flush()
                 run.partial[stream] = b""
 
@@ -134,7 +138,7 @@ class Exec:
             run.why = f"Exit {run.code}" if run.code else ""
 
     def _failed(self, run: _Run, errnum: int, errstr: str) -> None:
-        sys.stderr.write(f"fluxlite exec: Error: rank {run.rank}: {self.argv[0]}: "
+        sys.stderr.write(f"fluxlite exec: Error: rank {run.shown}: {self.argv[0]}: "
                          f"{_reason(errstr, self.argv[0])}\n")
         run.code = {errno.EPERM: 126, errno.EACCES: 126, errno.ENOENT: 127,
                     errno.EHOSTUNREACH: 68}.get(errnum, 1)
@@ -176,7 +180,7 @@ class Exec:
             if (signum == signal.SIGINT and self.interrupts >= 2
                     and now - self.last_interrupt < INTERRUPT_WINDOW):
                 from ..util import idset
-                hanging = idset.encode(r.rank for r in running)
+                hanging = idset.encode(r.shown for r in running)
                 sys.stderr.write(f"[{hanging}]: command still running at exit\n")
                 self.forced = True
                 return
@@ -236,9 +240,19 @@ class Exec:
         sets: dict[str, list[int]] = {}
         for r in self.runs:
             if r.why:
-                sets.setdefault(r.why, []).append(r.rank)
+                sets.setdefault(r.why, []).append(r.shown)
         for why, ranks in sets.items():
             sys.stderr.write(f"[{idset.encode(ranks)}]: {why}\n")
+
+
+def _job_ranks(h, jobid: int) -> list[int]:
+    """The broker ranks of a running job, in order (UsageError when it runs nowhere)."""
+    from ..job import api, states
+    from ..util import fluid, idset
+    job = api.info(h, jobid)
+    if job.get("state") not in states.RUNNING or not job.get("ranks"):
+        raise UsageError(f"job {fluid.f58(jobid)} is not running")
+    return sorted(idset.decode(job["ranks"]))
 
 
 def _reason(errstr: str, cmd: str) -> str:
@@ -258,6 +272,9 @@ def _readable(stream) -> bool:
 @click.option("-r", "--rank", default="all", show_default=True, metavar="IDSET",
               help="Ranks to run on: an idset such as 0-2,5, or all.")
 @click.option("-x", "--exclude", default=None, metavar="IDSET", help="Ranks to leave out.")
+@click.option("-j", "--jobid", default=None, metavar="JOBID",
+              help="Run on the ranks of this running job; --rank and --exclude count "
+                   "from its first rank.")
 @click.option("-l", "--label-io", is_flag=True, help="Prefix each output line with 'RANK: '.")
 @click.option("-n", "--noinput", is_flag=True,
               help="Do not forward stdin: the commands read end-of-file.")
@@ -267,7 +284,7 @@ def _readable(stream) -> bool:
 @click.option("-q", "--quiet", is_flag=True,
               help="Leave out the closing lines that give each rank's nonzero exit.")
 @click.argument("command", nargs=-1, required=True)
-def exec_(rank, exclude, label_io, noinput, cwd, verbose, quiet, command):
+def exec_(rank, exclude, jobid, label_io, noinput, cwd, verbose, quiet, command):
     """Run COMMAND on broker ranks (default: every rank), outside any job, as flux exec.
 
     Output comes back on this command's stdout and stderr, stdin goes to
@@ -276,8 +293,13 @@ def exec_(rank, exclude, label_io, noinput, cwd, verbose, quiet, command):
     found, 126: not executable, 68: unreachable rank).  Only the instance
     owner may run it."""
     with handle() as h:
-        size = int(h.getattr("size"))
-        ranks = target_ranks(size, rank, exclude)
+        if jobid is None:
+            ranks = target_ranks(int(h.getattr("size")), rank, exclude)
+            shown = ranks
+        else:
+            brokers = _job_ranks(h, parse_jobid(jobid))
+            shown = target_ranks(len(brokers), rank, exclude)
+            ranks = [brokers[i] for i in shown]
         code = Exec(h, ranks, list(command), cwd=cwd or os.getcwd(), label_io=label_io,
-                    noinput=noinput, verbose=verbose, quiet=quiet).run()
+                    noinput=noinput, verbose=verbose, quiet=quiet, shown=shown).run()
     sys.exit(code)

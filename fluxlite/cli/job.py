@@ -403,20 +403,19 @@ def purge(age_limit, num_limit, force, jobids):
               default="dec", show_default=True)
 @click.argument("jobids", nargs=-1, required=False)
 def id_(to, jobids):
-    """Convert job ids between forms (decimal, F58, hex, dotted hex, KVS path); with no
-    JOBIDS, read them from stdin, one a line."""
+    """Convert job ids between forms (decimal, F58, hex, dotted hex, KVS path, mnemonic
+    words); with no JOBIDS, read them from stdin, one a line."""
     from ..util import fluid
-    if to in ("words", "emoji"):
-        raise UsageError(f"--to={to}: not available: fluxlite does not carry Flux's "
-                         "tables of words and emoji (use f58, dec, hex, dothex or kvs)")
+    if to == "emoji":
+        raise UsageError(f"--to=emoji: {fluid.EMOJI_UNSUPPORTED}")
     if not jobids:
         import sys as _sys
         jobids = tuple(line.strip() for line in _sys.stdin if line.strip())
+    encode = {"dec": str, "f58": fluid.f58, "f58plain": fluid.f58_plain, "hex": hex,
+              "dothex": fluid.dothex, "kvs": lambda i: f"job.{fluid.dothex(i)}",
+              "words": fluid.words}[to]
     for text in jobids:
-        i = parse_jobid(text)
-        click.echo({"dec": str(i), "f58": fluid.f58(i), "f58plain": fluid.f58_plain(i),
-                    "hex": hex(i), "dothex": fluid.dothex(i),
-                    "kvs": f"job.{fluid.dothex(i)}"}[to])
+        click.echo(encode(parse_jobid(text)))
 
 
 def _cancel_user(ctx, param, value):

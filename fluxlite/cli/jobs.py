@@ -46,7 +46,8 @@ HEADINGS = {  # the first ones are suggested when a field is unknown
     "result": "RESULT", "returncode": "RC", "ntasks": "NTASKS", "nnodes": "NNODES",
     "runtime": "RUNTIME", "nodelist": "NODELIST",
     "id.f58": "JOBID", "id.f58plain": "JOBID", "id.dec": "JOBID", "id.hex": "JOBID",
-    "id.dothex": "JOBID", "userid": "UID", "user": "USER", "urgency": "URG",
+    "id.dothex": "JOBID", "id.words": "JOBID", "id.emoji": "JOBID",
+    "userid": "UID", "user": "USER", "urgency": "URG",
     "priority": "PRI", "state": "STATE", "state_single": "S", "status_abbrev": "ST",
     "result_abbrev": "RS", "waitstatus": "WSTATUS",
     "exception.occurred": "EXCEPTION-OCCURRED", "exception.severity": "EXCEPTION-SEVERITY",
@@ -422,6 +423,11 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
     for field in [] if out is None else [f for f in out.fields if _is_annotation(f)]:
         for j, values in pairs:
             values[field] = _annotation(j, field)
+    if out is not None and "id.emoji" in out.fields:
+        raise UsageError(f"--format: {{id.emoji}}: {fluid.EMOJI_UNSUPPORTED}")
+    if out is not None and "id.words" in out.fields:   # only when asked: one import
+        for j, values in pairs:
+            values["id.words"] = fluid.words(j["id"])
     if sort_keys:
         pairs = _sort(pairs, sort_keys)
     if count:

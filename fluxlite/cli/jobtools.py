@@ -83,32 +83,8 @@ def read_jobspec(path: str | None) -> dict:
 
 
 # ------------------------------------------------------------------- taskmap
-def taskmap_nodes(tm: dict) -> list[int]:
-    """Each task's node id, in task order, from an RFC 34 taskmap."""
-    out: list[int] = []
-    for start, nnodes, ppn, repeat in tm["map"]:
-        for _ in range(repeat):
-            for node in range(start, start + nnodes):
-                out += [node] * ppn
-    return out
-
-
-def taskmap_from_nodes(nodes: list[int]) -> dict:
-    """The RFC 34 taskmap of tasks laid out in node order (the inverse above, for
-    maps whose tasks fill each node before the next)."""
-    blocks: list[list[int]] = []
-    counts: list[tuple[int, int]] = []
-    for n in nodes:
-        if counts and counts[-1][0] == n:
-            counts[-1] = (n, counts[-1][1] + 1)
-        else:
-            counts.append((n, 1))
-    for node, ppn in counts:
-        if blocks and blocks[-1][2] == ppn and blocks[-1][0] + blocks[-1][1] == node:
-            blocks[-1][1] += 1
-        else:
-            blocks.append([node, 1, ppn, 1])
-    return {"version": 1, "map": blocks}
+from ..job.taskmap import from_nodes as taskmap_from_nodes  # noqa: E402
+from ..job.taskmap import nodes as taskmap_nodes  # noqa: E402
 
 
 def parse_taskmap(text: str) -> dict:

@@ -73,13 +73,18 @@ URGENCY = UrgencyType()
 
 
 def _taskmap(value: str | None) -> dict | None:
-    """--taskmap SCHEME[:VALUE] as Flux's shell option; fluxlite's shell maps in blocks."""
+    """--taskmap SCHEME[:VALUE] as Flux's shell option: block, cyclic[:N], manual:MAP,
+    hostfile:FILE (its host names read here, at submit, and carried in the option)."""
     if value is None:
         return None
+    from ..job import taskmap
     scheme, _, arg = value.partition(":")
-    if scheme != "block":
-        raise click.BadParameter(f"taskmap scheme {scheme!r} is not supported: fluxlite's "
-                                 "job shell maps tasks in blocks (block)")
+    try:
+        taskmap.check_option(scheme, arg)
+        if scheme == "hostfile":
+            return {"scheme": scheme, "value": arg, "hosts": taskmap.read_hostfile(arg)}
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     return {"scheme": scheme, "value": arg}
 
 
@@ -227,7 +232,8 @@ SUBMITTING = [
     click.Option(["--dry-run"], is_flag=True,
                  help="Print the jobspec (JSON) instead of submitting it."),
     click.Option(["-v", "--verbose"], count=True,
-                 help="run/alloc: -v prints the job id on stderr, -vv the job's events."),
+                 help="run/alloc: -v prints the job id on stderr, -vv the job's events, -vvv its "
+                      "exec events too."),
 ]
 
 TASKS = [

@@ -96,14 +96,3 @@ def layout(req, alloc: dict[int, list[int]]) -> list[int]:
         each, extra = divmod(left, len(counts))
         counts = [c + each + (1 if i < extra else 0) for i, c in enumerate(counts)]
     return counts
-
-
-def taskmap(counts: list[int]) -> dict:
-    """RFC 34 taskmap {"version": 1, "map": [[nodeid, nnodes, ppn, repeat], ...]}."""
-    blocks: list[list[int]] = []
-    for node, ppn in enumerate(counts):
-        if blocks and blocks[-1][2] == ppn and blocks[-1][0] + blocks[-1][1] == node:
-            blocks[-1][1] += 1
-        else:
-            blocks.append([node, 1, ppn, 1])
-    return {"version": 1, "map": blocks}

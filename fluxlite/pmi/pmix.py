@@ -108,14 +108,21 @@ class Server:
             raise PMIxError(f"{what}: {why}")
 
     def register_job(self, nspace: str, jobid: str, size: int, counts: list[int],
-                     node: int, hosts: list[str], tmpdir: str) -> None:
+                     node: int, hosts: list[str], tmpdir: str,
+                     placed: tuple[list[int], str] | None = None) -> None:
+        """`placed`: this node's ranks and every node's (proc_map's form) when the tasks
+        are not placed in blocks (--taskmap)."""
         names = node_names(hosts)
-        first = sum(counts[:node])
-        local = list(range(first, first + counts[node]))
+        if placed is None:
+            first = sum(counts[:node])
+            local = list(range(first, first + counts[node]))
+            ranks_per_node = proc_map(counts)
+        else:
+            local, ranks_per_node = placed
         self.nspace = nspace
         self._check("PMIx_server_register_nspace", self.lib.fl_register_nspace(
             nspace.encode(), len(local), size, len(counts), node, names[node].encode(),
-            ",".join(names).encode(), proc_map(counts).encode(),
+            ",".join(names).encode(), ranks_per_node.encode(),
             ",".join(map(str, local)).encode(), self.ffi.new("unsigned int[]", local),
             tmpdir.encode(), jobid.encode()))
 

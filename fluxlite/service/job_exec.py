@@ -31,9 +31,9 @@ import asyncio
 import errno
 import time
 
-from ..errors import Canceled, NotFound, TryAgain, UsageError
+from ..errors import Canceled, InvalidValue, NotFound, TryAgain, UsageError
 from ..job import execution as ex
-from ..job import rset
+from ..job import rset, taskmap
 from ..job import schema as jschema
 from ..job.eventlog import entry, eventlog_key
 from ..protocol.schema import (
@@ -98,6 +98,15 @@ class ExecJob:
         self.gpus = rset.parse(R, "gpu")
         self.ranks = sorted(self.alloc)
         self.counts = rset.layout(request, self.alloc)
+        options = (jobspec.get("attributes", {}).get("system", {}).get("shell") or {}) \
+            .get("options") or {}
+        try:
+            self.taskmap = taskmap.build(self.counts, options.get("taskmap"),
+                                         [hosts[r] for r in self.ranks])
+        except ValueError as exc:
+            raise InvalidValue(str(exc)) from None
+        if (options.get("taskmap") or {}).get("scheme") == "hostfile":   # may move tasks
+            self.counts = taskmap.counts_of(self.taskmap, len(self.counts))
         self.service = f"{userid}-shell-{fluid.f58_plain(jobid)}"
         self.pids: dict[int, list[int]] = {}   # shell rank -> its tasks' pids
         self.exec_key = eventlog_key(jobid, "exec")
@@ -107,7 +116,7 @@ class ExecJob:
             kill_timeout=fsd.parse(attrs["exec.kill-timeout"]),
             expiration=R["execution"].get("expiration") or 0.0)
         self.ex = ex.Execution(jobid, self.ranks, {r: hosts[r] for r in self.ranks}, config,
-                               service=self.service, taskmap=rset.taskmap(self.counts))
+                               service=self.service, taskmap=self.taskmap)
         self.barriers: dict[str, dict[int, object]] = {"init": {}, "start": {}}
         self.timers: dict[str, asyncio.TimerHandle] = {}
 
@@ -198,6 +207,7 @@ class JobExecService(Service):
                 "jobid": job.id, "userid": job.userid, "shell_rank": sr,
                 "nshells": job.nshells, "ranks": job.ranks, "counts": job.counts,
                 "first_task": first, "ntasks": sum(job.counts), "service": job.service,
+                "taskmap": job.taskmap,
                 "leader_rank": job.ranks[0], "jobspec": job.jobspec, "R": job.R,
                 "cores": job.alloc[rank], "gpus": job.gpus.get(rank, []),
                 "hostname": self.hosts[rank],

@@ -24,10 +24,12 @@ import asyncio
 import functools
 import os
 import sys
+from collections.abc import Sequence
 
 from ..client.aio import AsyncHandle
 from ..errors import FluxliteError, PluginError, UsageError
 from ..job import eventlog as jel
+from ..job import taskmap
 from ..job.jobspec import command_name
 from ..protocol.dispatch import Dispatcher, handler
 from ..protocol.schema import Idset, Seq, Severity, Struct, Text
@@ -96,6 +98,11 @@ class JobShell:
         self.ntasks: int = info["ntasks"]
         self.nlocal: int = info["counts"][self.rank]
         self.first_task: int = info["first_task"]
+        # the global ranks of this shell's tasks: consecutive in a block map (arithmetic,
+        # whatever the count), listed from the job's taskmap otherwise (--taskmap)
+        tm = info.get("taskmap")
+        self.task_ranks: Sequence[int] = range(self.first_task, self.first_task + self.nlocal) \
+            if tm is None or taskmap.is_block(tm) else taskmap.ranks_of(tm, self.rank)
         self.tasks: list[Task] = []
         self.plugins = PluginStack(self)
         # requests to the job's shell service ("<service>.<method>"), from job-exec and
@@ -138,7 +145,7 @@ class JobShell:
             self._mustache = values
         if rank is None:
             return values
-        return dict(values, **mustache.task_values(rank, rank - self.first_task))
+        return dict(values, **mustache.task_values(rank, self.task_ranks.index(rank)))
 
     @property
     def f58(self) -> str:
@@ -261,8 +268,7 @@ class JobShell:
         if self.verbose:
             self.debug(f"{fluid.f58(self.jobid)}: {self.ntasks} task(s) on {self.nshells} "
                        f"node(s); this shell (host {self.hostname}, broker rank "
-                       f"{self.broker_rank}) runs tasks {self.first_task}-"
-                       f"{self.first_task + self.nlocal - 1}")
+                       f"{self.broker_rank}) runs tasks {idset.encode(self.task_ranks)}")
             self.debug("plugins: " + ", ".join(p.name for p in self.plugins.plugins), 2)
         for p in self.plugins.plugins:
             self.dispatcher.add_object(p, prefix=f"{self.service}.")
@@ -367,7 +373,7 @@ class JobShell:
         on_output = self._on_output
         templated = any("{{" in a for a in self.command)   # most commands have no tag
         for localid in range(self.nlocal):
-            rank = self.first_task + localid
+            rank = self.task_ranks[localid]
             tenv = dict(env, FLUXLITE_TASK_RANK=str(rank), FLUXLITE_TASK_LOCAL_ID=str(localid))
             if compat:
                 tenv.update(FLUX_TASK_RANK=str(rank), FLUX_TASK_LOCAL_ID=str(localid))

@@ -3,13 +3,20 @@
 A FLUID packs [timestamp ms:40 | generator id:14 | sequence:10] into 64 bits,
 so ids sort by submit time.  F58 is base58 with a "ƒ" prefix ("f" when the
 locale cannot print it).  `parse()` accepts F58 (either prefix), decimal,
-0x-hex and dotted hex ("0000.0004.b200.0000", the KVS form).
+0x-hex, dotted hex ("0000.0004.b200.0000", the KVS form) and mnemonic words.
+
+The words form is Flux's: the id's eight bytes in little-endian order, spelled
+with the mnemonicode scheme (Oren Tirosh's word list, from the `mnemonicode`
+package, imported only when words are asked for) as two groups of three words,
+"academy-academy-academy--academy-academy-academy" for 0.  Flux's emoji form
+needs Flux's own emoji table, which no package carries: `EMOJI_UNSUPPORTED` says so.
 """
 
 from __future__ import annotations
 
 import locale
 import os
+import re
 import time
 
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -87,8 +94,39 @@ def dothex(fluid: int) -> str:
     return f"{h[:4]}.{h[4:8]}.{h[8:12]}.{h[12:]}"
 
 
+EMOJI_UNSUPPORTED = ("the emoji encoding of job ids is not available: it needs Flux's own "
+                     "emoji table, which fluxlite does not carry (use f58, dec, hex, "
+                     "dothex, kvs or words)")
+_WORD_GROUP = re.compile(r"[a-z]+(-[a-z]+){0,2}")
+
+
+def words(fluid: int) -> str:
+    """The mnemonic words of a job id, as Flux spells them:
+    'natural-analyze-verbal--natural-analyze-verbal' for 2**64-1."""
+    _check(fluid)
+    import mnemonicode
+    return mnemonicode.mnformat(fluid.to_bytes(8, "little"))
+
+
+def parse_words(text: str) -> int:
+    """Decode the mnemonic words of a job id (eight bytes, little-endian); ValueError
+    otherwise."""
+    s = text.strip().lower()
+    if not all(_WORD_GROUP.fullmatch(g) for g in s.split("--")):
+        raise ValueError(f"invalid job id {text!r}")
+    import mnemonicode
+    try:
+        data = bytes(mnemonicode.mnparse(s))
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"invalid job id {text!r}: not a word of mnemonicode") from None
+    if len(data) != 8:
+        raise ValueError(f"invalid job id {text!r}: words of a job id encode eight bytes")
+    return int.from_bytes(data, "little")
+
+
 def parse(text: str) -> int:
-    """Decode a job id given as F58, decimal, 0x-hex or dotted hex; ValueError otherwise."""
+    """Decode a job id given as F58, decimal, 0x-hex, dotted hex or mnemonic words;
+    ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         return _validate(text, text)
     if not isinstance(text, str):
@@ -116,6 +154,8 @@ def parse(text: str) -> int:
         return _validate(int(s, 16), text)
     if s.isascii() and s.isdigit():
         return _validate(int(s), text)
+    if "-" in s and s.isascii() and _WORD_GROUP.fullmatch(s.split("--")[0].lower()):
+        return parse_words(s)
     raise ValueError(f"invalid job id {text!r}")
 
 

@@ -124,3 +124,24 @@ def test_third_interrupt_leaves_a_command_that_ignores_them(inst1, tmp_path):
         proc.stdout.close()
         proc.stderr.close()
     assert wait_pids_gone([pid], 30) == set()
+
+
+def test_jobid_runs_on_the_ranks_of_a_job_counted_from_its_first(inst4):
+    first = inst4.cli("submit", "-N2", "sleep", "300", check=True).stdout.strip()
+    second = inst4.cli("submit", "-N2", "sleep", "300", check=True).stdout.strip()
+    inst4.cli("job", "wait-event", "-t", "60", second, "start", check=True)
+    ranks = inst4.cli("jobs", "-n", "-o", "{ranks}", second, check=True).stdout.strip()
+    assert ranks == "[2-3]"      # the first job holds ranks 0-1
+    cp = inst4.cli("exec", "-l", f"--jobid={second}", "fluxlite", "getattr", "rank", check=True)
+    assert sorted(cp.stdout.splitlines()) == ["0: 2", "1: 3"]
+    cp = inst4.cli("exec", "-l", "-j", second, "-x", "0", "fluxlite", "getattr", "rank",
+                   check=True)
+    assert cp.stdout.splitlines() == ["1: 3"]
+    cp = inst4.cli("exec", "-j", second, "-r", "2", "true")
+    assert one_error_line(cp) == "fluxlite exec: One or more invalid --ranks specified: 2"
+    inst4.cli("cancel", first, second, check=True)
+    inst4.cli("job", "wait-event", "-t", "60", second, "clean", check=True)
+    cp = inst4.cli("exec", "-j", second, "true")
+    assert cp.returncode == 1 and one_error_line(cp).endswith(f"job {second} is not running")
+    cp = inst4.cli("exec", "--jobid=f-o-o", "true")
+    assert cp.returncode == 1 and "error parsing jobid" in one_error_line(cp)

@@ -440,6 +440,15 @@ def test_verbose_run_and_alloc(inst1):
     assert matches(record("run-verbose")["fluxlite"][0], lines[0])
     names = [line.split()[1] for line in lines[1:]]
     assert names[0] == "job.submit" and names[-1] == "job.clean"
+    assert not any(n.startswith("exec.") for n in names)
+    # -vvv adds the exec eventlog's events (Flux's third level), each stamped
+    cp = inst1.cli("run", "-vvv", "echo", "hi", check=True)
+    assert cp.stdout == "hi\n"
+    stamped = [line.split()[:2] for line in cp.stderr.splitlines()[1:]]
+    assert all(stamp.endswith("s:") for stamp, _ in stamped)
+    execs = [name for _, name in stamped if name.startswith("exec.")]
+    assert "exec.shell.start" in execs and execs[-1] == "exec.done"
+    assert [name for _, name in stamped if name.startswith("job.")][-1] == "job.clean"
     cp = inst1.cli("alloc", "-v", "true", check=True)
     assert cp.stderr.startswith("jobid: ƒ")
 
@@ -468,10 +477,70 @@ def test_bcc_wait_event_and_logs(inst1, tmp_path):
     assert cp.returncode == 0, cp.stderr
 
 
-def test_taskmap_block_is_accepted_others_say_why(inst1):
-    inst1.cli("run", "--taskmap=block", "true", check=True)
-    cp = inst1.cli("run", "--taskmap=cyclic", "true")
-    assert cp.returncode == 2 and "maps tasks in blocks" in one_error_line(cp)
+PMI_MAPPING = (
+    "import os, socket\n"
+    "s = socket.socket(fileno=int(os.environ['PMI_FD']))\n"
+    "f = s.makefile('rw')\n"
+    "def ask(t):\n"
+    "    f.write(t + '\\n'); f.flush(); return f.readline().strip()\n"
+    "ask('cmd=init pmi_version=1 pmi_subversion=1')\n"
+    "kvs = ask('cmd=get_my_kvsname').split('kvsname=')[1]\n"
+    "got = ask(f'cmd=get kvsname={kvs} key=PMI_process_mapping').split('value=')[1]\n"
+    "print(os.environ['FLUXLITE_TASK_RANK'], os.environ['FLUXLITE_SHELL_RANK'],\n"
+    "      os.environ['FLUXLITE_TASK_LOCAL_ID'], got)\n"
+    "ask('cmd=finalize')\n")
+
+
+def _placement(inst, *args):
+    """(rank, node, local id) of every task, and the PMI_process_mapping they read."""
+    cp = inst.cli("run", *args, sys.executable, "-c", PMI_MAPPING, check=True, timeout=120)
+    rows = sorted(tuple(line.split()) for line in cp.stdout.splitlines())
+    assert len({r[3] for r in rows}) == 1
+    return [tuple(int(x) for x in r[:3]) for r in rows], rows[0][3]
+
+
+def test_taskmap_schemes_place_tasks_and_pmi_agrees(instance_factory):
+    inst = instance_factory(2, cores_per_rank=3)
+    assert _placement(inst, "-N2", "-n4", "--taskmap=block") == (
+        [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)], "(vector,(0,2,2))")
+    assert _placement(inst, "-N2", "-n4", "--taskmap=cyclic") == (
+        [(0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 1, 1)], "(vector,(0,2,1),(0,2,1))")
+    assert _placement(inst, "-N2", "-n6", "--taskmap=cyclic:2") == (
+        [(0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1), (4, 0, 2), (5, 1, 2)],
+        "(vector,(0,2,2),(0,2,1))")
+    assert _placement(inst, "-N2", "-n4", "--taskmap=manual:[[1,1,2,1],[0,1,2,1]]") == (
+        [(0, 1, 0), (1, 1, 1), (2, 0, 0), (3, 0, 1)], "(vector,(1,1,2),(0,1,2))")
+    jobid = jobid_of(inst.cli("submit", "-N2", "-n4", "--taskmap=cyclic", "--wait", "true",
+                              check=True))
+    tm = inst.cli("job", "taskmap", str(jobid), check=True).stdout
+    assert tm == '{"version":1,"map":[[0,2,1,2]]}\n'
+    # a manual map that does not fit the job's tasks per node fails the job, saying why
+    cp = inst.cli("run", "-N2", "-n4", "--taskmap=manual:[[0,1,4,1]]", "true")
+    assert cp.returncode != 0 and "the job runs [2, 2]" in cp.stderr
+
+
+def test_taskmap_hostfile_places_tasks_by_host_name(instance_factory, tmp_path):
+    """Task N runs on the host of line N (the list read again from the top); a host
+    names the first of the job's nodes on it, as Flux's hostfile plugin: here both
+    brokers share this machine's name, so every task lands on the job's first node."""
+    import socket
+    inst = instance_factory(2, cores_per_rank=2)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"{socket.gethostname()}\n")
+    assert _placement(inst, "-N2", "-n3", f"--taskmap=hostfile:{hostfile}") == (
+        [(0, 0, 0), (1, 0, 1), (2, 0, 2)], "(vector,(0,1,3))")
+    hostfile.write_text(f"{socket.gethostname()}\nnosuchhost\n")
+    cp = inst.cli("run", "-N2", "-n2", f"--taskmap=hostfile:{hostfile}", "true")
+    assert cp.returncode != 0 and "host nosuchhost is not one of the job's nodes" in cp.stderr
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("cyclic:0", "not a positive integer"), ("manual:[[0,1]]", "not an RFC 34 map"),
+    ("manual:nojson", "not RFC 34 JSON"), ("spiral", "not supported (block, cyclic"),
+    ("hostfile:/nonexistent/hosts", "No such file"), ("hostfile:", "give the file")])
+def test_taskmap_bad_values_say_why(inst1, bad, why):
+    cp = inst1.cli("run", f"--taskmap={bad}", "true")
+    assert cp.returncode == 2 and why in one_error_line(cp)
 
 
 def test_begin_time_in_words(inst1):

@@ -336,7 +336,33 @@ def test_job_info_any_key_and_id_forms(inst1):
     assert out(inst1, "job", "id", "--to=kvs", f58) == f"job.{fluid.dothex(jobid)}\n"
     assert out(inst1, "job", "id", "--to=hex", input=f"{f58}\n") == f"{hex(jobid)}\n"
     cp = inst1.cli("job", "id", "--to=emoji", f58)
-    assert cp.returncode == 1 and "not available" in cp.stderr
+    assert cp.returncode == 1 and "emoji table" in one_error_line(cp)
+
+
+# flux-core's own test values (t2201-job-cmd.t): the largest and smallest job ids
+MAX_WORDS = "natural-analyze-verbal--natural-analyze-verbal"
+MIN_WORDS = "academy-academy-academy--academy-academy-academy"
+
+
+def test_job_ids_in_mnemonic_words(inst1, tmp_path):
+    """`job id --to=words` spells ids as Flux does, any command takes the words as a job
+    id, `jobs -o {id.words}` and the `{{id.words}}` template print them."""
+    assert out(inst1, "job", "id", "--to=words", str(2**64 - 1), "0") == \
+        f"{MAX_WORDS}\n{MIN_WORDS}\n"
+    assert out(inst1, "job", "id", MAX_WORDS, MIN_WORDS) == f"{2**64 - 1}\n0\n"
+    cp = inst1.cli("job", "id", "badwords-nosuch")
+    assert cp.returncode != 0 and "badwords-nosuch" in one_error_line(cp)
+    jobid = jobid_of(inst1.cli("submit", "--wait", f"--output={tmp_path}/{{{{id.words}}}}.out",
+                               "echo", "hi", check=True))
+    words = out(inst1, "job", "id", "--to=words", str(jobid)).strip()
+    assert fluid.parse(words) == jobid and words.count("-") == 6
+    assert (tmp_path / f"{words}.out").read_text() == "hi\n"
+    assert json.loads(out(inst1, "job", "info", words, "jobspec"))["tasks"][0]["command"] == \
+        ["echo", "hi"]
+    assert out(inst1, "jobs", "-a", "-n", "-o", "{id.words} {id.dec}") == f"{words} {jobid}\n"
+    assert out(inst1, "jobs", "-a", "-o", "{id.words}").splitlines()[0].strip() == "JOBID"
+    cp = inst1.cli("jobs", "-a", "-o", "{id.emoji}")
+    assert cp.returncode != 0 and "emoji table" in one_error_line(cp)
 
 
 @pytest.mark.parametrize("group,sub", [("config", "get"), ("jobtap", "list"),

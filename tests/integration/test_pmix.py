@@ -77,6 +77,17 @@ def test_open_mpi_allreduce_shapes(inst4, ompi, shape):
         sorted(f"allreduce rank {r} of {n} sum {want} ok" for r in range(n))
 
 
+@pytest.mark.parametrize("taskmap", ["cyclic", "manual:[[1,1,2,1],[0,1,2,1]]"])
+def test_open_mpi_allreduce_with_tasks_placed_by_taskmap(inst4, ompi, taskmap):
+    """PMIx's rank map follows --taskmap: ranks placed cyclically or by hand across two
+    nodes still find each other and reduce."""
+    cp = inst4.cli("run", "-N2", "-n4", f"--taskmap={taskmap}", ompi["mpi_allreduce"],
+                   timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(cp.stdout.splitlines()) == \
+        sorted(f"allreduce rank {r} of 4 sum 10 ok" for r in range(4))
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=" ".join)
 def test_open_mpi_abort_ends_the_job_with_its_code(inst4, ompi, shape):
     """MPI_Abort(MPI_COMM_WORLD, 7) on the last rank: the job finishes with 7 and a

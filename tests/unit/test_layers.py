@@ -98,7 +98,7 @@ def test_imports_point_down():
 # is the part of the room that talks to an instance
 JOB_DATA = {"jobspec", "schema", "eventlog", "states", "rset", "joblist", "depend", "execution",
             "actions", "shell_options", "signed", "constraint", "easy", "inventory",
-            "policy"}
+            "policy", "taskmap"}
 JOB_API = {"api", "aio", "executor", "journal"}
 
 

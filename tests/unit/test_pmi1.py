@@ -171,7 +171,10 @@ def test_a_task_that_never_spoke_pmi_leaves_quietly():
 
 
 def test_process_mapping_is_mpichs_node_map_for_block_placement():
-    from fluxlite.shell.plugins.pmi import process_mapping
+    from fluxlite.job.taskmap import block, pmi_mapping
+
+    def process_mapping(counts):
+        return pmi_mapping(block(counts))
     assert process_mapping([2, 2]) == "(vector,(0,2,2))"
     assert process_mapping([4]) == "(vector,(0,1,4))"
     assert process_mapping([3, 3, 1]) == "(vector,(0,2,3),(2,1,1))"

@@ -61,6 +61,7 @@ class Shell:
         self.ntasks = ntasks
         self.nlocal = ntasks
         self.first_task = 0
+        self.task_ranks = range(ntasks)
         self.nshells = 1
         self.rank = 0
         self.leader_rank = 0

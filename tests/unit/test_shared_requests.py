@@ -1,6 +1,6 @@
 """Shapes and computations that exist once: the request payloads several services
 share are declared in protocol/schema.py alone, and the PMI process mapping is the
-job's RFC 34 taskmap (rset.taskmap) written in MPICH's words."""
+job's RFC 34 taskmap (job/taskmap.py) written in MPICH's words."""
 
 import ast
 import pathlib
@@ -8,10 +8,9 @@ import pathlib
 import pytest
 
 import fluxlite
-from fluxlite.job import rset
+from fluxlite.job import taskmap
 from fluxlite.protocol import schema
 from fluxlite.service import job_exec, job_manager, sched
-from fluxlite.shell.plugins.pmi import process_mapping
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -41,7 +40,7 @@ def test_services_use_the_shared_requests():
     ([0, 2], "(vector,(0,1,0),(1,1,2))"),
 ])
 def test_process_mapping_is_the_taskmap(counts, mapping):
-    assert process_mapping(counts) == mapping
-    blocks = rset.taskmap(counts)["map"]
+    assert taskmap.pmi_mapping(taskmap.block(counts)) == mapping
+    blocks = taskmap.block(counts)["map"]
     assert all(repeat == 1 for *_, repeat in blocks)
     assert mapping == "(vector," + ",".join(f"({a},{b},{c})" for a, b, c, _ in blocks) + ")"

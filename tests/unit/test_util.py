@@ -96,6 +96,19 @@ def test_fluid_known_values():
     assert fluid.f58_plain(63166218240) == "f2fEnP1H"
 
 
+def test_fluid_words_bit_layout():
+    """Flux spells the id's eight bytes little-endian: byte 0 leads the first group."""
+    one = fluid.words(1)
+    assert one.split("--")[1] == "academy-academy-academy"
+    assert one.split("--")[0] != "academy-academy-academy"
+    assert fluid.words(1 << 32).split("--")[0] == "academy-academy-academy"
+    for value in (0, 1, 255, 1 << 32, 0x0123456789abcdef, 2**64 - 1):
+        assert fluid.parse(fluid.words(value)) == value
+    for bad in ("academy", "academy-academy-academy", "nosuchword-academy-academy"):
+        with pytest.raises(ValueError):
+            fluid.parse_words(bad)
+
+
 @pytest.mark.parametrize("bad", ["nosuchjob", "ƒ0OIl", "", "1.2.3", "f"])
 def test_fluid_rejects(bad):
     with pytest.raises(ValueError):

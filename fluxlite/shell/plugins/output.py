@@ -68,7 +68,7 @@ class Output(ShellPlugin):
             # a name that differs by task is opened (and truncated) by the task's shell;
             # one name for the whole job by every shell, truncated by the leader only
             local = mustache.per_task(template)
-            for rank in range(self.shell.first_task, self.shell.first_task + self.shell.nlocal):
+            for rank in self.shell.task_ranks:
                 name = expand_path(template, self.shell.mustache_values(rank))
                 path = os.path.join(cwd, name)
                 if path not in opened:

@@ -31,7 +31,7 @@ import signal
 import socket
 
 from ...errors import FluxliteError, ProtocolError, UsageError
-from ...job import rset
+from ...job import taskmap
 from ...pmi import pmi1
 from ...protocol.dispatch import NO_REPLY, handler
 from ...protocol.schema import Rank, Seq, Struct, Text
@@ -46,14 +46,6 @@ class PMIBarrier(Struct, kw_only=True):
     seq: Seq
     keys: dict[Text, Text] = {}
     error: Text = ""
-
-
-def process_mapping(counts: list[int]) -> str:
-    """MPICH's PMI_process_mapping for block-placed tasks: (vector,(node,nnodes,ppn),...),
-    the job's RFC 34 taskmap (rset.taskmap: blocks of one repeat) in MPICH's words."""
-    blocks = rset.taskmap(counts)["map"]
-    return "(vector," + ",".join(f"({node},{nnodes},{ppn})"
-                                 for node, nnodes, ppn, _ in blocks) + ")"
 
 
 class PMI(ShellPlugin):
@@ -82,10 +74,10 @@ class PMI(ShellPlugin):
         jobs never do, and the shell would start later for every one of them)."""
         if self._server is None:
             s = self.shell
-            first = s.first_task
             self._server = pmi1.PMI1Server(kvsname=fluid.f58_plain(s.jobid), size=s.ntasks,
-                                           ranks=list(range(first, first + s.nlocal)))
-            self._server.kvs["PMI_process_mapping"] = process_mapping(list(s.info["counts"]))
+                                           ranks=list(s.task_ranks))
+            tm = s.info.get("taskmap") or taskmap.block(list(s.info["counts"]))
+            self._server.kvs["PMI_process_mapping"] = taskmap.pmi_mapping(tm)
             for rank in self._gone_before:   # closed already; a barrier must not wait for it
                 self._server.task_gone(rank, "")
         return self._server

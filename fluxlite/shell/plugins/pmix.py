@@ -29,6 +29,7 @@ import signal
 import tempfile
 
 from ...errors import FluxliteError
+from ...job import taskmap
 from ...pmi import pmix, pmix_env
 from ...util import fluid, hostlist
 from ..plugin import ShellPlugin
@@ -80,7 +81,7 @@ class PMIx(ShellPlugin):
         self.server.start(self.tmpdir)
         nspace = fluid.f58_plain(s.jobid)
         self.server.register_job(nspace, nspace, s.ntasks, list(s.info["counts"]), s.rank,
-                                 job_hosts(s.info), self.tmpdir)
+                                 job_hosts(s.info), self.tmpdir, placed=_placed(s))
 
     async def _started(self) -> None:
         starting, self._starting = self._starting, None
@@ -198,3 +199,12 @@ class PMIx(ShellPlugin):
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
+
+
+def _placed(shell) -> tuple[list[int], str] | None:
+    """This shell's ranks and every node's, when --taskmap placed them otherwise than
+    in blocks (None: blocks, which PMIx's registration works out from the counts)."""
+    tm = shell.info.get("taskmap")
+    if tm is None or taskmap.is_block(tm):
+        return None
+    return list(shell.task_ranks), taskmap.pmix_map(tm, len(shell.info["counts"]))

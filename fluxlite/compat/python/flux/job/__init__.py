@@ -148,8 +148,10 @@ class JobspecV1(Jobspec):
 
 
 class JobID(int):
-    """A job id from any of Flux's forms (decimal, f58, hex, dothex, kvs path) or an
-    int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`; str() is the f58 form."""
+    """A job id from any of Flux's forms (decimal, f58, hex, dothex, kvs path, mnemonic
+    words) or an int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`, `.words`;
+    str() is the f58 form.  `.emoji` raises NotImplementedError (Flux's emoji table is
+    not carried)."""
 
     def __new__(cls, value):
         if isinstance(value, bytes):
@@ -170,6 +172,11 @@ class JobID(int):
     hex = property(lambda self: f"{int(self):#x}")
     dothex = property(lambda self: fluid.dothex(int(self)))
     kvs = property(lambda self: "job." + fluid.dothex(int(self)))
+    words = property(lambda self: fluid.words(int(self)))
+
+    @property
+    def emoji(self) -> str:
+        raise NotImplementedError(f"flux.job.JobID.emoji: {fluid.EMOJI_UNSUPPORTED}")
 
     def __str__(self) -> str:
         return self.f58
