@@ -4,6 +4,7 @@ EASY backfill around a blocked wide job, and tasks bound to their cores."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -11,26 +12,7 @@ from fluxlite.job import api
 from fluxlite.testing import wait_event
 from fluxlite.util import fluid
 
-LAB = """\
-[resource]
-noverify = true
-[[resource.config]]
-hosts = "node[0-3]"
-cores = "0-3"
-gpus = "0-1"
-[[resource.config]]
-hosts = "node[0-1]"
-properties = ["batch"]
-[[resource.config]]
-hosts = "node[2-3]"
-properties = ["debug"]
-[queues.batch]
-requires = ["batch"]
-[queues.debug]
-requires = ["debug"]
-[policy]
-jobspec.defaults.system.queue = "batch"
-"""
+LAB = (Path(__file__).parents[2] / "etc" / "lab-example.toml").read_text()
 
 
 @pytest.fixture

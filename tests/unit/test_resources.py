@@ -3,6 +3,7 @@ file, GPU discovery on fixture inputs (captured `nvidia-smi -L`, a fake /proc an
 kfd tree), RFC 31 constraints, queue policy, and the affinity plugin's sharing."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -11,26 +12,7 @@ from fluxlite.errors import UsageError
 from fluxlite.job import constraint, inventory, policy
 from fluxlite.shell.plugins.affinity import share
 
-ISSUE_CONFIG = """\
-[resource]
-noverify = true
-[[resource.config]]
-hosts = "node[0-3]"
-cores = "0-3"
-gpus = "0-1"
-[[resource.config]]
-hosts = "node[0-1]"
-properties = ["batch"]
-[[resource.config]]
-hosts = "node[2-3]"
-properties = ["debug"]
-[queues.batch]
-requires = ["batch"]
-[queues.debug]
-requires = ["debug"]
-[policy]
-jobspec.defaults.system.queue = "batch"
-"""
+ISSUE_CONFIG = (Path(__file__).parents[2] / "etc" / "lab-example.toml").read_text()
 
 HOSTS = ("node0", "node1", "node2", "node3")
 
