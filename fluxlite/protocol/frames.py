@@ -46,47 +46,37 @@ def send_frames(sock: zmq.Socket, frames: list[bytes], flags: int = _NOBLOCK) ->
     _send(sock, frames[-1], flags)
 
 
+def _prop(frame, name: bytes | str, default):
+    """A message property of `frame` (libzmq's metadata), or `default` without it."""
+    try:
+        return frame.get(name)
+    except zmq.ZMQError:
+        return default
+
+
+def _rest(sock: zmq.Socket, frame) -> list[bytes]:
+    """The bytes of `frame` and of every frame of its message that follows it."""
+    frames = [frame.bytes]
+    while frame.more:
+        frame = _recv(sock, _NOBLOCK, False)
+        frames.append(frame.bytes)
+    return frames
+
+
 def recv_frames_from(sock: zmq.Socket) -> tuple[list[bytes], str | None, int]:
     """As recv_frames, plus the sender's "Peer-Address" (on an ipc socket libzmq
     appends the peer's uid:gid:pid, read with SO_PEERCRED: who really sent it) and
     the descriptor of the connection it came on (-1 if unknown)."""
     frame = _recv(sock, _NOBLOCK, False)
-    try:
-        peer = frame.get("Peer-Address")
-    except zmq.ZMQError:
-        peer = None
-    try:
-        fd = frame.get(_SRCFD)
-    except zmq.ZMQError:
-        fd = -1
-    frames = [frame.bytes]
-    while frame.more:
-        frame = _recv(sock, _NOBLOCK, False)
-        frames.append(frame.bytes)
-    return frames, peer, fd
+    return _rest(sock, frame), _prop(frame, "Peer-Address", None), _prop(frame, _SRCFD, -1)
 
 
 def recv_frames_auth(sock: zmq.Socket) -> tuple[list[bytes], str | None, int, str | None]:
     """As recv_frames_from, plus the "User-Id" that the socket's ZAP handler gave the
     connection's key (None if it gave none)."""
     frame = _recv(sock, _NOBLOCK, False)
-    try:
-        peer = frame.get("Peer-Address")
-    except zmq.ZMQError:
-        peer = None
-    try:
-        user = frame.get("User-Id")
-    except zmq.ZMQError:
-        user = None
-    try:
-        fd = frame.get(_SRCFD)
-    except zmq.ZMQError:
-        fd = -1
-    frames = [frame.bytes]
-    while frame.more:
-        frame = _recv(sock, _NOBLOCK, False)
-        frames.append(frame.bytes)
-    return frames, peer, fd, user
+    return (_rest(sock, frame), _prop(frame, "Peer-Address", None), _prop(frame, _SRCFD, -1),
+            _prop(frame, "User-Id", None))
 
 
 def peer_uid(peer: str | None) -> int | None:
