@@ -91,17 +91,22 @@ def _common(fn):
     return fn
 
 
+def _report(h, name, line, verbose: bool) -> None:
+    """What a queue change left: `line` of the queue's status (one per named queue),
+    and with --verbose the scheduler's allocation lines."""
+    s = api.queue_status(h, name)
+    lines = [line(s)] if "queues" not in s else \
+        [f"{q}: {line(qs)}" for q, qs in s["queues"].items()]
+    if verbose:
+        lines += _alloc_lines(h)
+    click.echo("\n".join(lines))
+
+
 def _start(start: bool, all_: bool, verbose: bool, quiet: bool, name, **kw) -> None:
     with handle() as h:
         api.queue_start(h, start, all_queues=all_, name=name, **kw)
-        if quiet:
-            return
-        s = api.queue_status(h, name)
-        lines = [_start_line(s)] if "queues" not in s else \
-            [f"{q}: {_start_line(qs)}" for q, qs in s["queues"].items()]
-        if verbose:
-            lines += _alloc_lines(h)
-    click.echo("\n".join(lines))
+        if not quiet:
+            _report(h, name, _start_line, verbose)
 
 
 @queue.command(context_settings=HELP)
@@ -164,14 +169,8 @@ def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, name=None,
             reason=None) -> None:
     with handle() as h:
         api.queue_enable(h, enable, all_queues=all_, reason=reason, name=name)
-        if quiet:
-            return
-        s = api.queue_status(h, name)
-        lines = [_enable_line(s)] if "queues" not in s else \
-            [f"{q}: {_enable_line(qs)}" for q, qs in s["queues"].items()]
-        if verbose:
-            lines += _alloc_lines(h)
-    click.echo("\n".join(lines))
+        if not quiet:
+            _report(h, name, _enable_line, verbose)
 
 
 @queue.command(context_settings=HELP)
