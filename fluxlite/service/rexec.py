@@ -37,6 +37,14 @@ from ..protocol.schema import CARRY_PAYLOAD, AnyMap, Name, Signal, Struct, Text
 from .base import Service, handler
 
 
+async def _outcome(future):
+    """A spawned process's start or exit, its OSError turned into the error tree's."""
+    try:
+        return await future
+    except OSError as exc:
+        raise FluxliteError.from_oserror(exc) from None
+
+
 class ExecRequest(Struct, kw_only=True):
     kind: Name
     label: Name
@@ -103,15 +111,9 @@ class RexecService(Service):
             raise UsageError(f"rexec.exec: unknown kind {kind!r}")
         self.procs[label] = proc
         try:
-            try:
-                pid = await proc.started
-            except OSError as exc:
-                raise FluxliteError.from_oserror(exc) from None
+            pid = await _outcome(proc.started)
             self.respond(msg, {"type": "started", "pid": pid})
-            try:
-                status = await proc.exited
-            except OSError as exc:
-                raise FluxliteError.from_oserror(exc) from None
+            status = await _outcome(proc.exited)
             self.respond(msg, {"type": "exited", "pid": pid, "status": status})
             self.end_stream(msg)
         finally:
@@ -142,10 +144,7 @@ class RexecService(Service):
                                       setsid=True, stdio="connect", stdio_path=base)
             self.procs[req.label] = proc
             self.track_stream(msg, lambda: self.spawner.kill(proc, signal.SIGKILL))
-            try:
-                pid = await proc.started
-            except OSError as exc:
-                raise FluxliteError.from_oserror(exc) from None
+            pid = await _outcome(proc.started)
             # the child connected before it exec'd: both are waiting in the backlog
             for lsock in listeners:
                 conn, _ = await loop.sock_accept(lsock)
@@ -155,10 +154,7 @@ class RexecService(Service):
             self.respond(msg, {"type": "started", "pid": pid})
             await asyncio.gather(self._pump(msg, ends[0], "stdout"),
                                  self._pump(msg, ends[1], "stderr"))
-            try:
-                status = await proc.exited
-            except OSError as exc:
-                raise FluxliteError.from_oserror(exc) from None
+            status = await _outcome(proc.exited)
             self.respond(msg, {"type": "exited", "pid": pid, "status": status})
             self.end_stream(msg)
         finally:
