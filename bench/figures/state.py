@@ -1,4 +1,4 @@
-"""Figure 17 of bench/run.py: the state directory (-Sstatedir).
+"""The state directory (-Sstatedir), figure 17:
 
 17a  submit throughput (figure 7's command, size 1) with a state directory, as a
      percentage of the same without one, A/B alternating in one run;
@@ -11,65 +11,70 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
 import threading
 import time
 
+from bench.common import Row, median, progress, run_timed, submit_many
+from fluxlite.job import api
+from fluxlite.testing import Instance, fluxlite_command
 
-def _throughput(b, rows, quick):
+
+def _throughput(rows, quick):
     njobs = 100 if quick else 500
     rounds = 1 if quick else 3
     plain, durable = [], []
     for _ in range(rounds):
-        with b.Instance(1) as inst:
-            plain.append(njobs / b._submit_many(inst, njobs))
+        with Instance(1) as inst:
+            plain.append(njobs / submit_many(inst, njobs))
         sd = tempfile.mkdtemp(prefix="bench-state-")
         try:
-            with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
-                durable.append(njobs / b._submit_many(inst, njobs))
+            with Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+                durable.append(njobs / submit_many(inst, njobs))
         finally:
             shutil.rmtree(sd, ignore_errors=True)
-    p, d = b.median(plain), b.median(durable)
-    b.progress("state", f"submit --cc=1-{njobs}: {p:.1f}/s without, {d:.1f}/s with statedir")
-    rows.append(b.Row("17a", "submit with statedir", 100.0 * d / p, "%", op=">=", bound=90,
+    p, d = median(plain), median(durable)
+    progress("state", f"submit --cc=1-{njobs}: {p:.1f}/s without, {d:.1f}/s with statedir")
+    rows.append(Row("17a", "submit with statedir", 100.0 * d / p, "%", op=">=", bound=90,
                       samples=[plain, durable],
                       note=f"{d:.1f} against {p:.1f} jobs/s (size 1, {njobs} jobs, "
                            f"median of {rounds}, alternating)"))
 
 
-def _restart(b, rows, quick):
+def _restart(rows, quick):
     njobs = 2000 if quick else 10000
     sd = tempfile.mkdtemp(prefix="bench-state-")
     empty = tempfile.mkdtemp(prefix="bench-state-")
     try:
-        with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
-            b._submit_many(inst, njobs)
-        start = b.fluxlite_command() + ["start"]
-        env = dict(b.os.environ)
+        with Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+            submit_many(inst, njobs)
+        start = fluxlite_command() + ["start"]
+        env = dict(os.environ)
         env.pop("FLUXLITE_URI", None)
-        base = [b.run_timed(start + [f"-Sstatedir={empty}", "true"], env, 60)
+        base = [run_timed(start + [f"-Sstatedir={empty}", "true"], env, 60)
                 for _ in range(3)]
-        full = [b.run_timed(start + [f"-Sstatedir={sd}", "true"], env, 120)
+        full = [run_timed(start + [f"-Sstatedir={sd}", "true"], env, 120)
                 for _ in range(3)]
-        with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+        with Instance(1, setattrs=[f"statedir={sd}"]) as inst:
             # (as Flux's, --stats-only exits 1 when no job is active: read its output)
             stats = inst.cli("jobs", "--stats-only").stdout.strip()
         if f"{njobs} completed" not in stats:
             raise RuntimeError(f"restart lost jobs: {stats}")
-        b.progress("state", f"restart with {njobs} inactive jobs: {b.median(full):.3f} s "
-                            f"(empty: {b.median(base):.3f} s)")
-        rows.append(b.Row("17b", f"restart, {njobs} inactive jobs", b.median(full), "s",
+        progress("state", f"restart with {njobs} inactive jobs: {median(full):.3f} s "
+                            f"(empty: {median(base):.3f} s)")
+        rows.append(Row("17b", f"restart, {njobs} inactive jobs", median(full), "s",
                           op="<", bound=2.0, samples=full,
                           note=f"start -Sstatedir=DIR true, median of 3; with an empty DIR "
-                               f"{b.median(base):.3f} s"))
+                               f"{median(base):.3f} s"))
     finally:
         shutil.rmtree(sd, ignore_errors=True)
         shutil.rmtree(empty, ignore_errors=True)
 
 
-def _crash(b, rows, quick):
+def _crash(rows, quick):
     from fluxlite.client.sync import Handle
     from fluxlite.job import jobspec as js
     cycles = 3 if quick else 10
@@ -86,7 +91,7 @@ def _crash(b, rows, quick):
                 for _ in range(50):
                     if stop.is_set():
                         return
-                    jobs.append(b.api.submit(h, spec))
+                    jobs.append(api.submit(h, spec))
             finally:
                 h.close()
         except Exception:
@@ -121,7 +126,7 @@ def _crash(b, rows, quick):
 
     try:
         for cycle in range(cycles):
-            with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+            with Instance(1, setattrs=[f"statedir={sd}"]) as inst:
                 stop = threading.Event()
                 threads = [threading.Thread(target=submitter, args=(inst.uri, stop)),
                            threading.Thread(target=writer, args=(inst.uri, cycle, stop))]
@@ -133,11 +138,11 @@ def _crash(b, rows, quick):
                 stop.set()
                 for t in threads:
                     t.join(timeout=60)
-        with b.Instance(1, setattrs=[f"statedir={sd}"]) as inst:
+        with Instance(1, setattrs=[f"statedir={sd}"]) as inst:
             acked = len(jobs) + len(keys)
             got = found(inst)
-        b.progress("state", f"crash: {cycles} kills, {acked} acknowledged, {got} found")
-        rows.append(b.Row("17c", f"crash test, {cycles} kills: lost", acked - got, "items",
+        progress("state", f"crash: {cycles} kills, {acked} acknowledged, {got} found")
+        rows.append(Row("17c", f"crash test, {cycles} kills: lost", acked - got, "items",
                           op="<=", bound=0, samples=[acked, got],
                           note=f"acknowledged {len(jobs)} jobs + {len(keys)} kvs puts = "
                                f"{acked}; found after restart {got}"))
@@ -145,10 +150,11 @@ def _crash(b, rows, quick):
         shutil.rmtree(sd, ignore_errors=True)
 
 
-def run(b, rows: list, quick: bool) -> None:
-    """`b` is bench/run.py's module (Row, Instance, cli, progress, ...)."""
+def fig_state(rows: list, quick: bool, ctx: dict) -> None:
+    """17. State directory: submit throughput with and without, restart with 10,000
+    inactive jobs, the crash test's counts."""
     for label, fn in (("17a", _throughput), ("17b", _restart), ("17c", _crash)):
         try:
-            fn(b, rows, quick)
+            fn(rows, quick)
         except Exception as exc:
-            rows.append(b.Row(label, "state directory", None, "", error=str(exc)))
+            rows.append(Row(label, "state directory", None, "", error=str(exc)))
