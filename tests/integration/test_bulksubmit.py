@@ -1,9 +1,12 @@
-"""`submit --cc` templates in options and `fluxlite bulksubmit`, through the CLI against
-real instances."""
+"""`submit --cc` templates in options (and {{cc}}, which is none) and `fluxlite
+bulksubmit` (--wait, --dry-run, :::: with one file, --sep, --shuffle, -v), through
+the CLI against real instances."""
 
 import os
 
 import pytest
+
+from fluxlite.testing import one_error_line
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -140,3 +143,78 @@ def test_bulksubmit_bad_filled_in_option_is_one_line_and_submits_nothing(inst1, 
     cp = inst1.cli("bulksubmit", *args)
     assert (cp.returncode, cp.stdout, cp.stderr) == (1, "", f"fluxlite bulksubmit: {message}\n")
     assert job_count(inst1) == 0
+
+
+# -------------------------------- --wait, --dry-run, ::::, --sep, --shuffle, {{cc}}
+
+
+def all_ids(inst) -> list[str]:
+    return inst.cli("jobs", "-a", "-n", "-o", "{id.f58}", check=True).stdout.split()
+
+
+@pytest.mark.timeout(180)
+def test_bulksubmit_wait_one_line_per_job_that_never_started(inst1, tmp_path):
+    (tmp_path / "here").write_text("data\n")
+    cp = inst1.cli("bulksubmit", "--wait", f"--input={tmp_path}/{{}}", "sh", "-c",
+                   "cat >/dev/null; exit 3", ":::", "gone1", "here", "gone2")
+    ids = cp.stdout.split()
+    assert cp.returncode == 3 and len(ids) == 3  # the largest exit code
+    lines = cp.stderr.splitlines()  # nothing for the job that ran
+    assert len(lines) == 2, cp.stderr
+    for f58, name, line in zip(ids[::2], ("gone1", "gone2"), lines):
+        assert line.startswith(f"job.exception {f58} type=exec ") and name in line
+
+
+@pytest.mark.timeout(180)
+def test_bulksubmit_dry_run_shows_plain_text_options(inst1):
+    cp = inst1.cli("bulksubmit", "--dry-run", "--output=/tmp/{}.out", "--job-name=n{}",
+                   "--env=X={}", "--cwd=/tmp/{}", "--error=e{}", "--input=in{}",
+                   "--label-io", "echo", "{}", ":::", "a", "b", check=True)
+    lines = cp.stdout.splitlines()
+    assert len(lines) == 2
+    for x, line in zip("ab", lines):
+        words = line.split()
+        assert words[:2] == ["bulksubmit:", "submit"] and words[-2:] == ["echo", x]
+        assert sorted(words[2:-2]) == sorted([
+            f"--output=/tmp/{x}.out", f"--job-name=n{x}", f"--env=X={x}",
+            f"--cwd=/tmp/{x}", f"--error=e{x}", f"--input=in{x}"]), line
+    assert all_ids(inst1) == []
+
+
+@pytest.mark.timeout(180)
+def test_bulksubmit_one_file_after_four_colons(inst1, tmp_path):
+    (tmp_path / "a").write_text("1\n")
+    (tmp_path / "b").write_text("2\n")
+    line = one_error_line(inst1.cli("bulksubmit", "echo", "::::", "a", "b", cwd=tmp_path))
+    assert "Multiple args not allowed after ::::" in line
+    cp = inst1.cli("bulksubmit", "--dry-run", "echo", "{0}", "{1}", "::::", "a", "::::",
+                   "b", cwd=tmp_path, check=True)
+    assert cp.stdout == "bulksubmit: submit echo 1 2\n"
+
+
+@pytest.mark.timeout(180)
+def test_bulksubmit_sep_verbose_and_shuffle(inst1, tmp_path):
+    cp = inst1.cli("bulksubmit", "--quiet", "--wait", "--sep=,", "-v",
+                   f"--output={tmp_path}/{{}}.out", "echo", "{}", input="a,b,c",
+                   check=True)
+    assert cp.stdout.splitlines() == [
+        f"bulksubmit: submit --output={tmp_path}/{x}.out echo {x}" for x in "abc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.out", "b.out", "c.out"]
+    assert (tmp_path / "b.out").read_text() == "b\n"
+    cp = inst1.cli("bulksubmit", "--dry-run", "--sep=none", "echo", "{}", input="x y\nz",
+                   check=True)
+    assert cp.stdout.split("\n")[:-1] == [f"bulksubmit: submit echo {x}" for x in "xyz"]
+    words = [str(i) for i in range(40)]
+    cp = inst1.cli("bulksubmit", "--dry-run", "--shuffle", "echo", "{seq}={}", ":::",
+                   *words, check=True)
+    got = [ln.split()[-1] for ln in cp.stdout.splitlines()]
+    assert sorted(got) == sorted(f"{i}={i}" for i in range(40))  # each keeps its {seq}
+    assert got != [f"{i}={i}" for i in range(40)]
+
+
+@pytest.mark.timeout(180)
+def test_doubled_braces_are_not_the_cc_field(inst1, tmp_path):
+    inst1.cli("submit", "--cc=1-2", "--wait", "--quiet", f"--output={tmp_path}/cc{{cc}}",
+              "echo", "{{cc}}", "{cc}", check=True)
+    assert (tmp_path / "cc1").read_text() == "{{cc}} 1\n"
+    assert (tmp_path / "cc2").read_text() == "{{cc}} 2\n"

@@ -3,7 +3,8 @@ what Flux's man pages (flux-core doc/man1) fix: version, config get, jobtap
 list, module list, logger, event pub/sub, hostlist, env, pgrep/pkill, pstree,
 queue enable/disable/list, resource info/R/eventlog, kvs put -j/-r, mkdir,
 kvs eventlog get/append/wait-event, and the job subcommands submit FILE,
-taskmap, timeleft, hostpids, memo, info KEY, id --to."""
+taskmap, timeleft, hostpids, memo, info KEY, id --to; and the guide naming every
+flux(1) command that fluxlite lacks."""
 
 import json
 import os
@@ -372,3 +373,28 @@ def test_groups_list_their_subcommands(group, sub):
     cp = subprocess.run(fluxlite_command() + [group, "--help"], capture_output=True,
                         text=True, timeout=30, check=True)
     assert f"  {sub}" in cp.stdout
+
+
+# ------------------------------------------------------------ the guide's section 9
+
+
+FLUX_COMMANDS = """alloc archive batch broker bulksubmit cancel config content cron dmesg dump
+env event exec filemap fsck getattr hostlist housekeeping hwloc job jobs jobtap keygen
+kvs logger mini modprobe module multi-prog overlay pgrep ping pmi proxy pstree python
+queue resource restore run shutdown sproc start startlog submit top update uptime uri
+version watch""".split()
+
+
+def test_guide_names_every_flux_command_fluxlite_lacks():
+    import pathlib
+
+    from fluxlite.cli import COMMANDS
+    guide = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guide.md"
+    text = guide.read_text()
+    section = text[text.index("## 9. Differences from Flux"):
+                   text.index("## 10. Flux compatibility")]
+    missing = [c for c in FLUX_COMMANDS if c not in COMMANDS and f"`{c}`" not in section
+               and f"`{c}`/" not in section and f"/`{c}`" not in section]
+    assert missing == [], f"section 9 does not say these Flux commands are absent: {missing}"
+    assert "PMIx" in section and "PMI-2" in section and "JournalConsumer" in section
+    assert "backfill" in section and "flux-sched" in section and "`job wait`" in section

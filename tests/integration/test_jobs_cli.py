@@ -1,12 +1,15 @@
-"""`fluxlite jobs` against real instances: the Flux table, -o fields, --json, -f."""
+"""`fluxlite jobs` against real instances: the Flux table, -o fields, --json, -f,
+Flux's job-list order and the dependencies/success/inactive_reason fields."""
 
 import json
 import os
 import pwd
 import re
 
+import pytest
+
 from fluxlite.job import api
-from fluxlite.testing import one_error_line
+from fluxlite.testing import jobid_of, one_error_line
 from fluxlite.util import fluid, hostlist
 
 HEADER = "       JOBID USER     NAME       ST NTASKS NNODES     TIME INFO"
@@ -157,3 +160,77 @@ def test_bad_input_is_one_line(inst1):
         assert cp.stderr.startswith("fluxlite jobs: ")
         for w in words:
             assert w in cp.stderr, (args, cp.stderr)
+
+
+# ---------------------------------------------------------- Flux's order and fields
+
+
+def f58_of(cp) -> str:
+    return fluid.f58(jobid_of(cp))
+
+
+def all_ids(inst) -> list[str]:
+    return inst.cli("jobs", "-a", "-n", "-o", "{id.f58}", check=True).stdout.split()
+
+
+def started(inst, f58: str) -> None:
+    inst.cli("job", "wait-event", "-t", "60", f58, "start", check=True, timeout=90)
+
+
+@pytest.mark.timeout(180)
+def test_jobs_lists_in_flux_order(instance_factory):
+    inst = instance_factory(1, cores_per_rank=2)
+    r1 = f58_of(inst.cli("submit", "sleep", "300", check=True))
+    started(inst, r1)
+    r2 = f58_of(inst.cli("submit", "sleep", "300", check=True))
+    started(inst, r2)
+    sub = {}
+    for name, args in (("a", ["--urgency=10"]), ("b", ["--urgency=20"]), ("c", []),
+                       ("held", ["--urgency=hold"]), ("d", ["--urgency=20"]),
+                       ("dep", [f"--dependency=afterany:{r1}"])):
+        sub[name] = f58_of(inst.cli("submit", *args, "true", check=True))
+    rows = [ln.split() for ln in
+            inst.cli("jobs", "-n", "-o", "{id.f58} {state} {priority}.", check=True)
+            .stdout.splitlines()]
+    assert [r[0] for r in rows] == [sub["b"], sub["d"], sub["c"], sub["a"], sub["held"],
+                                    sub["dep"], r2, r1]
+    # a job in DEPEND has no priority yet
+    assert rows[5] == [sub["dep"], "DEPEND", "."]
+    assert rows[4] == [sub["held"], "SCHED", "0."]
+    inst.cli("cancel", "--all", check=True)
+    for f58 in all_ids(inst):
+        inst.cli("job", "wait-event", "-t", "60", f58, "clean", check=True, timeout=90)
+    # inactive: latest ended first
+    ended = [(float(t), i) for i, t in (ln.split() for ln in inst.cli(
+        "jobs", "-a", "-n", "-o", "{id.f58} {t_inactive}", check=True).stdout.splitlines())]
+    assert ended == sorted(ended, reverse=True) and len(ended) == 8
+
+
+@pytest.mark.timeout(180)
+def test_jobs_fields_dependencies_success_inactive_reason(inst1):
+    ok = inst1.cli("submit", "--wait", "true").stdout.split()[0]
+    three = inst1.cli("submit", "--wait", "sh", "-c", "exit 3").stdout.split()[0]
+    killed = inst1.cli("submit", "--wait", "sh", "-c", "kill $$").stdout.split()[0]
+    held = f58_of(inst1.cli("submit", "--urgency=hold", "true", check=True))
+    dep = f58_of(inst1.cli("submit", f"--dependency=afterok:{held}", "true", check=True))
+    later = f58_of(inst1.cli("submit", "--begin-time=+1h", "true", check=True))
+    fmt = "{id.f58}|{state}|{dependencies}|{success}|{inactive_reason}"
+    rows = {ln.split("|")[0]: ln.split("|")[1:] for ln in
+            inst1.cli("jobs", "-a", "-n", "-o", fmt, check=True).stdout.splitlines()}
+    assert rows[dep] == ["DEPEND", f"after-success={held}", "", ""]
+    assert rows[later][0:2] == ["DEPEND", rows[later][1]]
+    assert rows[later][1].startswith("begin@")
+    assert rows[ok][2:] == ["True", "Exit 0"]
+    assert rows[three][2:] == ["False", "Exit 3"]
+    assert rows[killed][2:] == ["False", "Terminated"]
+    inst1.cli("cancel", "-m", "no more", held, check=True)
+    inst1.cli("job", "wait-event", "-t", "60", dep, "clean", check=True, timeout=90)
+    rows = {ln.split("|")[0]: ln.split("|")[1:] for ln in
+            inst1.cli("jobs", "-a", "-n", "-o", fmt, check=True).stdout.splitlines()}
+    assert rows[held][2:] == ["False", "Canceled: no more"]
+    assert rows[dep][2] == "False"
+    assert rows[dep][3].startswith(f"Exception: type=dependency note=dependency "
+                                   f"after-success={held} ")
+    headers = inst1.cli("jobs", "-o", "{dependencies} {success} {inactive_reason}",
+                        check=True).stdout.splitlines()[0]
+    assert headers.split() == ["DEPENDENCIES", "SUCCESS", "INACTIVE-REASON"]

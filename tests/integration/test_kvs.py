@@ -1,4 +1,5 @@
-"""The KVS through its RPCs: atomic commits, directories, watches."""
+"""The KVS through its RPCs: atomic commits, directories, watches; and through the
+CLI: kvs ls -R, dir, unlink, and bad input that changes nothing."""
 
 import pytest
 
@@ -107,3 +108,62 @@ def test_long_lists_live_in_the_on_disk_store(inst1):
     with pytest.raises(StopIteration):
         next(stream)
     assert h.call("kvs.stats")["store_entries"] == before
+
+
+# ------------------------------------------- kvs ls -R, dir, unlink through the CLI
+
+
+@pytest.fixture
+def tree(inst1):
+    inst1.cli("kvs", "put", "a.b=1", "a.c.d=hello", "a.c.e.f=[1,2]", "top=x", check=True)
+    return inst1
+
+
+def test_kvs_ls_recursive_as_ls_R(tree):
+    out = tree.cli("kvs", "ls", "-R", "a", check=True).stdout
+    assert out == "a:\nb\nc.\n\na.c:\nd\ne.\n\na.c.e:\nf\n"
+    root = tree.cli("kvs", "ls", "-R", check=True).stdout
+    assert root.startswith(".:\na.\n") and "\n\na.c.e:\nf\n" in root
+    assert tree.cli("kvs", "ls", "a", check=True).stdout == "b\nc.\n"
+
+
+def test_kvs_dir_prints_keys_and_values(tree):
+    assert tree.cli("kvs", "dir", "a", check=True).stdout == "a.b = 1\na.c.\n"
+    assert tree.cli("kvs", "dir", "-R", "a", check=True).stdout == \
+        "a.b = 1\na.c.d = hello\na.c.e.f = [1, 2]\n"
+    assert tree.cli("kvs", "dir", "-R", "-d", "a.c", check=True).stdout == "a.c.d\na.c.e.f\n"
+    assert "top = x\n" in tree.cli("kvs", "dir", check=True).stdout
+
+
+def test_kvs_unlink(tree):
+    cp = tree.cli("kvs", "unlink", "a")
+    assert cp.returncode == 1 and cp.stdout == ""
+    assert cp.stderr == "fluxlite kvs unlink: cannot unlink 'a': it is a non-empty directory " \
+        "(use -R)\n"
+    tree.cli("kvs", "unlink", "a.c.d", "top", check=True)
+    assert tree.cli("kvs", "get", "top").returncode != 0
+    tree.cli("kvs", "unlink", "-R", "a.c", check=True)
+    assert tree.cli("kvs", "ls", "-R", "a", check=True).stdout == "a:\nb\n"
+    tree.cli("kvs", "put", "empty.x=1", check=True)
+    tree.cli("kvs", "unlink", "empty.x", check=True)
+    tree.cli("kvs", "unlink", "empty", check=True)  # an empty directory needs no -R
+    assert "empty" not in tree.cli("kvs", "ls", check=True).stdout
+    tree.cli("kvs", "unlink", "-f", "nope", check=True)
+
+
+@pytest.mark.parametrize("args,said", [
+    (("unlink", "nope"), "cannot unlink 'nope': no such key"),
+    (("unlink", "."), "cannot unlink the root directory"),
+    (("unlink", "top", "a"), "non-empty directory"),
+    (("dir", "top"), "'top' is not a directory"),
+    (("dir", "nope"), "directory 'nope' not found"),
+    (("ls", "-R", "top"), "'top' is not a directory: it holds a value (read it with kvs get)"),
+    (("get", "a.c"), "key 'a.c' is a directory, not a value: read a key below it (a.c.NAME)"),
+    (("put", "-a", "a.c=1"), "key 'a.c' is a directory: cannot append to it (append to a "
+                             "key below it, a.c.NAME, or set a value over it)"),
+])
+def test_kvs_bad_input(tree, args, said):
+    cp = tree.cli("kvs", *args)
+    assert cp.returncode != 0 and cp.stdout == ""
+    assert len(cp.stderr.splitlines()) == 1 and said in cp.stderr, cp.stderr
+    assert tree.cli("kvs", "get", "top", check=True).stdout == "x\n"  # all or nothing

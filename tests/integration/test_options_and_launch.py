@@ -1,6 +1,7 @@
 """Submission options and launching, through the real CLI: -t MINUTES|FSD,
 unsatisfiable messages that name the limit, --output truncate/append, .ci/run's
-no-tests check, `start` on Ctrl-C and with a named --rundir, `proxy` exit codes."""
+no-tests check, `start` on Ctrl-C, with a named --rundir and with --cores-per-rank 0,
+`proxy` exit codes."""
 
 import json
 import os
@@ -186,3 +187,13 @@ def test_proxy_command_not_found_127_not_executable_126(inst4, tmp_path):
     inst4.cli("proxy", f58, "fluxlite", "shutdown", check=True)
     assert api.wait(inst4.handle(), jobid, timeout=60)["success"]
 
+
+# ----------------------------------------------------------- start --cores-per-rank
+
+
+def test_start_cores_per_rank_0_is_all_cores():
+    cp = subprocess.run([*fluxlite_command(), "start", "--cores-per-rank", "0",
+                         "fluxlite", "getattr", "resource.cores-per-rank"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "0"
