@@ -25,7 +25,8 @@ torpid, lost, offline ranks) upstream whenever it changes, so rank 0 holds the
 whole instance's view for `overlay status`, quorum and the resource service.
 
 The rules of liveness and of merging membership are pure, in liveness.py and
-membership.py; this module keeps the sockets, CURVE and the hello.
+membership.py; peers.py applies them (peers' states, the keepalive timer, the
+subtree report); this module keeps the sockets, CURVE and the hello.
 
 The overlay knows no broker: what it learns it reports through the callbacks
 in OverlayCallbacks, given at construction (as flux-core's overlay_create()).
@@ -37,7 +38,6 @@ import asyncio
 import os
 import socket as _socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
@@ -51,8 +51,9 @@ from ..protocol.transport import Channel
 from ..util import fsd, tree
 from ..util.log import get_logger
 from . import membership as members
-from .liveness import LOST, OFFLINE, ONLINE, TORPID, Liveness, PeerTimes, Timeouts
+from .liveness import OFFLINE, ONLINE, TORPID, Liveness, PeerTimes, Timeouts
 from .membership import Membership
+from .peers import ChildLink, OverlayCallbacks, PeerStates
 
 log = get_logger("overlay")
 
@@ -69,16 +70,6 @@ class Curve:
     allowed: dict[bytes, int | None] | None = None
 
 
-@dataclass
-class OverlayCallbacks:
-    """How the overlay tells its owner what happened."""
-
-    message: Callable[[Message, int], None]          # a request/response/event from a peer
-    parent_lost: Callable[[str], None]               # (reason)
-    child_gone: Callable[[int, str, str], None]      # (rank, "lost"|"offline", reason)
-    membership: Callable[[dict], None]               # rank 0: {state: set(ranks)} changed
-    shutdown: Callable[[str], None]                  # the parent asks us to shut down
-
 # connections to the child socket that have not said anything yet, kept at most
 # (per peer address on TCP, and in all); the oldest is closed past either
 PENDING_PER_ADDRESS, PENDING_LIMIT = 64, 256
@@ -87,22 +78,10 @@ HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_F
                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
-class ChildLink(PeerTimes):
-    __slots__ = ("rank", "ident", "state", "since", "report", "pid", "hostname", "error")
+class Overlay(PeerStates):
+    """One broker's links: its sockets, CURVE, the hello, sends and receives;
+    its peers' states are driven by PeerStates (peers.py)."""
 
-    def __init__(self, rank: int):
-        super().__init__()
-        self.rank = rank
-        self.ident: bytes | None = None
-        self.state = OFFLINE
-        self.since = time.time()
-        self.report: dict[str, set[int]] = {}
-        self.pid = 0
-        self.hostname = ""
-        self.error = ""
-
-
-class Overlay:
     def __init__(self, *, rank: int, topology: tree.Topology, ctx: zmq.Context,
                  bind_endpoint: str | None, parent_endpoint: str | None, timeouts: Timeouts,
                  callbacks: OverlayCallbacks, max_message: int, curve: Curve | None = None,
@@ -279,10 +258,6 @@ class Overlay:
 
     def _send_parent_control(self, topic: str, payload=None) -> None:
         self.send_parent(m.encode(Message.control(topic, payload)))
-
-    def child_state(self, rank: int) -> str:
-        c = self.children.get(rank)
-        return c.state if c else OFFLINE
 
     def send_child(self, rank: int, frames: list[bytes]) -> bool:
         """Send to a direct child; False (and the child is lost) if it has vanished."""
@@ -462,11 +437,6 @@ class Overlay:
             self.cb.shutdown("parent is shutting down")
 
     # ------------------------------------------------------ liveness
-    def _on_child_disconnect_hint(self, event: int, value: int) -> None:
-        # a connection closed: probe every child now; vanished ones fail the send
-        for c in list(self.children.values()):
-            if c.state in (ONLINE, TORPID):
-                self._send_child_control(c, "keepalive")
 
     def _on_child_event(self, event: int, value: int) -> None:
         """The child socket's monitor.  Every accepted connection (the event's value
@@ -495,115 +465,6 @@ class Overlay:
                     self.zap.refused_handshake(address)
             self._on_child_disconnect_hint(event, value)
 
-    def _on_parent_disconnect(self, event: int, value: int) -> None:
-        if self.parent_state == ONLINE:
-            self._parent_lost("connection to parent closed")
-
-    def _parent_lost(self, reason: str) -> None:
-        if self.parent_state != ONLINE:
-            return
-        self.parent_state = LOST
-        self.cb.parent_lost(reason)
-
-    def _child_lost(self, c: ChildLink, reason: str) -> None:
-        if c.state not in (ONLINE, TORPID):
-            return
-        below = self.topology.descendants(c.rank)
-        log.error("broker failed", peer=c.rank, hostname=c.hostname, reason=reason,
-                  severed=len(below))
-        self._drop_child(c, LOST, reason)
-
-    def _child_offline(self, c: ChildLink, reason: str) -> None:
-        if c.state not in (ONLINE, TORPID):
-            return
-        log.debug("broker left", peer=c.rank, reason=reason)
-        self._drop_child(c, OFFLINE, reason)
-
-    def _drop_child(self, c: ChildLink, state: str, reason: str) -> None:
-        c.state = state
-        c.since = time.time()
-        c.error = reason
-        if c.ident is not None:
-            self.by_ident.pop(c.ident, None)
-        below = set(self.topology.descendants(c.rank))
-        c.report = {state: {c.rank} | below}
-        self.schedule_report()
-        self.cb.child_gone(c.rank, state, reason)
-
-    async def _keepalive_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.keepalive_period)
-            try:
-                self._tick()
-            except Exception:
-                log.error("keepalive tick failed", exc_info=True)
-
-    def _tick(self) -> None:
-        # what peers sent while this loop was busy is read before anyone's silence is
-        # judged (Liveness.tick): a stall here must not make live peers look unresponsive
-        now, judge = self.liveness.tick(self._drain_backlog)
-        live = self.liveness
-        if self.up is not None and self.parent_state == ONLINE:
-            if live.keepalive_due(self.parent_times, now):
-                self._send_parent_control("keepalive")
-            if judge and live.parent_lost(self.parent_times, now):
-                silent = live.silence(self.parent_times, now)
-                self._parent_lost(f"parent silent for {fsd.format(silent)}")
-        for c in list(self.children.values()):
-            if c.state not in (ONLINE, TORPID):
-                continue
-            if live.keepalive_due(c, now) and not self._send_child_control(c, "keepalive"):
-                continue
-            if not judge:
-                continue
-            verdict = live.judge(c, c.state, now)
-            silent = fsd.format(live.silence(c, now))
-            if verdict == LOST:
-                self._child_lost(c, f"unresponsive for {silent}")
-            elif verdict != c.state:
-                log.warning("broker has been unresponsive", peer=c.rank, silent=silent)
-                c.state = verdict
-                self.schedule_report()
-
-    def _drain_backlog(self) -> None:
-        for ch in (self.up, self.down):
-            if ch is not None:
-                ch.drain_backlog()
-
-    # ------------------------------------------------------ membership
-    def schedule_report(self) -> None:
-        if not self._report_pending:
-            self._report_pending = True
-            asyncio.get_running_loop().call_soon(self._send_report)
-
-    def subtree_report(self) -> dict[str, set[int]]:
-        return members.merge_subtree(
-            self.rank, ((c.rank, c.state, c.report) for c in self.children.values()))
-
-    def _send_report(self) -> None:
-        self._report_pending = False
-        rep = self.subtree_report()
-        if rep == self._last_report:
-            return
-        if self.rank == 0:
-            self._update_membership(rep)
-        elif self.parent_connected():
-            self._send_parent_control("status", members.encode(rep))
-        else:
-            return  # not joined yet: join() reports once the parent accepts us
-        self._last_report = rep
-
-    def _update_membership(self, rep: dict[str, set[int]]) -> None:
-        changes = self.members.update(rep)
-        if changes:
-            self.cb.membership(changes)
-
-    def online_count(self) -> int:
-        return self.members.online_count()
-
-    def live_children(self) -> list[int]:
-        return [c.rank for c in self.children.values() if c.state in (ONLINE, TORPID)]
-
     # ------------------------------------------------------ shutdown
     def shutdown_children(self) -> None:
         self.shutting_down = True
@@ -615,17 +476,6 @@ class Overlay:
         if self.parent_connected():
             self._send_parent_control("goodbye")
             self.parent_state = OFFLINE
-
-    def health(self) -> dict:
-        """This rank's view of its children, for `overlay status` and tests."""
-        return {
-            "rank": self.rank,
-            "hostname": self.hostname,
-            "parent": self.parent_state,
-            "children": [{"rank": c.rank, "state": c.state, "since": c.since,
-                          "hostname": c.hostname, "error": c.error}
-                         for c in self.children.values()],
-        }
 
 
 def _peer_address(fd: int) -> str | None:

@@ -1,0 +1,318 @@
+"""The KVS's trees, one per namespace, as rank 0 holds them: directories, values
+and symbolic links; reading a key (links followed); a commit applied all or
+nothing with an undo log; and a tree rebuilt from a durable store.
+
+`KVSTree` is the part of the `kvs` service (kvs.py) that needs no messages:
+kvs.py adds the RPCs, watches and namespaces' owners on top of it.  Maps and
+lists made by appends live in the store (kvs_store.py); the tree holds a small
+node for each.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import gc
+import sys
+
+from ..errors import FluxliteError, IsADirectory, NotFound, ProtocolError, UsageError
+from .kvs_store import MKDIR, UNLINK, Blob, Log, Store, Symlink
+
+_MISSING = object()
+PRIMARY = "primary"
+MAX_LINKS = 16          # symbolic links one lookup follows before ELOOP (a cycle)
+NS_ROW = "\0ns\0"     # a state database row of a namespace (no key's name starts so)
+
+
+def row_name(ns: str, key: str) -> str:
+    """The state database's name for `key` in namespace `ns`."""
+    return key if ns == PRIMARY else f"{NS_ROW}{ns}\0{key}"
+
+
+class Dir(dict):
+    """A directory node (a value is never a dict: maps are Blobs in the store)."""
+    __slots__ = ()
+
+
+def stored_in(node) -> list:
+    """The values in the store that a value is, or that are below a directory."""
+    if isinstance(node, (Log, Blob)):
+        return [node]
+    if not isinstance(node, Dir):
+        return []
+    out, stack = [], [node]
+    while stack:
+        for v in stack.pop().values():
+            if isinstance(v, (Log, Blob)):
+                out.append(v)
+            elif isinstance(v, Dir):
+                stack.append(v)
+    return out
+
+
+def split_key(key: str) -> tuple[str, ...]:
+    if not isinstance(key, str) or not key:
+        raise UsageError("invalid key: must be a non-empty dotted path")
+    return _components(key)
+
+
+def _is_a_directory(key: str) -> IsADirectory:
+    """An append aimed at a directory: say what would be allowed instead."""
+    return IsADirectory(f"key {key!r} is a directory: cannot append to it (append to a "
+                        f"key below it, {key}.NAME, or set a value over it)")
+
+
+@functools.lru_cache(maxsize=512)
+def _components(key: str) -> tuple[str, ...]:
+    """A key's path (remembered: a running job's few keys are written a dozen times)."""
+    parts = key.strip(".").split(".")
+    if not all(parts):
+        raise UsageError(f"invalid key {key!r}: empty path component")
+    # names that recur under every job ("eventlog", "jobspec", "0000") are held once
+    return tuple(sys.intern(p) for p in parts)
+
+
+class KVSTree:
+    """The trees of every namespace (`roots`, "primary" in `root`), their version,
+    and the store their values live in.  The service sets these up and provides
+    `_ns(msg, namespace)` (a namespace's tree for a requester), which a symbolic
+    link into another namespace goes through; `_notify(ns, key)` is told of every
+    key a commit changed."""
+
+    root: Dir
+    roots: dict[str, Dir]
+    ns_info: dict[str, dict]
+    version: int
+    store: Store
+
+    def _load(self) -> None:
+        """Rebuild the tree a durable store kept (a restart from a state directory)."""
+        gc.disable()   # every node made here lives on: a collection would find nothing
+        try:
+            nodes, self.version = self.store.load()
+            self._graft(nodes)
+        finally:
+            gc.enable()
+
+    def _graft(self, nodes: list) -> None:
+        intern = sys.intern
+        for key, node in nodes:
+            root = self.root
+            if key.startswith(NS_ROW):
+                name, _, key = key[len(NS_ROW):].partition("\0")
+                if not key:           # the namespace's record
+                    self.ns_info[name] = node
+                    self.roots.setdefault(name, Dir())
+                    continue
+                root = self.roots.setdefault(name, Dir())
+            parts = key.split(".")
+            parent = root
+            for part in parts[:-1]:
+                nxt = parent.get(part)
+                if nxt is None:
+                    nxt = parent[intern(part)] = Dir()
+                parent = nxt
+            if node is MKDIR:
+                parent.setdefault(intern(parts[-1]), Dir())
+            else:
+                parent[intern(parts[-1])] = node
+
+    def _keep(self, value):
+        """How the tree holds a value that is set: a map goes to the store."""
+        return self.store.put(value) if isinstance(value, dict) else value
+
+    def lookup(self, key: str):
+        """Value at `key`; raises ENOENT (missing) or EISDIR (a directory)."""
+        return self._value(self._node(key))
+
+    def _value(self, node):
+        """The value a tree node stands for (read from the store, or decoded)."""
+        if isinstance(node, Log):
+            return self.store.read(node)
+        if isinstance(node, Blob):
+            return self.store.get(node)
+        return node
+
+    def _node(self, key: str, root: Dir | None = None, msg=None):
+        """What the tree holds at `key` (a Log for a list on disk); ENOENT, EISDIR."""
+        node = self._walk(key, self.root if root is None else root, msg)
+        if isinstance(node, Dir):
+            raise IsADirectory(f"key {key!r} is a directory, not a value: read a key "
+                               f"below it ({key}.NAME) or list it with kvs ls")
+        return node
+
+    def _walk(self, key: str, root: Dir, msg=None, follow_last: bool = True,
+              links: list | None = None):
+        """What the tree holds at `key`, a directory too, following symbolic links
+        on the way (the last one as well unless `follow_last`); ENOENT, ELOOP.  A
+        link into another namespace is followed only for a user who may use it."""
+        links = [0] if links is None else links
+        node, parts = root, split_key(key)
+        for i, part in enumerate(parts):
+            if not isinstance(node, Dir) or part not in node:
+                raise NotFound(f"key {key!r} not found")
+            node = node[part]
+            while isinstance(node, Symlink) and (follow_last or i < len(parts) - 1):
+                links[0] += 1
+                if links[0] > MAX_LINKS:
+                    raise FluxliteError(f"key {key!r}: more than {MAX_LINKS} symbolic "
+                                        "links on the way (a cycle?)", errno.ELOOP)
+                there = root if node.namespace is None else self._ns(msg, node.namespace)[1]
+                node = self._walk(node.target, there, msg, True, links)
+        return node
+
+    def scan(self, glob: str):
+        """(key, value) of every key matching `glob`, in key order, read in one pass
+        (a durable KVS only: a restart's bulk read of every job's records)."""
+        if not self.store.durable:
+            raise UsageError("kvs scan needs a state directory")
+        return self.store.scan(glob)
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.lookup(key)
+            return True
+        except FluxliteError:
+            return False
+
+    def commit(self, ops: list[dict], namespace: str = PRIMARY) -> int:
+        """Apply operations all or nothing; returns the new version.
+
+        Each change is recorded in an undo log, so an operation that fails
+        half way through (appending to a value, writing below a value) leaves
+        the store exactly as it was."""
+        plan = [self._check_op(op) for op in ops]
+        root = self.roots[namespace]
+        undo: list = []
+        touched: list[str] = []
+        changes: list | None = [] if self.store.durable else None   # for the state database
+        try:
+            for parts, op in plan:
+                key = ".".join(parts)
+                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo,
+                                            changes=changes, ns=namespace)
+                row = row_name(namespace, key)
+                if parent is None:
+                    continue  # unlinking something that is not there
+                old = parent.get(leaf, _MISSING)
+                if op.get("unlink"):
+                    if old is _MISSING:
+                        continue
+                    undo.append((parent, leaf, old))
+                    del parent[leaf]
+                    self.store.drop(stored_in(old))
+                    if changes is not None:
+                        changes.append((row, UNLINK))
+                    if op.get("prune"):
+                        self._prune(parts, undo, root)
+                elif op.get("mkdir"):
+                    undo.append((parent, leaf, old))
+                    parent[leaf] = Dir()       # empty, whatever was there (Flux's mkdir)
+                    self.store.drop(stored_in(old))
+                    if changes is not None:
+                        if old is not _MISSING:
+                            changes.append((row, UNLINK))
+                        changes.append((row, MKDIR))
+                elif "append" in op:
+                    if isinstance(old, Dir):
+                        raise _is_a_directory(key)
+                    if old is not _MISSING and not isinstance(old, (list, Log)):
+                        raise UsageError(f"cannot append to {key!r}: it is not a list")
+                    self._append(parent, leaf, old, op["append"], undo)
+                    if changes is not None and parent[leaf] is not old:
+                        changes.append((row, parent[leaf]))   # a new log
+                else:
+                    # a value replaces whatever was there, a directory too (as Flux's)
+                    undo.append((parent, leaf, old))
+                    parent[leaf] = (Symlink(op["symlink"], op.get("target_namespace"))
+                                    if "symlink" in op else self._keep(op["value"]))
+                    self.store.drop(stored_in(old))
+                    if changes is not None:
+                        if isinstance(old, Dir):
+                            changes.append((row, UNLINK))
+                        changes.append((row, parent[leaf]))
+                touched.append(key)
+        except Exception:
+            self.store.finish(False)
+            for parent, leaf, old in reversed(undo):
+                if old is _MISSING:
+                    parent.pop(leaf, None)
+                else:
+                    parent[leaf] = old
+            raise
+        self.version += 1
+        self.store.finish(True, changes, self.version)
+        for key in touched:
+            self._notify(namespace, key)
+        return self.version
+
+    def _prune(self, parts: tuple[str, ...], undo: list, root: Dir) -> None:
+        """Remove the directories above `parts` that its unlink left empty, up to the
+        top-level one, which stays ("job"): a purged job's path, job.0000.0004.b200,
+        would otherwise stay behind for good."""
+        chain = [root]
+        for part in parts[:-2]:
+            chain.append(chain[-1][part])
+        for i in range(len(parts) - 2, 0, -1):
+            parent, node = chain[i], chain[i][parts[i]]
+            if node:
+                return
+            undo.append((parent, parts[i], node))
+            del parent[parts[i]]
+
+    def _append(self, parent: Dir, leaf: str, old, entries: list, undo: list) -> None:
+        """Extend the log in the store (a failed commit's store.finish(False) cuts it
+        back), or start one: from nothing, or from a list that was set as a value."""
+        if isinstance(old, Log):
+            self.store.append(old, entries)
+            return
+        undo.append((parent, leaf, old))
+        log = parent[leaf] = self.store.new_log()
+        if old is not _MISSING:
+            self.store.append(log, old)
+        self.store.append(log, entries)
+
+    def append(self, key: str, *entries) -> None:
+        self.commit([{"key": key, "append": list(entries)}])
+
+    @staticmethod
+    def _check_op(op) -> tuple[tuple[str, ...], dict]:
+        """An operation's shape (the tree is checked as it is applied: an append to a
+        directory is refused, and the undo log takes back what came before it)."""
+        if not isinstance(op, dict) or "key" not in op:
+            raise ProtocolError("kvs.commit: each operation must be a map with a 'key'")
+        parts = split_key(op["key"])
+        if not (op.get("unlink") or op.get("mkdir") or "value" in op or "append" in op
+                or "symlink" in op):
+            raise ProtocolError(f"kvs.commit: operation on {op['key']!r} has no value, "
+                                "append, mkdir, symlink or unlink")
+        if "symlink" in op:
+            split_key(op["symlink"])       # a target is a key
+            ns = op.get("target_namespace")
+            if ns is not None and (not isinstance(ns, str) or not ns):
+                raise ProtocolError("kvs.commit: a symlink's target_namespace must be a "
+                                    "namespace's name")
+        if "append" in op and not isinstance(op["append"], list):
+            raise ProtocolError("kvs.commit: 'append' must be a list")
+        return parts, op
+
+    def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None,
+                changes: list | None = None, ns: str = PRIMARY):
+        """The directory holding `parts[-1]` (None if absent and not created).  As
+        in Flux, a write below a value replaces that value with a directory."""
+        node = self.roots[ns]
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None or not isinstance(nxt, Dir):
+                if not create:
+                    return None, parts[-1]
+                node[part] = Dir()
+                if undo is not None:
+                    undo.append((node, part, _MISSING if nxt is None else nxt))
+                if nxt is not None:
+                    self.store.drop(stored_in(nxt))
+                    if changes is not None:
+                        changes.append((row_name(ns, ".".join(parts[:i + 1])), UNLINK))
+                nxt = node[part]
+            node = nxt
+        return node, parts[-1]
