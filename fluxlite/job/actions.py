@@ -10,7 +10,8 @@ the queue started or stopped) and carries the effects out (eventlog entries,
 requests to sched and job-exec, waiters answered, dependents looked at again,
 the job's end), in order and in one place.  Nothing here touches a socket, a
 clock or a process (`now` comes with each event), so every ordering can be
-driven in a unit test (tests/unit/test_job_actions.py).
+driven in a unit test (tests/unit/test_job_actions.py).  The events and
+effects themselves are data, in machine_io.py (named here too: act.Submitted).
 
 As Flux's job-manager (event_job_post_pack, then event_job_action), each event
 first posts what happened, which moves the job's state (states.next_state),
@@ -38,13 +39,44 @@ import errno
 import sys
 from collections.abc import Callable
 
-from msgspec import Struct
-
 from ..util import idset
 from ..util.handlers import handler_table
 from . import depend, rset, states
 from . import jobspec as js
 from .eventlog import eventlog_key
+from .machine_io import (
+    RESTART_NOTE,
+    AllocAnswered,
+    AnswerWaiters,
+    AskAlloc,
+    BeginTimer,
+    BeginTimeReached,
+    CancelAlloc,
+    ExecException,
+    ExecFailed,
+    ExecFinished,
+    ExecReleased,
+    ExecStarted,
+    ForwardException,
+    Free,
+    Inactive,
+    JobEvent,
+    Memo,
+    NotifyDependents,
+    Post,
+    Prioritize,
+    QueueChanged,
+    Raise,
+    Restarted,
+    StartExec,
+    Submitted,
+    Urgency,
+    Verdicts,
+    Watch,
+)
+from .machine_io import (
+    Dep as Dep,  # the service and tests name it act.Dep
+)
 from .schema import Request
 from .schema import request as jobspec_request
 
@@ -205,171 +237,6 @@ def replay(jobid: int, jobspec: dict, entries: list[dict], R: dict | None = None
         if new != job.state:
             machine._enter(job, fx, e["timestamp"], new)
     return job
-
-
-# ---------------------------------------------------------------- events in
-class JobEvent(Struct, frozen=True):
-    """What happened to a job: each subclass has its handler in Actions.HANDLERS."""
-
-
-class Dep(Struct, frozen=True):
-    """One of a submitted job's dependencies, with its verdict when it names a job
-    (the service knows the other jobs); a begin-time one is judged here, by `at`."""
-    desc: str                      # afterok=ƒ..., begin-time=...
-    scheme: str
-    target: int | None = None      # the job it names
-    verdict: str = depend.WAIT     # MET, WAIT or NEVER
-    why: str = ""
-    at: float = 0.0                # begin-time: seconds since the epoch
-
-
-class Submitted(JobEvent):
-    """A new job (state NEW): log submit and validate (with the jobspec), then its
-    dependencies."""
-    jobspec: dict
-    deps: tuple[Dep, ...] = ()
-
-
-class Verdicts(JobEvent):
-    """A job named by some of this job's dependencies started or ended: each
-    (description, MET|WAIT|NEVER, why) for the dependencies naming it."""
-    items: tuple[tuple[str, str, str], ...]
-
-
-class BeginTimeReached(JobEvent):
-    desc: str
-
-
-class Raise(JobEvent):
-    """An exception on the job.  `forward`: tell job-exec of a fatal one on a running
-    job (not when job-exec itself reported it)."""
-    type: str
-    severity: int
-    note: str = ""
-    context: dict | None = None
-    userid: int | None = None
-    wait_status: int | None = None
-    forward: bool = True
-
-
-class Urgency(JobEvent):
-    urgency: int
-    userid: int
-
-
-class Memo(JobEvent):
-    memo: dict
-
-
-class QueueChanged(JobEvent):
-    """The queue was started or stopped (Actions.started says which)."""
-
-
-class AllocAnswered(JobEvent):
-    """sched's answer to request number `seq`: an allocation, or an error."""
-    seq: int
-    alloc: dict | None = None      # rank -> cores
-    summary: str = ""
-    gpus: dict | None = None       # rank -> GPU ids
-    properties: dict | None = None  # property -> idset of the allocated ranks
-    errnum: int = 0
-    errstr: str = ""
-
-
-class ExecStarted(JobEvent):
-    """job-exec: every shell is through the start barrier."""
-
-
-class ExecException(JobEvent):
-    type: str
-    severity: int
-    note: str = ""
-    context: dict | None = None
-
-
-class ExecFinished(JobEvent):
-    status: int
-
-
-class ExecReleased(JobEvent):
-    ranks: str = "all"
-    final: bool = True
-
-
-class ExecFailed(JobEvent):
-    """job-exec's stream ended in an error (not its clean end)."""
-    errstr: str = ""
-
-
-class Restarted(JobEvent):
-    """The job-manager restarted from its state directory with this job active: a
-    job that held resources lost them with rank 0 (its shells are gone), and ends
-    with an exception saying so; any other is looked at again (_action)."""
-
-
-RESTART_NOTE = "rank 0 stopped while the job held resources: the instance restarted"
-
-
-# -------------------------------------------------------------- effects out
-class Post(Struct, frozen=True):
-    """Append an entry to the main eventlog (the state has already moved); `extra`
-    are keys of the job's KVS directory written in the same commit (jobspec, R)."""
-    name: str
-    context: dict | None = None
-    extra: dict | None = None
-    timestamp: float = 0.0
-
-
-class AskAlloc(Struct, frozen=True):
-    """sched.alloc for the job's resources (in its queue, under its constraint, for its
-    time limit); its answer is AllocAnswered(seq)."""
-    seq: int
-    priority: int
-
-
-class CancelAlloc(Struct, frozen=True):
-    """sched.cancel: withdraw the request sched holds."""
-
-
-class Prioritize(Struct, frozen=True):
-    priority: int
-
-
-class Free(Struct, frozen=True):
-    """sched.free: give the job's resources back."""
-
-
-class StartExec(Struct, frozen=True):
-    """job-exec.start with R; its responses are the Exec* events."""
-    R: dict
-
-
-class ForwardException(Struct, frozen=True):
-    """job-exec.exception: a fatal exception on a running job (job-exec kills it)."""
-    payload: dict
-
-
-class Watch(Struct, frozen=True):
-    """Look at this job again when job `target` starts or ends (a dependency)."""
-    target: int
-
-
-class BeginTimer(Struct, frozen=True):
-    """Feed BeginTimeReached(desc) after `delay` seconds."""
-    desc: str
-    delay: float
-
-
-class AnswerWaiters(Struct, frozen=True):
-    """The job is inactive: answer job-manager.wait requests."""
-
-
-class NotifyDependents(Struct, frozen=True):
-    """The job started or ended: look again at the jobs that depend on it."""
-
-
-class Inactive(Struct, frozen=True):
-    """The job is inactive: count it out, and apply the purge policy."""
 
 
 class Actions:

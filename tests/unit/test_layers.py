@@ -97,8 +97,8 @@ def test_imports_point_down():
 # both the client and the shell; the API on a handle (api, aio, executor, journal)
 # is the part of the room that talks to an instance
 JOB_DATA = {"jobspec", "schema", "eventlog", "states", "rset", "joblist", "depend", "execution",
-            "actions", "shell_options", "signed", "constraint", "easy", "inventory",
-            "policy", "taskmap"}
+            "actions", "machine_io", "shell_options", "signed", "constraint", "easy",
+            "inventory", "policy", "taskmap"}
 JOB_API = {"api", "aio", "executor", "journal"}
 
 
