@@ -12,7 +12,7 @@ syntax: terms are `NAME` (a property), `host:HOSTLIST`, `rank:IDSET` or
 `property:NAME`; `-TERM`, `not TERM` or `!TERM` negate; `and`/`&`/`&&`,
 `or`/`|`/`||` and parentheses combine; terms side by side are and-ed.
 `check()` validates a constraint at submit and `ranks()` evaluates one over
-an inventory (pure functions, unit-tested in tests/unit/test_constraint.py).
+an inventory (pure functions, unit-tested in tests/unit/test_resources.py).
 """
 
 from __future__ import annotations
@@ -33,64 +33,77 @@ MAX_TERMS = 1024
 
 def parse(text: str) -> dict:
     """--requires text as an RFC 31 constraint; UsageError says what is wrong."""
-    tokens = _TOKEN.findall(text)
-    if "".join(tokens).replace(" ", "") != re.sub(r"\s+", "", text):
+    parser = _Parser(text)
+    if "".join(parser.tokens).replace(" ", "") != re.sub(r"\s+", "", text):
         raise UsageError(f"--requires {text!r}: cannot parse")
-    if not tokens:
+    if not parser.tokens:
         raise UsageError("--requires: empty constraint")
-    pos = 0
-
-    def peek():
-        return tokens[pos] if pos < len(tokens) else None
-
-    def take():
-        nonlocal pos
-        pos += 1
-        return tokens[pos - 1]
-
-    def expr_or(depth):
-        terms = [expr_and(depth)]
-        while peek() in ("or", "|", "||"):
-            take()
-            terms.append(expr_and(depth))
-        return terms[0] if len(terms) == 1 else {"or": terms}
-
-    def expr_and(depth):
-        terms = [unary(depth)]
-        while peek() is not None and peek() not in ("or", "|", "||", ")"):
-            if peek() in ("and", "&", "&&"):
-                take()
-            terms.append(unary(depth))
-        return terms[0] if len(terms) == 1 else {"and": terms}
-
-    def unary(depth):
-        if depth > MAX_DEPTH:
-            raise UsageError(f"--requires {text!r}: nested too deeply")
-        tok = peek()
-        if tok is None:
-            raise UsageError(f"--requires {text!r}: a term is missing at the end")
-        if tok in ("not", "!"):
-            take()
-            return {"not": [unary(depth + 1)]}
-        if tok == "(":
-            take()
-            inner = expr_or(depth + 1)
-            if peek() != ")":
-                raise UsageError(f"--requires {text!r}: missing ')'")
-            take()
-            return inner
-        if tok in (")", "and", "&", "&&", "or", "|", "||"):
-            raise UsageError(f"--requires {text!r}: unexpected {tok!r}")
-        take()
-        if tok.startswith("-"):
-            return {"not": [_term(tok[1:], text)]}
-        return _term(tok, text)
-
-    out = expr_or(0)
-    if pos != len(tokens):
-        raise UsageError(f"--requires {text!r}: unexpected {tokens[pos]!r}")
+    out = parser.expr_or(0)
+    if parser.peek() is not None:
+        raise parser.error(f"unexpected {parser.peek()!r}")
     check(out)
     return out
+
+
+_OR, _AND = ("or", "|", "||"), ("and", "&", "&&")
+
+
+class _Parser:
+    """Recursive descent over the tokens of --requires text: `or` binds loosest,
+    then `and` (or terms side by side), then `not` and parentheses."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = _TOKEN.findall(text)
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def error(self, what: str) -> UsageError:
+        return UsageError(f"--requires {self.text!r}: {what}")
+
+    def expr_or(self, depth: int) -> dict:
+        terms = [self.expr_and(depth)]
+        while self.peek() in _OR:
+            self.take()
+            terms.append(self.expr_and(depth))
+        return terms[0] if len(terms) == 1 else {"or": terms}
+
+    def expr_and(self, depth: int) -> dict:
+        terms = [self.unary(depth)]
+        while self.peek() is not None and self.peek() not in (*_OR, ")"):
+            if self.peek() in _AND:
+                self.take()
+            terms.append(self.unary(depth))
+        return terms[0] if len(terms) == 1 else {"and": terms}
+
+    def unary(self, depth: int) -> dict:
+        if depth > MAX_DEPTH:
+            raise self.error("nested too deeply")
+        tok = self.peek()
+        if tok is None:
+            raise self.error("a term is missing at the end")
+        if tok in ("not", "!"):
+            self.take()
+            return {"not": [self.unary(depth + 1)]}
+        if tok == "(":
+            self.take()
+            inner = self.expr_or(depth + 1)
+            if self.peek() != ")":
+                raise self.error("missing ')'")
+            self.take()
+            return inner
+        if tok in (")", *_AND, *_OR):
+            raise self.error(f"unexpected {tok!r}")
+        self.take()
+        if tok.startswith("-"):
+            return {"not": [_term(tok[1:], self.text)]}
+        return _term(tok, self.text)
 
 
 def _term(tok: str, text: str) -> dict:
@@ -152,31 +165,32 @@ def ranks(c: dict | None, everyone: set[int], props: dict[str, set[int]],
         return set(everyone)
     out = set(everyone)
     for op, values in c.items():
-        if op == "properties":
-            for p in values:
-                if p.startswith("^"):
-                    out -= props.get(p[1:], set())
-                else:
-                    out &= props.get(p, set())
-        elif op == "hostlist":
-            names = set()
-            for v in values:
-                names.update(hostlist.decode(v))
-            out &= {r for r in everyone if r < len(hosts) and hosts[r] in names}
-        elif op == "ranks":
-            ids = set()
-            for v in values:
-                ids |= idset.decode(v)
-            out &= ids
-        elif op == "and":
-            for v in values:
-                out &= ranks(v, everyone, props, hosts)
-        elif op == "or":
-            any_ = set()
-            for v in values:
-                any_ |= ranks(v, everyone, props, hosts)
-            out &= any_
-        elif op == "not":
-            for v in values:
-                out -= ranks(v, everyone, props, hosts)
+        if op in ("and", "or", "not"):
+            each = [ranks(v, everyone, props, hosts) for v in values]
+            if op == "and":
+                for allowed in each:
+                    out &= allowed
+            elif op == "or":
+                out &= set().union(*each)
+            else:
+                out -= set().union(*each)
+        else:
+            out = _term_ranks(op, values, out, everyone, props, hosts)
+    return out
+
+
+def _term_ranks(op: str, values: list, out: set[int], everyone: set[int],
+                props: dict[str, set[int]], hosts) -> set[int]:
+    """`out` narrowed by one term (properties, hostlist or ranks)."""
+    if op == "properties":
+        for p in values:
+            if p.startswith("^"):
+                out = out - props.get(p[1:], set())
+            else:
+                out = out & props.get(p, set())
+    elif op == "hostlist":
+        names = {name for v in values for name in hostlist.decode(v)}
+        out = out & {r for r in everyone if r < len(hosts) and hosts[r] in names}
+    elif op == "ranks":
+        out = out & set().union(*(idset.decode(v) for v in values))
     return out

@@ -81,32 +81,48 @@ def fit(req, ranks: list[int], free: Pool, total: Pool) -> Alloc | None:
     """Place `req` on `ranks` (in order) out of `free`; None if it does not fit now."""
     c, g = req.cores_per_slot, getattr(req, "gpus_per_slot", 0)
     if req.nnodes is not None:
-        need_c, need_g = req.slots_per_node * c, req.slots_per_node * g
-        chosen = [r for r in ranks if _whole(r, free, total)
-                  and len(total.cores[r]) >= need_c and len(total.gpus.get(r, ())) >= need_g]
-        if len(chosen) < req.nnodes:
-            return None
-        chosen = chosen[:req.nnodes]
-        return Alloc({r: sorted(total.cores[r]) for r in chosen},
-                     {r: sorted(total.gpus[r]) for r in chosen if total.gpus.get(r)})
-    left = req.nslots
-    out = Alloc({}, {})
+        return _fit_nodes(req, ranks, free, total, c, g)
     if req.exclusive:   # -x: the slots land on whole nodes, which the job gets entirely
-        for r in ranks:
-            if not _whole(r, free, total):
-                continue
-            n = len(total.cores[r]) // c
-            if g:
-                n = min(n, len(total.gpus.get(r, ())) // g)
-            if n <= 0:
-                continue
-            out.cores[r] = sorted(total.cores[r])
-            if total.gpus.get(r):
-                out.gpus[r] = sorted(total.gpus[r])
-            left -= n
-            if left <= 0:
-                return out
+        return _fit_whole(req.nslots, ranks, free, total, c, g)
+    return _fit_slots(req.nslots, ranks, free, c, g)
+
+
+def _fit_nodes(req, ranks: list[int], free: Pool, total: Pool, c: int, g: int) -> Alloc | None:
+    """-N: the first `req.nnodes` whole nodes big enough for a node's slots."""
+    need_c, need_g = req.slots_per_node * c, req.slots_per_node * g
+    chosen = [r for r in ranks if _whole(r, free, total)
+              and len(total.cores[r]) >= need_c and len(total.gpus.get(r, ())) >= need_g]
+    if len(chosen) < req.nnodes:
         return None
+    chosen = chosen[:req.nnodes]
+    return Alloc({r: sorted(total.cores[r]) for r in chosen},
+                 {r: sorted(total.gpus[r]) for r in chosen if total.gpus.get(r)})
+
+
+def _fit_whole(left: int, ranks: list[int], free: Pool, total: Pool, c: int,
+               g: int) -> Alloc | None:
+    """-x: `left` slots on whole free nodes, each given entirely."""
+    out = Alloc({}, {})
+    for r in ranks:
+        if not _whole(r, free, total):
+            continue
+        n = len(total.cores[r]) // c
+        if g:
+            n = min(n, len(total.gpus.get(r, ())) // g)
+        if n <= 0:
+            continue
+        out.cores[r] = sorted(total.cores[r])
+        if total.gpus.get(r):
+            out.gpus[r] = sorted(total.gpus[r])
+        left -= n
+        if left <= 0:
+            return out
+    return None
+
+
+def _fit_slots(left: int, ranks: list[int], free: Pool, c: int, g: int) -> Alloc | None:
+    """`left` slots of `c` cores (and `g` GPUs) out of the free ones, rank by rank."""
+    out = Alloc({}, {})
     for r in ranks:
         fc = free.cores.get(r)
         if not fc:

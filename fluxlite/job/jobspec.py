@@ -56,6 +56,58 @@ def broker_command() -> list[str]:
     return [os.path.join(d, "fluxlite") if d else "fluxlite", "broker"]
 
 
+def _checked(command, num_tasks, cores_per_task, gpus_per_task, gpus_per_node,
+             num_nodes) -> tuple[list[str], int]:
+    """from_command's arguments checked: the command's words, and the GPUs per task."""
+    if isinstance(command, str):
+        raise InvalidType("command must be a list of words, not a string")
+    if not command:
+        raise InvalidValue("a job needs a command")
+    command = [_path("each word of the command", w) for w in command]
+    if num_tasks is not None:
+        _count("task count (num_tasks, -n/--ntasks)", num_tasks)
+    _count("cores per task (cores_per_task, -c/--cores-per-task)", cores_per_task)
+    gpus = 0
+    if gpus_per_task is not None:
+        _count("gpus per task (gpus_per_task, -g/--gpus-per-task)", gpus_per_task,
+               zero=True)
+        gpus = gpus_per_task
+    if gpus_per_node is not None:
+        _count("gpus per node (gpus_per_node, --gpus-per-node)", gpus_per_node, zero=True)
+        if num_nodes is None:
+            raise InvalidValue("--gpus-per-node needs -N/--nodes (num_nodes)")
+        if gpus_per_task:
+            raise InvalidValue("--gpus-per-node and -g/--gpus-per-task cannot be used "
+                               "together")
+    return command, gpus
+
+
+def _on_nodes(core: dict, num_tasks, num_nodes: int, per_node, gpus: int,
+              gpus_per_node) -> tuple[list[dict], dict]:
+    """from_command's resources and task count when spread over `num_nodes` whole
+    nodes (-N): slots per node, and `gpus_per_node` shared among a node's slots."""
+    _count("node count (num_nodes, -N/--nodes)", num_nodes)
+    if per_node is not None:
+        if num_tasks is not None and num_tasks < num_nodes:
+            raise InvalidValue(f"node count ({num_nodes}) must not be greater than "
+                               f"slot count ({num_tasks})")
+        slots_per_node = max(1, math.ceil((num_tasks or num_nodes) / num_nodes))
+        count = {"per_node": per_node}
+    else:
+        num_tasks = num_nodes if num_tasks is None else num_tasks
+        if num_tasks < num_nodes:
+            raise InvalidValue(f"node count ({num_nodes}) must not be greater than "
+                               f"task count ({num_tasks})")
+        slots_per_node = math.ceil(num_tasks / num_nodes)
+        count = ({"per_slot": 1} if num_tasks % num_nodes == 0
+                 else {"total": num_tasks})
+    if gpus_per_node:
+        gpus = math.ceil(gpus_per_node / slots_per_node)
+    slot = {"type": "slot", "count": slots_per_node, "label": "task",
+            "with": [core] + ([{"type": "gpu", "count": gpus}] if gpus else [])}
+    return [{"type": "node", "count": num_nodes, "exclusive": True, "with": [slot]}], count
+
+
 class Jobspec:
     """The one jobspec builder (run, submit, batch and alloc build theirs with it).
 
@@ -97,49 +149,12 @@ class Jobspec:
         GPUs of each node among its tasks).  `per_node` (batch/alloc) runs that many tasks per node
         instead, `num_tasks` then counting slots.  With validate=False the whole
         jobspec is checked only at submit (the CLI, which submits at once)."""
-        if isinstance(command, str):
-            raise InvalidType("command must be a list of words, not a string")
-        if not command:
-            raise InvalidValue("a job needs a command")
-        command = [_path("each word of the command", w) for w in command]
-        if num_tasks is not None:
-            _count("task count (num_tasks, -n/--ntasks)", num_tasks)
-        _count("cores per task (cores_per_task, -c/--cores-per-task)", cores_per_task)
-        gpus = 0
-        if gpus_per_task is not None:
-            _count("gpus per task (gpus_per_task, -g/--gpus-per-task)", gpus_per_task,
-                   zero=True)
-            gpus = gpus_per_task
-        if gpus_per_node is not None:
-            _count("gpus per node (gpus_per_node, --gpus-per-node)", gpus_per_node, zero=True)
-            if num_nodes is None:
-                raise InvalidValue("--gpus-per-node needs -N/--nodes (num_nodes)")
-            if gpus_per_task:
-                raise InvalidValue("--gpus-per-node and -g/--gpus-per-task cannot be used "
-                                   "together")
+        command, gpus = _checked(command, num_tasks, cores_per_task, gpus_per_task,
+                                 gpus_per_node, num_nodes)
         core = {"type": "core", "count": cores_per_task}
         if num_nodes is not None:
-            _count("node count (num_nodes, -N/--nodes)", num_nodes)
-            if per_node is not None:
-                if num_tasks is not None and num_tasks < num_nodes:
-                    raise InvalidValue(f"node count ({num_nodes}) must not be greater than "
-                                       f"slot count ({num_tasks})")
-                slots_per_node = max(1, math.ceil((num_tasks or num_nodes) / num_nodes))
-                count = {"per_node": per_node}
-            else:
-                num_tasks = num_nodes if num_tasks is None else num_tasks
-                if num_tasks < num_nodes:
-                    raise InvalidValue(f"node count ({num_nodes}) must not be greater than "
-                                       f"task count ({num_tasks})")
-                slots_per_node = math.ceil(num_tasks / num_nodes)
-                count = ({"per_slot": 1} if num_tasks % num_nodes == 0
-                         else {"total": num_tasks})
-            if gpus_per_node:
-                gpus = math.ceil(gpus_per_node / slots_per_node)
-            slot = {"type": "slot", "count": slots_per_node, "label": "task",
-                    "with": [core] + ([{"type": "gpu", "count": gpus}] if gpus else [])}
-            resources = [{"type": "node", "count": num_nodes, "exclusive": True,
-                          "with": [slot]}]
+            resources, count = _on_nodes(core, num_tasks, num_nodes, per_node, gpus,
+                                         gpus_per_node)
         else:
             slot = {"type": "slot", "count": num_tasks or 1, "label": "task",
                     "with": [core] + ([{"type": "gpu", "count": gpus}] if gpus else [])}

@@ -72,6 +72,21 @@ def _components(key: str) -> tuple[str, ...]:
     return tuple(sys.intern(p) for p in parts)
 
 
+def _record(changes: list | None, *entries) -> None:
+    """Note rows for the state database (None: the store is not durable)."""
+    if changes is not None:
+        changes.extend(entries)
+
+
+def _roll_back(undo: list) -> None:
+    """Put back what a failed commit changed in the tree, newest first."""
+    for parent, leaf, old in reversed(undo):
+        if old is _MISSING:
+            parent.pop(leaf, None)
+        else:
+            parent[leaf] = old
+
+
 class KVSTree:
     """The trees of every namespace (`roots`, "primary" in `root`), their version,
     and the store their values live in.  The service sets these up and provides
@@ -182,69 +197,62 @@ class KVSTree:
         half way through (appending to a value, writing below a value) leaves
         the store exactly as it was."""
         plan = [self._check_op(op) for op in ops]
-        root = self.roots[namespace]
         undo: list = []
         touched: list[str] = []
         changes: list | None = [] if self.store.durable else None   # for the state database
         try:
             for parts, op in plan:
-                key = ".".join(parts)
-                parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo,
-                                            changes=changes, ns=namespace)
-                row = row_name(namespace, key)
-                if parent is None:
-                    continue  # unlinking something that is not there
-                old = parent.get(leaf, _MISSING)
-                if op.get("unlink"):
-                    if old is _MISSING:
-                        continue
-                    undo.append((parent, leaf, old))
-                    del parent[leaf]
-                    self.store.drop(stored_in(old))
-                    if changes is not None:
-                        changes.append((row, UNLINK))
-                    if op.get("prune"):
-                        self._prune(parts, undo, root)
-                elif op.get("mkdir"):
-                    undo.append((parent, leaf, old))
-                    parent[leaf] = Dir()       # empty, whatever was there (Flux's mkdir)
-                    self.store.drop(stored_in(old))
-                    if changes is not None:
-                        if old is not _MISSING:
-                            changes.append((row, UNLINK))
-                        changes.append((row, MKDIR))
-                elif "append" in op:
-                    if isinstance(old, Dir):
-                        raise _is_a_directory(key)
-                    if old is not _MISSING and not isinstance(old, (list, Log)):
-                        raise UsageError(f"cannot append to {key!r}: it is not a list")
-                    self._append(parent, leaf, old, op["append"], undo)
-                    if changes is not None and parent[leaf] is not old:
-                        changes.append((row, parent[leaf]))   # a new log
-                else:
-                    # a value replaces whatever was there, a directory too (as Flux's)
-                    undo.append((parent, leaf, old))
-                    parent[leaf] = (Symlink(op["symlink"], op.get("target_namespace"))
-                                    if "symlink" in op else self._keep(op["value"]))
-                    self.store.drop(stored_in(old))
-                    if changes is not None:
-                        if isinstance(old, Dir):
-                            changes.append((row, UNLINK))
-                        changes.append((row, parent[leaf]))
-                touched.append(key)
+                if self._apply(parts, op, namespace, undo, changes):
+                    touched.append(".".join(parts))
         except Exception:
             self.store.finish(False)
-            for parent, leaf, old in reversed(undo):
-                if old is _MISSING:
-                    parent.pop(leaf, None)
-                else:
-                    parent[leaf] = old
+            _roll_back(undo)
             raise
         self.version += 1
         self.store.finish(True, changes, self.version)
         for key in touched:
             self._notify(namespace, key)
         return self.version
+
+    def _apply(self, parts: tuple[str, ...], op: dict, ns: str, undo: list,
+               changes: list | None) -> bool:
+        """One operation of a commit; False when it changed nothing (an unlink of
+        what is not there)."""
+        parent, leaf = self._parent(parts, create=not op.get("unlink"), undo=undo,
+                                    changes=changes, ns=ns)
+        if parent is None:
+            return False
+        old = parent.get(leaf, _MISSING)
+        row = row_name(ns, ".".join(parts))
+        if op.get("unlink"):
+            if old is _MISSING:
+                return False
+            undo.append((parent, leaf, old))
+            del parent[leaf]
+            self.store.drop(stored_in(old))
+            _record(changes, (row, UNLINK))
+            if op.get("prune"):
+                self._prune(parts, undo, self.roots[ns])
+        elif op.get("mkdir"):
+            self._replace(parent, leaf, old, Dir(), undo)   # empty, whatever was there
+            _record(changes, *([(row, UNLINK)] if old is not _MISSING else []), (row, MKDIR))
+        elif "append" in op:
+            self._append(parent, leaf, old, op["append"], undo, ".".join(parts))
+            if parent[leaf] is not old:
+                _record(changes, (row, parent[leaf]))   # a new log
+        else:
+            # a value replaces whatever was there, a directory too (as Flux's)
+            new = (Symlink(op["symlink"], op.get("target_namespace")) if "symlink" in op
+                   else self._keep(op["value"]))
+            self._replace(parent, leaf, old, new, undo)
+            _record(changes, *([(row, UNLINK)] if isinstance(old, Dir) else []), (row, new))
+        return True
+
+    def _replace(self, parent: Dir, leaf: str, old, new, undo: list) -> None:
+        """Put `new` where `old` was (or nothing was), its stored values dropped."""
+        undo.append((parent, leaf, old))
+        parent[leaf] = new
+        self.store.drop(stored_in(old))
 
     def _prune(self, parts: tuple[str, ...], undo: list, root: Dir) -> None:
         """Remove the directories above `parts` that its unlink left empty, up to the
@@ -260,9 +268,15 @@ class KVSTree:
             undo.append((parent, parts[i], node))
             del parent[parts[i]]
 
-    def _append(self, parent: Dir, leaf: str, old, entries: list, undo: list) -> None:
+    def _append(self, parent: Dir, leaf: str, old, entries: list, undo: list,
+                key: str) -> None:
         """Extend the log in the store (a failed commit's store.finish(False) cuts it
-        back), or start one: from nothing, or from a list that was set as a value."""
+        back), or start one: from nothing, or from a list that was set as a value.
+        A directory or another value is no list to extend."""
+        if isinstance(old, Dir):
+            raise _is_a_directory(key)
+        if old is not _MISSING and not isinstance(old, (list, Log)):
+            raise UsageError(f"cannot append to {key!r}: it is not a list")
         if isinstance(old, Log):
             self.store.append(old, entries)
             return
