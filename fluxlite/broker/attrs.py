@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..errors import FluxliteError, UsageError
 from ..job import inventory, policy
 from ..util import fsd, idset, tree
+from . import flux_config
 
 
 def _duration(v) -> str:
@@ -236,6 +237,14 @@ ATTRIBUTES: dict[str, Attr] = {
     "resource.noverify": Attr("0", _bool, False,
                               "trust the configured resources without checking them against "
                               "this machine"),
+    "resource.exclude": Attr("", _text, False,
+                             "ranks (an idset) or hosts (a hostlist) withheld from "
+                             "scheduling, shown as excluded by `resource status`"),
+    "access.allow-guest-user": Attr("0", _bool, False,
+                                    "let users other than the owner (here only root can "
+                                    "reach the socket) connect, with the user role"),
+    "access.allow-root-owner": Attr("0", _bool, False,
+                                    "give root the owner role (otherwise root is a guest)"),
     "queues": Attr("{}", _structured(policy.check_queues), False,
                    "Flux's [queues.NAME] tables: named queues (JSON with -S)"),
     "policy": Attr("{}", _structured(policy.check_policy), False,
@@ -333,7 +342,10 @@ def _flatten(table: dict, prefix: str, out: dict, path: str) -> None:
         if isinstance(value, dict):
             _flatten(value, f"{name}.", out, path)
             continue
+        name = flux_config.ALIASES.get(name, name)
         if name not in ATTRIBUTES:
+            if "." in name and flux_config.ignored(name):
+                continue   # a Flux key or table of no meaning here
             raise UsageError(f"config {path}: unknown key {name!r}")
         if isinstance(value, bool):
             value = "1" if value else "0"

@@ -145,6 +145,7 @@ def _check_resources(attrs: dict[str, str], hosts) -> None:
     from ..job import inventory, policy
     if attrs.get("resource.path") or json.loads(attrs.get("resource.config") or "[]"):
         inventory.from_attrs(attrs, hosts)
+    inventory.exclude_ranks(attrs.get("resource.exclude") or "", hosts)
     policy.Policy(json.loads(attrs.get("queues") or "{}"),
                   json.loads(attrs.get("policy") or "{}"))
 
