@@ -10,7 +10,9 @@ Unknown names are errors everywhere: in config files, on the command line, in
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -303,7 +305,14 @@ TCP_DEFAULTS = {"tbon.torpid-timeout": "30s", "tbon.lost-timeout": "60s"}
 
 def read_toml(path: str) -> dict:
     """The TOML file at `path` (attribute tables or a `[bootstrap]` table): a file that
-    cannot be read fails with its errno (NotFound...), bad TOML is a UsageError."""
+    cannot be read fails with its errno (NotFound...), bad TOML is a UsageError.
+    A directory is Flux's config directory: its `*.toml` files in name order,
+    each one's tables merged into the ones before (a key set twice: the later)."""
+    if os.path.isdir(path):
+        merged: dict = {}
+        for name in sorted(glob.glob(os.path.join(glob.escape(path), "*.toml"))):
+            _merge(merged, read_toml(name))
+        return merged
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -314,6 +323,14 @@ def read_toml(path: str) -> dict:
     except UnicodeDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: not UTF-8 text (byte "
                          f"{exc.start})") from None
+
+
+def _merge(into: dict, table: dict) -> None:
+    for key, value in table.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:

@@ -227,10 +227,12 @@ def test_real_gpus_one_per_job(instance_factory):
 def test_a_flux_config_with_every_resource_key_starts_and_excludes(instance_factory,
                                                                    tmp_path):
     """Flux's [resource] keys beyond config (exclude, verify, norestrict, ...) and the
-    tables of components fluxlite lacks start an instance; the excluded host is shown
-    as such and never scheduled."""
-    conf = tmp_path / "flux.toml"
-    conf.write_text(LAB.replace("noverify = true", """noverify = true
+    tables of components fluxlite lacks, in a Flux config directory (its *.toml files
+    merged), start an instance; the excluded host is shown as such, never scheduled."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "other.txt").write_text("not read: only *.toml files are\n")
+    (conf / "lab.toml").write_text(LAB.replace("noverify = true", """noverify = true
 exclude = "node3"
 norestrict = true
 rediscover = true
@@ -248,9 +250,8 @@ stop-queues-on-restart = false
 load = "mf_priority.so"
 [access]
 allow-root-owner = true
-[tbon]
-torpid_max = "30s"
 """)
+    (conf / "tbon.toml").write_text('[tbon]\ntorpid_max = "30s"\n')
     inst = instance_factory(4, start_args=["--test-hosts=node[0-3]", f"--config-path={conf}"])
     assert inst.cli("getattr", "tbon.torpid-timeout", check=True).stdout == "30s\n"
     status = inst.cli("resource", "status", "-o", "{state} {nnodes} {nodelist}",

@@ -333,3 +333,12 @@ def test_guests_are_admitted_as_the_access_table_says():
     assert role_of(0, owner, guests=True, root_owner=False) == ROLE_USER
     assert role_of(0, owner, guests=False, root_owner=True) == ROLE_OWNER
     assert role_of(1001, owner, guests=True, root_owner=True) == ROLE_USER
+
+
+def test_a_config_directory_merges_its_toml_files_in_name_order(tmp_path):
+    (tmp_path / "a.toml").write_text('[tbon]\ntopo = "kary:2"\n[resource]\ncores = "0-1"\n')
+    (tmp_path / "b.toml").write_text('[tbon]\ntopo = "kary:4"\n[resource]\nexclude = "1"\n')
+    (tmp_path / "c.json").write_text('not TOML, not read')
+    values = attrs.load_config(str(tmp_path))
+    assert values == {"tbon.topo": "kary:4", "resource.cores": "0-1",
+                      "resource.exclude": "1"}
