@@ -10,7 +10,9 @@ Unknown names are errors everywhere: in config files, on the command line, in
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from ..errors import FluxliteError, UsageError
 from ..job import inventory, policy
 from ..util import fsd, idset, tree
+from . import flux_config
 
 
 def _duration(v) -> str:
@@ -236,6 +239,14 @@ ATTRIBUTES: dict[str, Attr] = {
     "resource.noverify": Attr("0", _bool, False,
                               "trust the configured resources without checking them against "
                               "this machine"),
+    "resource.exclude": Attr("", _text, False,
+                             "ranks (an idset) or hosts (a hostlist) withheld from "
+                             "scheduling, shown as excluded by `resource status`"),
+    "access.allow-guest-user": Attr("0", _bool, False,
+                                    "let users other than the owner (here only root can "
+                                    "reach the socket) connect, with the user role"),
+    "access.allow-root-owner": Attr("0", _bool, False,
+                                    "give root the owner role (otherwise root is a guest)"),
     "queues": Attr("{}", _structured(policy.check_queues), False,
                    "Flux's [queues.NAME] tables: named queues (JSON with -S)"),
     "policy": Attr("{}", _structured(policy.check_policy), False,
@@ -294,7 +305,14 @@ TCP_DEFAULTS = {"tbon.torpid-timeout": "30s", "tbon.lost-timeout": "60s"}
 
 def read_toml(path: str) -> dict:
     """The TOML file at `path` (attribute tables or a `[bootstrap]` table): a file that
-    cannot be read fails with its errno (NotFound...), bad TOML is a UsageError."""
+    cannot be read fails with its errno (NotFound...), bad TOML is a UsageError.
+    A directory is Flux's config directory: its `*.toml` files in name order,
+    each one's tables merged into the ones before (a key set twice: the later)."""
+    if os.path.isdir(path):
+        merged: dict = {}
+        for name in sorted(glob.glob(os.path.join(glob.escape(path), "*.toml"))):
+            _merge(merged, read_toml(name))
+        return merged
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -305,6 +323,14 @@ def read_toml(path: str) -> dict:
     except UnicodeDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: not UTF-8 text (byte "
                          f"{exc.start})") from None
+
+
+def _merge(into: dict, table: dict) -> None:
+    for key, value in table.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
@@ -333,7 +359,10 @@ def _flatten(table: dict, prefix: str, out: dict, path: str) -> None:
         if isinstance(value, dict):
             _flatten(value, f"{name}.", out, path)
             continue
+        name = flux_config.ALIASES.get(name, name)
         if name not in ATTRIBUTES:
+            if "." in name and flux_config.ignored(name):
+                continue   # a Flux key or table of no meaning here
             raise UsageError(f"config {path}: unknown key {name!r}")
         if isinstance(value, bool):
             value = "1" if value else "0"

@@ -3,7 +3,7 @@
 `list` is the scheduler's view (`sched.resource-status`): how many nodes and
 cores are free, allocated or down; a partly allocated node counts in both
 the free and the allocated rows, as in Flux.  `status` is the resource
-service's view of each rank (`resource.status`): avail, torpid, draining (a
+service's view of each rank (`resource.status`): avail, exclude, torpid, draining (a
 drained rank where a job still runs, from the scheduler), drained,
 offline or lost, with an UP mark (online or not).  `drain` and `undrain`
 take an idset of ranks (re-draining needs --force or --update, as in Flux);
@@ -35,7 +35,7 @@ LIST_HEADINGS = {"state": "STATE", "nnodes": "NNODES", "ncores": "NCORES", "ngpu
                  "properties": "PROPERTIES", "propertiesx": "PROPERTIES"}
 
 # as Flux's: a drained rank that still runs a job is "draining"
-STATUS_STATES = ("avail", "torpid", "draining", "drained", "offline", "lost")
+STATUS_STATES = ("avail", "exclude", "torpid", "draining", "drained", "offline", "lost")
 DRAIN_STATES = ("draining", "drained")
 STATUS_FORMATS = {"default": "{state:>10} {up:>2} {nnodes:>6} {nodelist}",
                   "long": "{state:>10} {up:>2} {nnodes:>6} {reason:<30.30+} {nodelist}"}
@@ -149,6 +149,8 @@ def _list_rows(view: dict, which: list[str], props: dict, queues: dict,
 def _rank_state(info: dict, busy: bool) -> str:
     if info["lost"]:
         return "lost"
+    if info.get("excluded"):
+        return "exclude"
     if info["drained"] is not None:
         return "draining" if busy else "drained"
     if not info["online"]:
@@ -198,16 +200,17 @@ def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
 @resource.command(context_settings=HELP)
 @click.option("-s", "--states", "which", default=None,
               callback=_states(STATUS_STATES, STATUS_STATES), metavar="STATE,...",
-              help="Only these states: avail, torpid, draining, drained, offline, lost, "
-                   "all.")
+              help="Only these states: avail, exclude, torpid, draining, drained, offline, "
+                   "lost, all.")
 @click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
 @click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
               help="default, long (with the drain reason), or a format string over "
                    "{state} {up} {nnodes} {ncores} {ranks} {nodelist} {reason} {timestamp}.")
 @click.option("--json", "as_json", is_flag=True, help="Print every rank's state as JSON.")
 def status(which, no_header, fmt, as_json):
-    """Show the state of every rank: avail, torpid, draining (drained, a job still
-    runs there), drained, offline or lost.
+    """Show the state of every rank: avail, exclude (resource.exclude: never
+    scheduled), torpid, draining (drained, a job still runs there), drained,
+    offline or lost.
 
     UP is ✔ for a rank whose broker is online, ✗ otherwise (y/n without UTF-8).
     """

@@ -40,10 +40,10 @@ def _build_attrs(conf: str | None, setattrs: tuple[str, ...], *,
               help="Cores each rank offers (default, or 0: all of this machine's cores).")
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable); see `fluxlite lsattr`.")
-@click.option("--conf", "--config-path", "conf", type=click.Path(dir_okay=False),
-              metavar="FILE",
+@click.option("--conf", "--config-path", "conf", type=click.Path(), metavar="PATH",
               help="Instance config in TOML (see etc/fluxlite.toml): attributes and Flux's "
-                   "[resource], [queues] and [policy] tables.")
+                   "[resource], [queues] and [policy] tables; a directory: its *.toml "
+                   "files, as Flux reads one.")
 @click.option("--test-hosts", metavar="HOSTLIST",
               help="Name each rank's host, in rank order (e.g. node[0-3]), so that a "
                    "config for several nodes can be tried on this machine.")
@@ -145,6 +145,7 @@ def _check_resources(attrs: dict[str, str], hosts) -> None:
     from ..job import inventory, policy
     if attrs.get("resource.path") or json.loads(attrs.get("resource.config") or "[]"):
         inventory.from_attrs(attrs, hosts)
+    inventory.exclude_ranks(attrs.get("resource.exclude") or "", hosts)
     policy.Policy(json.loads(attrs.get("queues") or "{}"),
                   json.loads(attrs.get("policy") or "{}"))
 
@@ -159,8 +160,8 @@ def _with_broker_opts(values, setattrs, conf):
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable).")
-@click.option("--conf", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Instance config in TOML.")
+@click.option("--conf", type=click.Path(), metavar="PATH",
+              help="Instance config in TOML (a file, or a directory of *.toml files).")
 @click.option("--config-path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Boot from FILE's [bootstrap] table (fixed hosts; see "
                    "etc/bootstrap-example.toml); its other tables are attributes.")

@@ -15,6 +15,10 @@ An instance's inventory comes from, in order:
   them.  Every rank of a `fluxlite start` instance runs on this machine and
   offers the same.
 
+`resource.exclude` (ranks or hosts) withholds ranks from scheduling: they
+stay in the inventory, so `resource status` shows them, but the scheduler
+never sees them.
+
 GPU discovery reads only documented interfaces, each a pure parser over text
 (tested on captured output): `nvidia-smi -L`, the driver's
 `/proc/driver/nvidia/gpus/<pci>/` directories, and AMD's kfd topology
@@ -40,15 +44,19 @@ class Inventory:
     cores: dict[int, list[int]]
     gpus: dict[int, list[int]] = field(default_factory=dict)
     properties: dict[str, set[int]] = field(default_factory=dict)
+    excluded: set[int] = field(default_factory=set)   # resource.exclude: never scheduled
 
     def props_of(self, rank: int) -> list[str]:
         return sorted(p for p, ranks in self.properties.items() if rank in ranks)
 
     def wire(self) -> dict:
-        """As resource.acquire sends it: string ranks, idset-encoded properties."""
-        return {"resources": {str(r): c for r, c in self.cores.items()},
-                "gpus": {str(r): g for r, g in self.gpus.items() if g},
-                "properties": {p: idset.encode(r) for p, r in self.properties.items()}}
+        """As resource.acquire sends it: string ranks, idset-encoded properties; the
+        excluded ranks are left out, as Flux leaves them out of the scheduler's R."""
+        out = self.excluded
+        return {"resources": {str(r): c for r, c in self.cores.items() if r not in out},
+                "gpus": {str(r): g for r, g in self.gpus.items() if g and r not in out},
+                "properties": {p: idset.encode(r - out) for p, r in self.properties.items()
+                               if r - out}}
 
 
 # ------------------------------------------------------------------ config
@@ -144,6 +152,36 @@ def from_R(R: dict, size: int, where: str) -> Inventory:
                      properties={p: {r for r in s if r < size} for p, s in props.items()})
 
 
+def exclude_ranks(value: str, hosts: tuple[str, ...] | list[str]) -> set[int]:
+    """The ranks `resource.exclude` names: an idset of ranks ("0,3") or a hostlist
+    of the instance's hosts ("node[0,3]"), as in Flux."""
+    if not value:
+        return set()
+    where = f"resource.exclude {value!r}"
+    try:
+        ranks = idset.decode(value)
+    except ValueError:
+        return _exclude_hosts(value, hosts, where)
+    bad = sorted(r for r in ranks if r >= len(hosts))
+    if bad:
+        raise UsageError(f"{where}: rank {bad[0]} is not in this instance of size "
+                         f"{len(hosts)}")
+    return ranks
+
+
+def _exclude_hosts(value: str, hosts, where: str) -> set[int]:
+    try:
+        names = hostlist.decode(value)
+    except (ValueError, UsageError) as exc:
+        raise UsageError(f"{where}: neither an idset of ranks nor a hostlist: "
+                         f"{exc}") from None
+    unknown = [h for h in names if h not in hosts]
+    if unknown:
+        raise UsageError(f"{where}: host {unknown[0]!r} is not in this instance "
+                         f"(hosts: {hostlist.encode(hosts)})")
+    return {r for r, h in enumerate(hosts) if h in names}
+
+
 # --------------------------------------------------------------- discovery
 SMI_RX = re.compile(r"^GPU (\d+): .*\(UUID: ([^)]+)\)", re.M)
 
@@ -236,7 +274,13 @@ def from_attrs(attrs: dict[str, str], hosts: tuple[str, ...] | list[str]) -> Inv
     """The inventory of a `fluxlite start` instance of len(hosts) ranks from its
     attributes: resource.path, else resource.config, else discovery (cores from
     resource.cores / resource.cores-per-rank / the CPU affinity; GPUs from the
-    drivers)."""
+    drivers), less the ranks resource.exclude names."""
+    inv = _from_attrs(attrs, hosts)
+    inv.excluded = exclude_ranks(attrs.get("resource.exclude") or "", hosts)
+    return inv
+
+
+def _from_attrs(attrs: dict[str, str], hosts: tuple[str, ...] | list[str]) -> Inventory:
     import json
     size = len(hosts)
     path = attrs.get("resource.path") or ""

@@ -8,12 +8,17 @@
     jobspec.defaults.system.duration = "10m"   # a job with no time limit
     limits.duration = "2h"
     limits.job-size.max.nnodes = 4             # also min., and ncores, ngpus
+    access.allow-user = ["alice"]              # and allow-group: see below
 
 `check_queues`/`check_policy` check the tables (an unknown key is an error
 naming it) when the config is read; `Policy` answers, for a job at submit,
 which queue it is in and whether that queue's limits allow it.  A queue's
 `policy` table overrides the instance's, key by key, as in Flux.  With no
 queues configured there is one anonymous queue (named "").
+
+`access` (who may submit to a queue) and `scheduler` (a scheduler's own
+per-queue settings, Fluxion's) are checked as flux-core checks them and, as
+in flux-core, not enforced (flux-core leaves that to flux-accounting).
 """
 
 from __future__ import annotations
@@ -45,9 +50,11 @@ def _table(value, where: str, allowed: tuple[str, ...]) -> dict:
 
 def check_policy(value, where: str) -> dict:
     """Check a `[policy]` table (or a queue's `policy`); returns it unchanged."""
-    _table(value, where, ("jobspec", "limits", "access"))
-    if "access" in value:
-        _table(value["access"], f"{where}.access", ("allow-guest-user", "allow-root-owner"))
+    _table(value, where, ("jobspec", "limits", "access", "scheduler"))
+    access = _table(value.get("access", {}), f"{where}.access", ("allow-user", "allow-group"))
+    for k, names in access.items():
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UsageError(f"{where}.access.{k}: expected an array of names")
     js = _table(value.get("jobspec", {}), f"{where}.jobspec", ("defaults",))
     defaults = _table(js.get("defaults", {}), f"{where}.jobspec.defaults", ("system",))
     system = _table(defaults.get("system", {}), f"{where}.jobspec.defaults.system",

@@ -170,8 +170,9 @@ class Dispatcher:
             return False
         if not msg.role & m.roles:
             who = "the instance owner" if m.roles == OWNER else "this role"
-            self.respond_error(msg, errno.EPERM,
-                               f"{msg.topic}: permission denied (only {who} may call it)")
+            why = (f"only {who} may call it" if msg.role
+                   else "this instance admits no guests: access.allow-guest-user")
+            self.respond_error(msg, errno.EPERM, f"{msg.topic}: permission denied ({why})")
             return False
         req = parse(msg, m.schema)
         rv = m.fn(msg, req)

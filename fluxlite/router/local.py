@@ -4,10 +4,12 @@ One ROUTER socket bound at `ipc://<rundir>/local-<rank>`, created owner-only
 (umask 077 while binding, then mode 0600) inside a 0700 run directory.  For
 every message the endpoint reads the sender's credentials from the connection
 itself (libzmq reports an ipc peer's uid from SO_PEERCRED) and stamps them on
-the message: the instance owner gets role owner, any other uid (only root
-could reach the socket) role user.  Whatever userid or role a client wrote in
-its header is replaced: credentials come from the connection, never from the
-message.
+the message: the instance owner gets role owner; any other uid (only root
+could reach the socket) is a guest, as Flux's `[access]` table says
+(`role_of`): root gets role owner with `allow-root-owner`, a guest role user
+with `allow-guest-user`, and otherwise no role, so that every service refuses
+it (EPERM).  Whatever userid or role a client wrote in its header is replaced:
+credentials come from the connection, never from the message.
 
 Bounds, so that no client can grow this broker's memory without limit:
 - a message larger than `broker.max-message-size` is refused by libzmq
@@ -60,13 +62,24 @@ _OVERFLOW_RETRY = 0.25
 PENDING_LIMIT = 256
 
 
+def role_of(uid: int, owner: int, *, guests: bool, root_owner: bool) -> int:
+    """The role of a client of `uid` (Flux's access.allow-guest-user and
+    allow-root-owner): 0, no role at all, for a guest the instance does not admit."""
+    if uid == owner or (uid == 0 and root_owner):
+        return m.ROLE_OWNER
+    return m.ROLE_USER if guests else 0
+
+
 class LocalEndpoint:
     def __init__(self, ctx: zmq.Context, path: str, *, owner: int, max_message: int,
                  queue_limit: int, on_message: Callable[[Message, bytes], None],
                  on_client_gone: Callable[[bytes, str], None],
-                 known_clients: Callable[[], list[bytes]], byte_limit: int = 64 << 20):
+                 known_clients: Callable[[], list[bytes]], byte_limit: int = 64 << 20,
+                 allow_guest_user: bool = False, allow_root_owner: bool = False):
         self.path = path
         self.owner = owner
+        self.allow_guest_user = allow_guest_user
+        self.allow_root_owner = allow_root_owner
         self.max_message = max_message
         self.queue_limit = queue_limit
         self.byte_limit = byte_limit
@@ -120,7 +133,8 @@ class LocalEndpoint:
                         client=ident.hex(), peer=str(peer))
             return
         msg.userid = uid
-        msg.role = m.ROLE_OWNER if uid == self.owner else m.ROLE_USER
+        msg.role = role_of(uid, self.owner, guests=self.allow_guest_user,
+                           root_owner=self.allow_root_owner)
         if msg.type == m.CONTROL:
             if msg.topic == "ack":
                 # the client read that many bytes of what was sent to it

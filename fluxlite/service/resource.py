@@ -6,7 +6,10 @@ instances do; `resource.cores-per-rank` or a nested instance's allocation
 says otherwise).  A rank is up while its broker is online and not drained;
 torpid ranks are down; a lost rank, or one whose broker left while the
 instance runs (nothing restarts a broker), is removed for good (shrink), so
-work that can no longer fit fails at once instead of waiting.
+work that can no longer fit fails at once instead of waiting.  Ranks that
+`resource.exclude` names are never offered to the scheduler and cannot be
+drained (an excluded rank drained in an earlier run is not drained now), as
+in Flux; `resource status` shows them as excluded.
 
 The scheduler follows `resource.acquire` (RFC 28 style): first the whole
 inventory and the up set, then {up, down, shrink} updates.  Changes are also
@@ -42,6 +45,7 @@ class ResourceService(Service):
         super().__init__(ctx)
         self.inventory = inventory              # job.inventory.Inventory
         self.cores: dict[int, list[int]] = inventory.cores
+        self.excluded: set[int] = inventory.excluded
         self._membership_now = membership      # () -> {rank: state}, the overlay's view
         self._on_membership = on_membership    # register hook(changes)
         self.kvs = kvs
@@ -75,7 +79,7 @@ class ResourceService(Service):
         for e in entries:
             ctx = e.get("context") or {}
             if e["name"] == "drain":
-                for r in idset.decode(ctx["idset"]) & set(self.cores):
+                for r in idset.decode(ctx["idset"]) & set(self.cores) - self.excluded:
                     self.drained[r] = (e["timestamp"], ctx.get("reason", ""))
             elif e["name"] == "undrain":
                 for r in idset.decode(ctx["idset"]):
@@ -87,7 +91,7 @@ class ResourceService(Service):
     # ----------------------------------------------------------- states
     def up(self) -> set[int]:
         return {r for r in self.cores if r in self.online and r not in self.torpid
-                and r not in self.drained and r not in self.lost}
+                and r not in self.drained and r not in self.lost and r not in self.excluded}
 
     def _membership(self, changes: dict) -> None:
         for state, ranks in changes.items():
@@ -172,6 +176,9 @@ class ResourceService(Service):
     @handler("resource.drain", schema=DrainRequest)
     def drain(self, msg, req):
         ranks = self._targets(req.targets)
+        if ranks & self.excluded:
+            raise UsageError(f"rank {idset.encode(ranks & self.excluded)} is excluded by "
+                             "the configuration (resource.exclude): it cannot be drained")
         if req.mode not in ("", "overwrite", "update"):
             raise UsageError(f"invalid drain mode {req.mode!r}: expected overwrite or "
                              "update")
@@ -212,6 +219,7 @@ class ResourceService(Service):
                                    "properties": self.inventory.props_of(r),
                                    "online": r in self.online, "torpid": r in self.torpid,
                                    "lost": r in self.lost and r not in self.left,
+                                   "excluded": r in self.excluded,
                                    "drained": self.drained.get(r, (None, None))[1],
                                    "drain_time": self.drained.get(r, (None, None))[0]}
                           for r, c in self.cores.items()}}

@@ -222,3 +222,62 @@ def test_real_gpus_one_per_job(instance_factory):
     mine = inst.cli("job", "attach", fluid.f58(first)).stdout
     uuid = [line.split("UUID: ")[1] for line in (mine + second).splitlines() if "UUID: " in line]
     assert len(uuid) == 2 and uuid[0] != uuid[1]   # each job sees one GPU, its own
+
+
+def test_a_flux_config_with_every_resource_key_starts_and_excludes(instance_factory,
+                                                                   tmp_path):
+    """Flux's [resource] keys beyond config (exclude, verify, norestrict, ...) and the
+    tables of components fluxlite lacks, in a Flux config directory (its *.toml files
+    merged), start an instance; the excluded host is shown as such, never scheduled."""
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "other.txt").write_text("not read: only *.toml files are\n")
+    (conf / "lab.toml").write_text(LAB.replace("noverify = true", """noverify = true
+exclude = "node3"
+norestrict = true
+rediscover = true
+journal-max = 1000
+history = "30d"
+[resource.verify]
+gpu = "ignore\"""") + """
+[sched-fluxion-qmanager]
+queue-policy = "easy"
+[sched-fluxion-resource]
+match-policy = "lonodex"
+[job-manager]
+stop-queues-on-restart = false
+[[job-manager.plugins]]
+load = "mf_priority.so"
+[access]
+allow-root-owner = true
+""")
+    (conf / "tbon.toml").write_text('[tbon]\ntorpid_max = "30s"\n')
+    inst = instance_factory(4, start_args=["--test-hosts=node[0-3]", f"--config-path={conf}"])
+    assert inst.cli("getattr", "tbon.torpid-timeout", check=True).stdout == "30s\n"
+    status = inst.cli("resource", "status", "-o", "{state} {nnodes} {nodelist}",
+                      check=True).stdout.splitlines()
+    assert status[1:] == ["avail 3 node[0-2]", "exclude 1 node3"]
+    out = inst.cli("resource", "list", "-n", "-s", "all", "-o", "{queue} {nodelist}",
+                   check=True).stdout.splitlines()
+    assert out == ["batch node[0-1]", "debug node2"]
+    r = inst.cli("resource", "drain", "3", "maintenance")
+    assert r.returncode != 0
+    assert "rank 3 is excluded by the configuration (resource.exclude)" in r.stderr
+    # the debug queue has one node left
+    r = inst.cli("submit", "-q", "debug", "-N2", "true")
+    assert r.returncode != 0 and "need 2 exclusive node(s) with 1 core(s) each, only 1 " \
+        "eligible" in r.stderr
+    r = inst.cli("run", "-q", "debug", "-N1", "hostname", check=True)
+    assert r.returncode == 0
+
+
+def test_a_bad_exclude_is_one_line(instance_factory, tmp_path):
+    conf = tmp_path / "bad.toml"
+    conf.write_text('[resource]\nexclude = "node7"\n')
+    inst = instance_factory(1)
+    r = inst.cli("start", "--test-size=2", "--test-hosts=node[0-1]",
+                 f"--config-path={conf}", "true")
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [
+        "fluxlite start: resource.exclude 'node7': host 'node7' is not in this instance "
+        "(hosts: node[0-1])"]

@@ -212,3 +212,133 @@ def test_constraint_check(bad, words):
 ])
 def test_affinity_shares(ids, n, mode, expect):
     assert [share(ids, n, mode, i) for i in range(n)] == expect
+
+
+# A Flux system instance's config as a lab might copy it: every [resource] key
+# flux-config-resource(5) documents, Flux's spellings in [tbon], [exec] and
+# [job-manager], [access], policy.access/scheduler, and other components' tables.
+FLUX_CONFIG = '''
+[resource]
+noverify = true
+norestrict = true
+rediscover = false
+no-update-watch = true
+journal-max = 1000
+history = "30d"
+scheduling = "/etc/flux/system/sched.json"
+exclude = "node3"
+[resource.verify]
+default = "allow-extra"
+gpu = "ignore"
+[[resource.config]]
+hosts = "node[0-3]"
+cores = "0-1"
+[tbon]
+torpid_max = "45s"
+tcp_user_timeout = "2m"
+zmqdebug = 1
+[exec]
+imp = "/usr/libexec/flux/flux-imp"
+service = "sdexec"
+[job-manager]
+inactive-age-limit = "7d"
+stop-queues-on-restart = false
+[[job-manager.plugins]]
+load = "mf_priority.so"
+[job-manager.housekeeping]
+command = ["/bin/true"]
+[access]
+allow-guest-user = true
+allow-root-owner = true
+private-mode = true
+[queues.batch]
+requires = ["batch"]
+policy.access.allow-user = ["alice"]
+policy.access.allow-group = ["smurfs"]
+policy.scheduler.queue-policy = "easy"
+[policy]
+jobspec.defaults.system.queue = "batch"
+[sched-fluxion-qmanager]
+queue-policy = "easy"
+[sched-fluxion-resource]
+match-policy = "lonodex"
+[sched-simple]
+alloc-limit = 8
+[ingest.validator]
+plugins = ["jobspec", "feasibility"]
+[kvs]
+checkpoint-period = "30m"
+[heartbeat]
+period = "5s"
+[systemd]
+enable = true
+[archive]
+period = "1m"
+[site-plugin]
+anything = 1
+'''
+
+
+def test_a_flux_system_config_loads(tmp_path):
+    path = tmp_path / "flux.toml"
+    path.write_text(FLUX_CONFIG)
+    values = attrs.load_config(str(path))
+    assert values["resource.exclude"] == "node3"
+    assert values["tbon.torpid-timeout"] == "45s"            # Flux's torpid_max
+    assert values["job-manager.inactive-age-limit"] == "7d"
+    assert values["access.allow-guest-user"] == "1" and values["access.allow-root-owner"] == "1"
+    assert not [k for k in values if k.startswith(("sched-", "ingest", "kvs", "site-"))]
+    assert not [k for k in values if "verify" in k and k != "resource.noverify"]
+    # the meaning kept: resource.exclude withholds node3
+    inv = inventory.from_attrs({**attrs.defaults(), **values}, HOSTS)
+    assert inv.excluded == {3}
+    assert inv.wire()["resources"] == {str(r): [0, 1] for r in range(3)}
+
+
+@pytest.mark.parametrize("text,words", [
+    ("[resource]\nexcluded = \"0\"\n", "unknown key 'resource.excluded'"),
+    ("[tbon]\ntorpid_maxx = \"1s\"\n", "unknown key 'tbon.torpid_maxx'"),
+    ("[access]\nallow-guests = true\n", "unknown key 'access.allow-guests'"),
+    ("[policy.access]\nallow-guest-user = true\n", "policy.access.allow-guest-user: unknown"),
+    ("[policy.access]\nallow-user = \"alice\"\n", "policy.access.allow-user: expected an array"),
+    ("typo = 1\n", "unknown key 'typo'"),
+])
+def test_typos_in_the_tables_fluxlite_reads_are_still_refused(tmp_path, text, words):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError) as exc:
+        attrs.load_config(str(path))
+    assert words in exc.value.message
+
+
+def test_exclude_by_rank_or_host():
+    assert inventory.exclude_ranks("", HOSTS) == set()
+    assert inventory.exclude_ranks("0,2", HOSTS) == {0, 2}
+    assert inventory.exclude_ranks("node[1,3]", HOSTS) == {1, 3}
+    with pytest.raises(UsageError, match="rank 4 is not in this instance of size 4"):
+        inventory.exclude_ranks("4", HOSTS)
+    with pytest.raises(UsageError, match="host 'node9' is not in this instance"):
+        inventory.exclude_ranks("node9", HOSTS)
+    inv = inventory.Inventory(cores={0: [0], 1: [0]}, properties={"a": {1}, "b": {0}},
+                              excluded={1})
+    assert inv.wire()["properties"] == {"b": "0"}
+
+
+def test_guests_are_admitted_as_the_access_table_says():
+    from fluxlite.protocol.message import ROLE_OWNER, ROLE_USER
+    from fluxlite.router.local import role_of
+    owner = 1000
+    assert role_of(owner, owner, guests=False, root_owner=False) == ROLE_OWNER
+    assert role_of(0, owner, guests=False, root_owner=False) == 0        # refused
+    assert role_of(0, owner, guests=True, root_owner=False) == ROLE_USER
+    assert role_of(0, owner, guests=False, root_owner=True) == ROLE_OWNER
+    assert role_of(1001, owner, guests=True, root_owner=True) == ROLE_USER
+
+
+def test_a_config_directory_merges_its_toml_files_in_name_order(tmp_path):
+    (tmp_path / "a.toml").write_text('[tbon]\ntopo = "kary:2"\n[resource]\ncores = "0-1"\n')
+    (tmp_path / "b.toml").write_text('[tbon]\ntopo = "kary:4"\n[resource]\nexclude = "1"\n')
+    (tmp_path / "c.json").write_text('not TOML, not read')
+    values = attrs.load_config(str(tmp_path))
+    assert values == {"tbon.topo": "kary:4", "resource.cores": "0-1",
+                      "resource.exclude": "1"}
