@@ -47,6 +47,16 @@ def file_entry(arg: str) -> tuple[str, dict]:
     name, eq, data = arg.partition("=")
     if not eq or "/" in name or not name:
         name, data = None, arg
+    perms = None
+    if name and ":" in name:   # NAME:PERMS, octal, as Flux
+        name, _, text = name.partition(":")
+        try:
+            perms = int(text, 8)
+        except ValueError:
+            raise UsageError(f"--add-file: invalid permissions {text!r} (octal, e.g. "
+                             "0755)") from None
+        if not 0 <= perms <= 0o7777:
+            raise UsageError(f"--add-file: invalid permissions {text!r} (octal, e.g. 0755)")
     if "\n" in data:
         if name is None:
             raise UsageError("--add-file: file data given inline needs a NAME= before it")
@@ -65,7 +75,7 @@ def file_entry(arg: str) -> tuple[str, dict]:
         entry = {"encoding": "utf-8", "data": body.decode()}
     except UnicodeDecodeError:
         entry = {"encoding": "base64", "data": base64.b64encode(body).decode()}
-    entry.update(size=len(body), mode=mode)
+    entry.update(size=len(body), mode=mode if perms is None else perms)
     return name, entry
 
 

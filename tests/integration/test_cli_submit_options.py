@@ -101,3 +101,11 @@ def test_batch_dump_default_name_keeps_the_exit_status(inst1, tmp_path):
     assert st.returncode == 1 and "exit code 3" in st.stderr, st.stderr
     dumps = list(tmp_path.glob("flux-*-dump.tgz"))
     assert [p.name for p in dumps] == [f"flux-{fluid.f58(jobid)}-dump.tgz"]
+
+
+def test_add_file_name_and_permissions(inst1):
+    cp = inst1.cli("run", "--add-file=run.sh:0750=#!/bin/sh\necho ran\n", "sh", "-c",
+                   'stat -c %a "$FLUXLITE_JOB_TMPDIR/run.sh" && "$FLUXLITE_JOB_TMPDIR/run.sh"')
+    assert (cp.returncode, cp.stdout) == (0, "750\nran\n"), cp.stderr
+    cp = inst1.cli("run", "--add-file=x:rwx=a\nb", "true")
+    assert "invalid permissions 'rwx'" in one_error_line(cp)
