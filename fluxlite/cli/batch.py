@@ -30,6 +30,22 @@ INSTANCE = [
     click.Option(["--broker-opts", "broker_opts"], multiple=True, metavar="OPT",
                  help="Option for every broker of the new instance, e.g. "
                       "--broker-opts=-Stbon.topo=kary:2 (repeatable)."),
+    click.Option(["--conf"], multiple=True, metavar="FILE|KEY=VAL|STRING|NAME",
+                 help="Config of the new instance (repeatable, merged in order): "
+                      "KEY=VAL (a dotted key, a JSON value), a .toml or .json file, "
+                      "TOML or JSON text holding a newline, or a named config "
+                      "NAME.toml in $XDG_CONFIG_HOME/flux/config."),
+    click.Option(["--input"], default=None, metavar="FILE",
+                 help="The instance's initial program reads FILE as standard input."),
+    click.Option(["-u", "--unbuffered"], is_flag=True,
+                 help="Pass output on as it comes, not a line at a time."),
+    click.Option(["-l", "--label-io"], is_flag=True,
+                 help="Prefix output lines with the task rank."),
+    click.Option(["--quiet"], is_flag=True, help="Do not print the job id."),
+    click.Option(["--dump"], is_flag=False, flag_value="flux-{{jobid}}-dump.tgz",
+                 default=None, metavar="[FILE]",
+                 help="Archive the instance's KVS to FILE as its initial program ends "
+                      "(default flux-{{jobid}}-dump.tgz; .tgz: compressed)."),
     click.Option(["--persist/--no-persist", "persist"], default=None,
                  help="--persist (the default): the instance survives the loss of leaf "
                       "ranks; it shrinks, and jobs that no longer fit fail at once (a "
@@ -52,12 +68,17 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
             persist = True
     from .start import split_broker_opts
     opts = split_broker_opts(params.get("broker_opts") or ()) + list(extra_broker_opts)
+    if params.get("conf"):
+        from .optvalues import instance_conf
+        opts = instance_conf(params["conf"]) + opts
     if not persist:
         # after the user's options, so --no-persist wins over a critical-ranks setting
         opts.append("-Sbroker.critical-ranks=all")
     from .start import check_broker_opts
     check_broker_opts(opts)
     from ..job.jobspec import broker_command
+    if params.get("dump"):
+        command_tail = _dumping(command_tail, params["dump"])
     command = [*broker_command(), *opts, "--", *command_tail]
     extra = {"instance": 1}
     if "exit-timeout" not in (params.get("setopt") or {}):
@@ -66,6 +87,17 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
         params = dict(params, nodes=1)
     p = dict(params, job_name=params.get("job_name") or name)
     return jobspec_from(command, p, per_node=1, extra_options=extra, system=system)
+
+
+def _dumping(command_tail: list[str], path: str) -> list[str]:
+    """--dump: the initial program, then `fluxlite dump PATH` of the instance's KVS as
+    it ends (PATH's mustache tags, {{jobid}}, filled by the job shell); the program's
+    exit status is kept.  Without a program (alloc --bg) the dump is not made."""
+    if not command_tail:
+        return command_tail
+    from ..job.jobspec import broker_command
+    dump = f"{shlex.quote(broker_command()[0])} dump {shlex.quote(path)}"
+    return ["/bin/sh", "-c", f'"$@"; rc=$?; {dump}; exit $rc', "sh", *command_tail]
 
 
 # RFC 36 sentinels: any run of non-word characters (the comment: '#', '//', '--'),
@@ -154,7 +186,6 @@ def merge_directives(ctx: click.Context, params: dict, directives: list[str]) ->
 @click.command(context_settings=NO_INTERSPERSED)
 @apply(SLOTS + COMMON + INSTANCE + output_options("fluxlite-{{id}}.out") + SUBMITTING)
 @click.option("--wrap", is_flag=True, help="Wrap the arguments in a /bin/sh script.")
-@click.option("--quiet", is_flag=True, help="Do not print the job id.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[SCRIPT [ARGS]...]")
 @click.pass_context
 def batch(ctx, **params):
@@ -253,7 +284,8 @@ def alloc(bg, command, **params):
             print(f"jobid: {fluid.f58(jobid)}", file=sys.stderr)
         if bg:
             wait_for_instance(h, jobid)
-            click.echo(fluid.f58(jobid))
+            if not params["quiet"]:
+                click.echo(fluid.f58(jobid))
             return 0
         if interactive and sys.stdin.isatty():
             from .pty import attach_pty

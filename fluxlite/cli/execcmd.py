@@ -21,7 +21,7 @@ import uuid
 
 import click
 
-from ..errors import UsageError
+from ..errors import FluxliteError, UsageError
 from .common import NO_INTERSPERSED, handle, parse_jobid
 
 INTERRUPT_WINDOW = 2.0
@@ -69,7 +69,7 @@ class _Run:
 
 class Exec:
     def __init__(self, h, ranks, argv, *, cwd, label_io, noinput, verbose, quiet,
-                 shown=None):
+                 shown=None, label=None):
         self.h = h
         self.argv = argv
         self.cwd = cwd
@@ -79,7 +79,7 @@ class Exec:
         self.quiet = quiet
         tag = uuid.uuid4().hex[:12]
         shown = shown or ranks
-        self.runs = [_Run(r, f"exec-{tag}-{r}", s) for r, s in zip(ranks, shown)]
+        self.runs = [_Run(r, label or f"exec-{tag}-{r}", s) for r, s in zip(ranks, shown)]
         self.last_interrupt = 0.0
         self.interrupts = 0
         self.forced = False
@@ -283,8 +283,22 @@ def _readable(stream) -> bool:
 @click.option("-v", "--verbose", is_flag=True, help="Say which signals are forwarded.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Leave out the closing lines that give each rank's nonzero exit.")
+@click.option("--with-imp", is_flag=True,
+              help="Run COMMAND under `flux-imp run` (refused: fluxlite has no IMP).")
+@click.option("--bg", is_flag=True,
+              help="Start COMMAND in the background: print 'RANK: PID' for each, and "
+                   "exit once all have started (their output is discarded).")
+@click.option("--waitable", is_flag=True,
+              help="With --bg: accepted (a background process here is reaped when it "
+                   "exits).")
+@click.option("--label", default=None, metavar="LABEL",
+              help="Name the process LABEL on each rank (unique among a rank's "
+                   "processes).")
+@click.option("--attach", is_flag=True,
+              help="Attach to a background process (refused: its output is not kept).")
 @click.argument("command", nargs=-1, required=True)
-def exec_(rank, exclude, jobid, label_io, noinput, cwd, verbose, quiet, command):
+def exec_(rank, exclude, jobid, label_io, noinput, cwd, verbose, quiet, with_imp, bg,
+          waitable, label, attach, command):
     """Run COMMAND on broker ranks (default: every rank), outside any job, as flux exec.
 
     Output comes back on this command's stdout and stderr, stdin goes to
@@ -292,6 +306,7 @@ def exec_(rank, exclude, jobid, label_io, noinput, cwd, verbose, quiet, command)
     a third within 2 s leaves).  Exits with the largest exit code (128+N for signal N; 127: not
     found, 126: not executable, 68: unreachable rank).  Only the instance
     owner may run it."""
+    _check_modes(with_imp=with_imp, bg=bg, waitable=waitable, attach=attach)
     with handle() as h:
         if jobid is None:
             ranks = target_ranks(int(h.getattr("size")), rank, exclude)
@@ -300,6 +315,53 @@ def exec_(rank, exclude, jobid, label_io, noinput, cwd, verbose, quiet, command)
             brokers = _job_ranks(h, parse_jobid(jobid))
             shown = target_ranks(len(brokers), rank, exclude)
             ranks = [brokers[i] for i in shown]
-        code = Exec(h, ranks, list(command), cwd=cwd or os.getcwd(), label_io=label_io,
-                    noinput=noinput, verbose=verbose, quiet=quiet, shown=shown).run()
+        if bg:
+            code = background(h, ranks, shown, list(command), cwd=cwd or os.getcwd(),
+                              label=label)
+        else:
+            code = Exec(h, ranks, list(command), cwd=cwd or os.getcwd(), label_io=label_io,
+                        noinput=noinput, verbose=verbose, quiet=quiet, shown=shown,
+                        label=label).run()
     sys.exit(code)
+
+
+def _check_modes(*, with_imp: bool, bg: bool, waitable: bool, attach: bool) -> None:
+    """flux-exec's rules for --bg, --waitable and --attach, and --with-imp without an
+    IMP (as Flux's with no exec.imp configured: one line, exit 1)."""
+    if attach:
+        if bg or waitable:
+            raise UsageError("--attach cannot be used with --bg or --waitable")
+        raise FluxliteError("--attach: fluxlite keeps no output of background processes "
+                            "to attach to (run the command without --bg to see it)")
+    if waitable and not bg:
+        raise UsageError("--waitable can only be used with --bg")
+    if with_imp:
+        raise FluxliteError("--with-imp: exec.imp path not found in config (fluxlite has "
+                            "no IMP: commands run as the instance owner; leave out "
+                            "--with-imp)")
+
+
+def background(h, ranks: list[int], shown: list[int], argv: list[str], *, cwd: str,
+               label: str | None) -> int:
+    """--bg: start the command on each rank and print 'RANK: PID' as each starts; the
+    processes run on as their brokers' children.  1 if any failed to start."""
+    tag = label or f"exec-bg-{uuid.uuid4().hex[:12]}"
+    pending = {}
+    for rank, rank_shown in zip(ranks, shown):
+        payload = {"kind": "exec", "label": tag, "argv": argv, "env": dict(os.environ),
+                   "cwd": cwd}
+        pending[rank_shown] = h.rpc("rexec.exec", payload, nodeid=rank, streaming=True)
+    code = 0
+    for rank_shown, p in pending.items():
+        try:
+            h.wait(p)
+            started = p.take()
+        except FluxliteError as exc:
+            sys.stderr.write(f"fluxlite exec: Error: rank {rank_shown}: {argv[0]}: "
+                             f"{_reason(exc.message, argv[0])}\n")
+            code = 1
+            continue
+        click.echo(f"{rank_shown}: {started.get('pid')}")
+    if code:
+        sys.stderr.write("fluxlite exec: failed to start all processes in background\n")
+    return code

@@ -140,65 +140,84 @@ def _job_taskmap(h, jobid: int) -> dict:
 def taskmap(taskids, ntasks, nodeid, hostname, to, target):
     """Print a job's task map (RFC 34, from its shell.start event), or convert a map
     given as JSON, raw or PMI; one option at most."""
-    from ..util import idset
     chosen = [o for o in (taskids, ntasks, nodeid, hostname, to) if o is not None]
     if len(chosen) > 1:
         raise UsageError("only one of --taskids, --ntasks, --nodeid, --hostname, --to")
-    hosts: list[str] = []
-    jobid = None
+    tm, hosts = _taskmap_and_hosts(target, hostname is not None or to == "hosts")
+    view = _TaskmapView(tm, hosts)
+    if taskids is not None:
+        from ..util import idset
+        click.echo(idset.encode(view.tasks_on(taskids)))
+    elif ntasks is not None:
+        click.echo(str(len(view.tasks_on(ntasks))))
+    elif nodeid is not None:
+        click.echo(str(view.node_of(nodeid)))
+    elif hostname is not None:
+        click.echo(view.hosts_or_fail("--hostname")[view.node_of(hostname)])
+    else:
+        click.echo(view.convert(to))
+
+
+def _taskmap_and_hosts(target: str, want_hosts: bool) -> tuple[dict, list[str]]:
+    """The map of job `target` (with its hosts in node order when wanted), or the map
+    `target` is, given as JSON, raw or PMI (no hosts)."""
     try:
         jobid = parse_jobid(target)
     except UsageError:
-        tm = parse_taskmap(target)
-    if jobid is not None:
-        from ..job import api
-        with handle() as h:
-            tm = _job_taskmap(h, jobid)
-            if hostname is not None or to == "hosts":
-                info = api.list_jobs(h, "all", ids=[jobid])[0]
-                every = api.hosts(h)
-                hosts = [every[r] for r in sorted(idset.decode(info.get("ranks") or ""))]
-    nodes = taskmap_nodes(tm)
-    nnodes = max(nodes) + 1 if nodes else 0
-    per_node = [[t for t, n in enumerate(nodes) if n == node] for node in range(nnodes)]
+        return parse_taskmap(target), []
+    from ..job import api
+    from ..util import idset
+    with handle() as h:
+        tm = _job_taskmap(h, jobid)
+        if not want_hosts:
+            return tm, []
+        info = api.list_jobs(h, "all", ids=[jobid])[0]
+        every = api.hosts(h)
+        return tm, [every[r] for r in sorted(idset.decode(info.get("ranks") or ""))]
 
-    def node_of(task: int) -> int:
-        if task >= len(nodes):
-            raise UsageError(f"task {task} is not in the map ({len(nodes)} tasks)")
-        return nodes[task]
 
-    def tasks_on(node: int) -> list[int]:
-        if node >= nnodes:
-            raise UsageError(f"node {node} is not in the map ({nnodes} nodes)")
-        return per_node[node]
+class _TaskmapView:
+    """One task map read by task (its node) and by node (its tasks)."""
 
-    if taskids is not None:
-        click.echo(idset.encode(tasks_on(taskids)))
-    elif ntasks is not None:
-        click.echo(str(len(tasks_on(ntasks))))
-    elif nodeid is not None:
-        click.echo(str(node_of(nodeid)))
-    elif hostname is not None:
-        if not hosts:
-            raise UsageError("--hostname needs a JOBID (a map alone names no hosts)")
-        click.echo(hosts[node_of(hostname)])
-    elif to == "raw":
-        click.echo(";".join(idset.encode(t) for t in per_node))
-    elif to == "pmi":
-        parts = [f"({s},{n},{p})" for s, n, p, rep in tm["map"] for _ in range(rep)]
-        click.echo(f"(vector,{','.join(parts)})")
-    elif to == "multiline":
-        click.echo("\n".join(f"{t}: {n}" for t, n in enumerate(nodes)))
-    elif to == "hosts":
-        if not hosts:
-            raise UsageError("--to=hosts needs a JOBID (a map alone names no hosts)")
-        by_host: dict[str, list[int]] = {}
-        for node, tasks in enumerate(per_node):
-            by_host.setdefault(hosts[node], []).extend(tasks)
-        for host, tasks in by_host.items():
-            click.echo(f"{host}: {idset.encode(tasks)}")
-    else:
-        click.echo(json.dumps(tm, separators=(",", ":")))
+    def __init__(self, tm: dict, hosts: list[str]):
+        self.tm = tm
+        self.hosts = hosts
+        self.nodes = taskmap_nodes(tm)
+        self.nnodes = max(self.nodes) + 1 if self.nodes else 0
+        self.per_node = [[t for t, n in enumerate(self.nodes) if n == node]
+                         for node in range(self.nnodes)]
+
+    def node_of(self, task: int) -> int:
+        if task >= len(self.nodes):
+            raise UsageError(f"task {task} is not in the map ({len(self.nodes)} tasks)")
+        return self.nodes[task]
+
+    def tasks_on(self, node: int) -> list[int]:
+        if node >= self.nnodes:
+            raise UsageError(f"node {node} is not in the map ({self.nnodes} nodes)")
+        return self.per_node[node]
+
+    def hosts_or_fail(self, option: str) -> list[str]:
+        if not self.hosts:
+            raise UsageError(f"{option} needs a JOBID (a map alone names no hosts)")
+        return self.hosts
+
+    def convert(self, to: str | None) -> str:
+        """The whole map in the form --to names (RFC 34 JSON without it)."""
+        from ..util import idset
+        if to == "raw":
+            return ";".join(idset.encode(t) for t in self.per_node)
+        if to == "pmi":
+            parts = [f"({s},{n},{p})" for s, n, p, rep in self.tm["map"] for _ in range(rep)]
+            return f"(vector,{','.join(parts)})"
+        if to == "multiline":
+            return "\n".join(f"{t}: {n}" for t, n in enumerate(self.nodes))
+        if to == "hosts":
+            by_host: dict[str, list[int]] = {}
+            for node, tasks in enumerate(self.per_node):
+                by_host.setdefault(self.hosts_or_fail("--to=hosts")[node], []).extend(tasks)
+            return "\n".join(f"{host}: {idset.encode(tasks)}" for host, tasks in by_host.items())
+        return json.dumps(self.tm, separators=(",", ":"))
 
 
 # ------------------------------------------------------------------ timeleft

@@ -32,9 +32,11 @@ def _setattr_list(ctx, param, values):
     out = {}
     for v in values:
         key, sep, val = v.partition("=")
-        if not key:
+        if not key or key == "^":
             raise click.BadParameter(f"expected KEY[=VALUE], got {v!r}")
-        if sep:
+        if key.startswith("^"):  # as Flux: ^KEY=FILE, the value is FILE's JSON
+            key, val = key[1:], _json_file(val)
+        elif sep:
             try:
                 val = json.loads(val)
             except ValueError:
@@ -43,6 +45,16 @@ def _setattr_list(ctx, param, values):
             val = 1
         out[key] = val
     return out
+
+
+def _json_file(path: str):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise click.BadParameter(f"{path} is not JSON: {exc}") from None
 
 
 def _duration(ctx, param, value):
@@ -162,6 +174,25 @@ def _nonempty(ctx, param, value):
     return value
 
 
+def _flags(ctx, param, values):
+    """Flux's --flags (repeatable, comma-separated): debug, waitable, novalidate; none
+    changes what is submitted here (every job is waitable, every jobspec checked)."""
+    for value in values:
+        for flag in value.split(","):
+            if flag not in ("debug", "waitable", "novalidate"):
+                raise click.BadParameter(f"Unknown flag {flag!r}: debug, waitable or "
+                                         "novalidate")
+    return None
+
+
+def _list_plugins(ctx, param, value):
+    """--list-plugins: Flux lists the command-line plugins it loaded; fluxlite loads none."""
+    if value and not ctx.resilient_parsing:
+        click.echo("Options provided by plugins:\n  (none: fluxlite loads no command-line "
+                   "plugins)")
+        ctx.exit(0)
+
+
 COMMON = [
     click.Option(["-N", "--nodes"], type=click.IntRange(1, None), default=None,
                  help="Number of nodes (ranks), each wholly allocated to the job."),
@@ -205,6 +236,17 @@ COMMON = [
                       "next clock time H:MM[:SS], YYYY-MM-DD[ HH:MM[:SS]], or words such "
                       "as tomorrow, 'in 5 minutes' (as Flux reads them)."),
     click.Option(["-x", "--exclusive"], is_flag=True, help="Ask for whole nodes."),
+    click.Option(["-B", "--bank"], default=None, metavar="NAME",
+                 help="Submit under the named bank (attributes.system.bank, for an "
+                      "accounting plugin; fluxlite's scheduler does not read it)."),
+    click.Option(["--flags"], multiple=True, metavar="FLAGS", expose_value=False,
+                 callback=_flags,
+                 help="Submit flags, comma-separated: debug, waitable, novalidate "
+                      "(accepted; every job is waitable and checked here)."),
+    click.Option(["--debug"], is_flag=True, expose_value=False,
+                 help="Flux's job debug events (accepted: no effect here)."),
+    click.Option(["--list-plugins"], is_flag=True, expose_value=False, is_eager=True,
+                 callback=_list_plugins, help="List the command-line plugins and exit."),
     click.Option(["-q", "--queue"], default=None, metavar="NAME",
                  help="Submit to the named queue (attributes.system.queue)."),
     click.Option(["--gpus-per-node"], type=click.IntRange(0, None), default=None,
@@ -382,12 +424,9 @@ def _warn_unknown_options(options: dict) -> None:
             click.echo(f"{prog}: {shell_options.warning(name, close)}", err=True)
 
 
-def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
-                 extra_options: dict | None = None, system: dict | None = None) -> dict:
-    """Build the jobspec for a submitting command from its parsed options (with
-    fluxlite.job.jobspec.Jobspec, the one builder).  It is checked once, by the
-    job-manager at submit, whose message the command prints."""
-    from ..job.jobspec import Jobspec
+def _shell_options(params: dict, extra_options: dict | None) -> dict:
+    """The shell options of the job: the command's own, then -o's, then what -l, -u,
+    --signal, --taskmap and --rlimit mean."""
     options = dict(extra_options or {})
     options.update(params.get("setopt") or {})
     if isinstance(options.get("plugins"), str):  # relative to where the user is
@@ -398,25 +437,60 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
     if params.get("unbuffered"):  # as Flux's -u
         options.update({"output.stdout.buffer.type": "none",
                         "output.stderr.buffer.type": "none"})
-    for key, opt in (("signal", "signal"), ("taskmap", "taskmap")):
+    for key in ("signal", "taskmap"):
         if params.get(key) is not None:
-            options[opt] = params[key]
-    from . import optvalues
+            options[key] = params[key]
     if params.get("rlimits"):
+        from . import optvalues
         options["rlimit"] = optvalues.rlimits(params["rlimits"])
+    return options
+
+
+def _task_counts(params: dict, per_node: int | None) -> tuple[dict, bool]:
+    """num_tasks, num_nodes, cores_per_task and per_node for the builder, the
+    per-resource options (--cores, --tasks-per-node, --tasks-per-core) turned into
+    them; and whether the tasks share one slot (--cores with --tasks-per-core)."""
+    from . import optvalues
     counts = {"num_tasks": params.get("ntasks"), "num_nodes": params.get("nodes"),
               "cores_per_task": params.get("cores_per_task") or 1, "per_node": per_node}
-    total = False
-    if per_node is None:
-        res = optvalues.per_resource(params)
-        if res:
-            total = res.pop("total", False)
-            if res.get("per_core"):
-                res["per_node"] = res.pop("per_core") * optvalues.cores_per_node()
-            res.pop("per_core", None)
-            counts.update(res, num_nodes=res.pop("nodes", params.get("nodes")))
-            if counts.get("per_node") is not None:
-                counts["num_tasks"] = None
+    res = optvalues.per_resource(params) if per_node is None else None
+    if not res:
+        return counts, False
+    total = res.pop("total", False)
+    per_core = res.pop("per_core", None)
+    if per_core:
+        res["per_node"] = per_core * optvalues.cores_per_node()
+    counts.update(res, num_nodes=res.pop("nodes", params.get("nodes")))
+    if counts.get("per_node") is not None:
+        counts["num_tasks"] = None
+    return counts, total
+
+
+def _system_attributes(params: dict, system: dict | None) -> dict:
+    """attributes.system.* from the options that set one (and the command's own)."""
+    out = dict(system or {})
+    if params.get("add_files"):
+        from . import optvalues
+        out["files"] = dict(optvalues.file_entry(a) for a in params["add_files"])
+    for key, attr in (("queue", "queue"), ("bank", "bank"), ("requires", "constraints")):
+        if params.get(key):
+            out[attr] = params[key]
+    deps = list(params.get("dependencies") or [])
+    if params.get("begin_time") is not None:
+        deps.append({"scheme": "begin-time", "value": params["begin_time"]})
+    if deps:
+        out["dependencies"] = deps
+    return out
+
+
+def jobspec_from(command: list[str], params: dict, *, per_node: int | None = None,
+                 extra_options: dict | None = None, system: dict | None = None) -> dict:
+    """Build the jobspec for a submitting command from its parsed options (with
+    fluxlite.job.jobspec.Jobspec, the one builder).  It is checked once, by the
+    job-manager at submit, whose message the command prints."""
+    from ..job.jobspec import Jobspec
+    options = _shell_options(params, extra_options)
+    counts, total = _task_counts(params, per_node)
     spec = Jobspec.from_command(
         command, num_tasks=counts["num_tasks"], num_nodes=counts["num_nodes"],
         cores_per_task=counts["cores_per_task"],
@@ -429,22 +503,12 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
         name=params.get("job_name"), input=params.get("input"),
         output=params.get("output"), error=params.get("error"), validate=False)
     if total:  # --cores with --tasks-per-core: the tasks share one slot of the cores
+        from . import optvalues
         cores = counts["num_tasks"] // params["tasks_per_core"] // (counts["num_nodes"] or 1)
         spec.jobspec["resources"] = optvalues.one_slot(spec.jobspec["resources"], cores)
         spec.jobspec["tasks"][0]["count"] = {"total": counts["num_tasks"]}
-    for key, val in (system or {}).items():
+    for key, val in _system_attributes(params, system).items():
         spec.setattr(f"system.{key}", val)
-    if params.get("add_files"):
-        spec.setattr("system.files", dict(optvalues.file_entry(a) for a in params["add_files"]))
-    if params.get("queue"):
-        spec.setattr("system.queue", params["queue"])
-    if params.get("requires"):
-        spec.setattr("system.constraints", params["requires"])
-    deps = list(params.get("dependencies") or [])
-    if params.get("begin_time") is not None:
-        deps.append({"scheme": "begin-time", "value": params["begin_time"]})
-    if deps:
-        spec.setattr("system.dependencies", deps)
     for key, val in options.items():
         spec.setattr_shell_option(key, val)
     if params.get("setopt"):
@@ -452,4 +516,3 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
     for key, val in (params.get("setattr") or {}).items():
         spec.setattr(key if key.startswith(("user.", "system.")) else f"system.{key}", val)
     return spec.jobspec
-

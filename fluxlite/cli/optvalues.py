@@ -47,6 +47,16 @@ def file_entry(arg: str) -> tuple[str, dict]:
     name, eq, data = arg.partition("=")
     if not eq or "/" in name or not name:
         name, data = None, arg
+    perms = None
+    if name and ":" in name:   # NAME:PERMS, octal, as Flux
+        name, _, text = name.partition(":")
+        try:
+            perms = int(text, 8)
+        except ValueError:
+            raise UsageError(f"--add-file: invalid permissions {text!r} (octal, e.g. "
+                             "0755)") from None
+        if not 0 <= perms <= 0o7777:
+            raise UsageError(f"--add-file: invalid permissions {text!r} (octal, e.g. 0755)")
     if "\n" in data:
         if name is None:
             raise UsageError("--add-file: file data given inline needs a NAME= before it")
@@ -65,7 +75,7 @@ def file_entry(arg: str) -> tuple[str, dict]:
         entry = {"encoding": "utf-8", "data": body.decode()}
     except UnicodeDecodeError:
         entry = {"encoding": "base64", "data": base64.b64encode(body).decode()}
-    entry.update(size=len(body), mode=mode)
+    entry.update(size=len(body), mode=mode if perms is None else perms)
     return name, entry
 
 
@@ -115,3 +125,91 @@ def cores_per_node() -> int:
     with Handle() as h:
         ranks = h.call("resource.status", {})["ranks"]
     return min(len(idset.decode(r["cores"])) for r in ranks.values()) or 1
+
+
+def instance_conf(values: tuple[str, ...]) -> list[str]:
+    """batch/alloc --conf values (Flux's rules, in order, each merged over the last: a
+    value with a newline is JSON or TOML text, KEY=VAL a dotted key and its JSON (or
+    string) value, a path ending .toml or .json that file, anything else a named
+    config FILE.toml or FILE.json in $XDG_CONFIG_HOME/flux/config or
+    $XDG_CONFIG_DIRS/flux/config) as the new instance's broker options, -SNAME=VALUE,
+    each checked now as its brokers will."""
+    config: dict = {}
+    for value in values:
+        _merge(config, _conf_value(value))
+    from ..broker import attrs
+    out: list[str] = []
+    for name, val in _flat(config, "", attrs.STRUCTURED):
+        try:
+            out.append(f"-S{name}={attrs.check(name, val)}")
+        except UsageError as exc:
+            raise UsageError(f"--conf: {exc.message}") from None
+    return out
+
+
+def _conf_value(value: str) -> dict:
+    import json
+    import tomllib
+    if "\n" in value:
+        try:
+            return json.loads(value)
+        except ValueError:
+            try:
+                return tomllib.loads(value)
+            except tomllib.TOMLDecodeError:
+                raise UsageError("--conf: failed to parse multiline as TOML or JSON") \
+                    from None
+    if "=" in value:
+        key, _, text = value.partition("=")
+        try:
+            val = json.loads(text)
+        except ValueError:
+            val = text
+        out: dict = {}
+        node = out
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = val
+        return out
+    path = value if value.endswith((".toml", ".json")) else _named_config(value)
+    try:
+        with open(path, "rb") as f:
+            return json.load(f) if path.endswith(".json") else tomllib.load(f)
+    except OSError as exc:
+        raise UsageError.from_oserror(exc, f"--conf: cannot read {path}") from None
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"--conf: parse error: {path}: {exc}") from None
+
+
+def _named_config(name: str) -> str:
+    home = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    dirs = [home, *(os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")]
+    for d in dirs:
+        for ext in (".toml", ".json"):
+            path = os.path.join(d, "flux", "config", name + ext)
+            if os.path.exists(path):
+                return path
+    raise UsageError(f"--conf: named config '{name}' not found (a KEY=VALUE, a .toml or "
+                     ".json file, or NAME.toml in $XDG_CONFIG_HOME/flux/config)")
+
+
+def _merge(into: dict, new: dict) -> None:
+    for key, val in new.items():
+        if isinstance(val, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], val)
+        else:
+            into[key] = val
+
+
+def _flat(table: dict, prefix: str, whole: tuple[str, ...]):
+    """(dotted name, value): tables flattened, but those in `whole` kept as JSON."""
+    import json
+    for key, val in table.items():
+        name = prefix + key
+        if name in whole:
+            yield name, json.dumps(val)
+        elif isinstance(val, dict):
+            yield from _flat(val, name + ".", whole)
+        else:
+            yield name, ("1" if val is True else "0" if val is False else val)

@@ -32,85 +32,108 @@ def _winsize() -> tuple[int, int]:
         return 24, 80
 
 
-def attach_pty(h, jobid: int, prog: str = "fluxlite alloc") -> int:
-    service = leader = None
+def _pty_service(h, jobid: int) -> tuple[str, int]:
+    """The job shell's service name and leader rank, from its shell.init event."""
     for e in api.event_watch(h, jobid, "exec"):
         if e["name"] == "shell.init":
-            service, leader = e["context"]["service"], e["context"]["leader-rank"]
-            break
-    if service is None:
-        raise FluxliteError("the instance ended before its terminal was ready")
-    stream = h.rpc(f"{service}.pty-attach", {}, nodeid=leader, streaming=True)
-    done = {"pty": False, "got": False}
+            return e["context"]["service"], e["context"]["leader-rank"]
+    raise FluxliteError("the instance ended before its terminal was ready")
 
-    def on_data(msg):
+
+class _PtySession:
+    """The job's terminal on ours: its output written here, our keystrokes and window
+    size sent there, until it closes or we are hung up."""
+
+    def __init__(self, h, service: str, leader: int):
+        self.h = h
+        self.service = service
+        self.leader = leader
+        self.ended = False       # the job's terminal closed
+        self.got = False         # any output came
+        self.error: str | None = None
+        self.hangup: int | None = None
+        self.sig_r, self.sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def on_data(self, msg) -> None:
         if msg.errnum:
-            done["pty"] = True
+            self.ended = True
             if msg.errnum not in (errno.ENODATA, errno.ENOSYS):
-                done["error"] = msg.errstr
+                self.error = msg.errstr
             return
-        done["got"] = True
+        self.got = True
         os.write(sys.stdout.fileno(), msg.payload["data"])
-    stream.on_response = on_data
 
-    def resize():
+    def resize(self) -> None:
         rows, cols = _winsize()
-        h.send(f"{service}.pty-resize", {"rows": rows, "cols": cols}, nodeid=leader)
+        self.h.send(f"{self.service}.pty-resize", {"rows": rows, "cols": cols},
+                    nodeid=self.leader)
 
-    def on_stdin():
+    def on_stdin(self) -> None:
         try:
             data = os.read(sys.stdin.fileno(), 4096)
         except OSError:
             data = b""
         if data:
-            h.send(f"{service}.pty-write", {"data": data}, nodeid=leader)
+            self.h.send(f"{self.service}.pty-write", {"data": data}, nodeid=self.leader)
 
-    sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    old_wakeup = signal.set_wakeup_fd(sig_w)
-    old_handlers = {s: signal.signal(s, lambda *a: None)
-                    for s in (signal.SIGWINCH, signal.SIGHUP, signal.SIGTERM)}
-
-    def on_signal():
+    def on_signal(self) -> None:
         try:
-            sigs = os.read(sig_r, 64)
+            sigs = os.read(self.sig_r, 64)
         except BlockingIOError:
             return
         for sig in (signal.SIGHUP, signal.SIGTERM):
             if sig in sigs:
-                done["hangup"] = sig
+                self.hangup = sig
                 return
-        resize()
+        self.resize()
 
-    # without a terminal (run -o pty tty > file): the job's terminal output only
-    interactive = sys.stdin.isatty()
-    saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
-    try:
-        if interactive:
-            tty.setraw(sys.stdin.fileno())
-            resize()
-            h.add_fd(sys.stdin.fileno(), on_stdin)
-        h.add_fd(sig_r, on_signal)
-        h.run_until(lambda: done["pty"] or "hangup" in done or not h.connected)
-    finally:
-        if interactive:
-            h.remove_fd(sys.stdin.fileno())
-        h.remove_fd(sig_r)
+    def run(self) -> None:
+        """Until the terminal closes, we are hung up, or the connection goes."""
+        h = self.h
+        stream = h.rpc(f"{self.service}.pty-attach", {}, nodeid=self.leader, streaming=True)
+        stream.on_response = self.on_data
+        old_wakeup = signal.set_wakeup_fd(self.sig_w)
+        old_handlers = {s: signal.signal(s, lambda *a: None)
+                        for s in (signal.SIGWINCH, signal.SIGHUP, signal.SIGTERM)}
+        # without a terminal (run -o pty tty > file): the job's terminal output only
+        interactive = sys.stdin.isatty()
+        saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
         try:
-            if saved is not None:
-                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
-        except termios.error:
-            pass  # the terminal is gone (hung up)
-        signal.set_wakeup_fd(old_wakeup)
-        for sig, handler in old_handlers.items():
-            signal.signal(sig, handler)
-        os.close(sig_r)
-        os.close(sig_w)
-    if "hangup" in done:
+            if interactive:
+                tty.setraw(sys.stdin.fileno())
+                self.resize()
+                h.add_fd(sys.stdin.fileno(), self.on_stdin)
+            h.add_fd(self.sig_r, self.on_signal)
+            h.run_until(lambda: self.ended or self.hangup is not None or not h.connected)
+        finally:
+            if interactive:
+                h.remove_fd(sys.stdin.fileno())
+            h.remove_fd(self.sig_r)
+            _restore_terminal(saved)
+            signal.set_wakeup_fd(old_wakeup)
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
+            os.close(self.sig_r)
+            os.close(self.sig_w)
+
+
+def _restore_terminal(saved) -> None:
+    try:
+        if saved is not None:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+    except termios.error:
+        pass  # the terminal is gone (hung up)
+
+
+def attach_pty(h, jobid: int, prog: str = "fluxlite alloc") -> int:
+    session = _PtySession(h, *_pty_service(h, jobid))
+    session.run()
+    if session.hangup is not None:
         # leaving closes our connection: the job's terminal is hung up behind us
-        return 128 + done["hangup"]
-    if done.get("error"):
-        print(f"{prog}: terminal: {done['error']}", file=sys.stderr)
-    if not done["got"]:
+        return 128 + session.hangup
+    if session.error:
+        print(f"{prog}: terminal: {session.error}", file=sys.stderr)
+    if not session.got:
         # the job's terminal closed before we attached: its output was kept in the
         # output log (the shell's pty capture); show that, and the job's end, as attach
         from .attach import Attach

@@ -24,6 +24,8 @@ from .options import COMMON, IO, SUBMITTING, TASKS, apply, jobspec_from
 @click.option("--wait-event", default=None, metavar="NAME",
               help="Follow the job until event NAME (default: its end); exec.NAME: an "
                    "event of its exec eventlog.")
+@click.option("--quiet", is_flag=True, expose_value=False,
+              help="Accepted as Flux's (run prints no job id to leave out).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(command, **params):
     """Run COMMAND as a job, show its output as it comes, and exit with its exit code.
@@ -141,21 +143,10 @@ SUBMIT = [
                  help="Wait for the jobs to finish; exit with the largest exit code."),
     click.Option(["--watch"], is_flag=True, help="Wait for the jobs and show their output."),
     click.Option(["--progress"], is_flag=True, help="Wait for the jobs with a progress bar."),
-    click.Option(["--flags"], default=None, metavar="FLAGS", expose_value=False,
-                 callback=lambda ctx, param, value: _flags(value),
-                 help="Submit flags, comma-separated: waitable (accepted: every job is "
-                      "waitable)."),
+    click.Option(["--jps"], is_flag=True, expose_value=False,
+                 help="With --progress, show the jobs' throughput (accepted: the bar "
+                      "shows its rate)."),
 ]
-
-
-def _flags(value: str | None) -> None:
-    """Flux's --flags: only `waitable` is meaningful here, and it is the default."""
-    if value is None:
-        return
-    for flag in value.split(","):
-        if flag.strip() != "waitable":
-            raise click.BadParameter(f"unknown flag {flag.strip()!r}: only 'waitable' is "
-                                     "supported (every job is waitable)")
 
 
 @click.command(context_settings=NO_INTERSPERSED)
