@@ -19,12 +19,13 @@ rank 0.  A missing or empty `hosts` array is a one-broker instance.
 
 `parse()` checks the whole table at once, so a typo is found on every host
 alike, and raises UsageError whose sentence names the key that is wrong;
-`BootConfig.place(hostname)` then says where one broker sits, and `run(place,
-...)` runs that broker (`fluxlite broker --config-path FILE`): its tree is the
-config's, its TCP links present the shared certificate's keys and accept only
-peers that hold it (overlay/zap.py), rank 0 runs the initial program if one
-is given, else serves until `fluxlite shutdown`.  Parsing reads no network and
-binds nothing.  Unlike Flux, a host listed twice is an error rather than merged.
+`BootConfig.place(hostname)` then says where one broker sits (its Placement),
+and `run(config, place, ...)` runs that broker (`fluxlite broker --config-path
+FILE`): its tree is the config's, its TCP links present the shared
+certificate's keys and accept only peers that hold it (overlay/zap.py), rank 0
+runs the initial program if one is given, else serves until `fluxlite
+shutdown`.  Parsing reads no network and binds nothing.  Unlike Flux, a host
+listed twice is an error rather than merged.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import UsageError
-from ..util import hostlist, idset
+from ..util import hostlist, idset, tree
 from .attrs import read_toml
+from .placement import Placement
 
 TABLE_KEYS = ("curve_cert", "default_port", "default_bind", "default_connect",
               "enable_ipv6", "hosts")
@@ -54,23 +56,6 @@ class HostEntry:
     bind: str | None      # where this rank listens for its children
     connect: str | None   # where its children reach it
     parent: int | None    # None for rank 0
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where one broker sits: everything it needs to bind and connect."""
-    hostname: str
-    rank: int
-    size: int
-    bind_uri: str | None     # set when the rank has children
-    connect_uri: str | None  # this rank's own connect URI (what its children dial)
-    parent_rank: int | None
-    parent_uri: str | None   # the parent's connect URI (what this rank dials)
-    children: tuple[int, ...]
-    parents: tuple[int | None, ...]  # the topology: parents[r] is r's parent
-    curve_cert: str | None
-    enable_ipv6: bool
-    hosts: tuple[str, ...]           # every rank's host name, in rank order
 
 
 @dataclass(frozen=True)
@@ -102,27 +87,28 @@ class BootConfig:
         raise UsageError(f"[bootstrap]: this host's name {hostname!r} is not in hosts "
                          f"({names}); set the host name or add it to hosts")
 
-    def place(self, hostname: str) -> Place:
-        """Where the broker running on `hostname` sits in the tree."""
+    def place(self, hostname: str) -> Placement:
+        """Where the broker running on `hostname` sits in the tree (its CURVE keys are
+        the certificate's, read by run())."""
         rank = self.rank_of(hostname)
         if not self.hosts:
-            return Place(hostname, 0, 1, None, None, None, None, (), (None,),
-                         self.curve_cert, self.enable_ipv6, (hostname,))
+            return Placement(rank=0, size=1, topology=tree.Topology([None]), hosts=(hostname,))
         me = self.hosts[rank]
-        parent_uri = self.hosts[me.parent].connect if me.parent is not None else None
-        children = self.children(rank)
-        return Place(hostname, rank, self.size, me.bind if children else None, me.connect,
-                     me.parent, parent_uri, children, self.parents, self.curve_cert,
-                     self.enable_ipv6, tuple(e.host for e in self.hosts))
+        topology = tree.Topology(list(self.parents))
+        return Placement(rank=rank, size=self.size, topology=topology,
+                         hosts=tuple(e.host for e in self.hosts),
+                         bind_endpoint=me.bind if topology.children(rank) else None,
+                         parent_endpoint=self.hosts[me.parent].connect
+                         if me.parent is not None else None)
 
 
-def uses_tcp(place: Place) -> bool:
+def uses_tcp(place: Placement) -> bool:
     """Whether any link of this broker is TCP (its bind or its parent's URI)."""
     return any(u is not None and u.startswith("tcp://")
-               for u in (place.bind_uri, place.parent_uri))
+               for u in (place.bind_endpoint, place.parent_endpoint))
 
 
-def run(place: Place, attrs: dict[str, str], command: list[str], *,
+def run(config: BootConfig, place: Placement, attrs: dict[str, str], command: list[str], *,
         rundir: str | None = None, insecure: bool = False) -> int:
     """Run the broker `place` describes to completion; returns its exit code.
 
@@ -131,19 +117,19 @@ def run(place: Place, attrs: dict[str, str], command: list[str], *,
     `fluxlite shutdown`).  `rundir` is kept (clients reach the broker at
     local://RUNDIR/local); without it a private one is made and removed."""
     from ..overlay.overlay import Curve
-    from ..util import curve, tree
+    from ..util import curve
     from ..util.paths import check_private_dir, make_private_dirs, make_rundir
-    from .broker import BrokerConfig
-    cert = None
-    if place.curve_cert is not None and place.size > 1:
-        cert = curve.load_certificate(place.curve_cert)
+    from .placement import BrokerConfig
+    if config.curve_cert is not None and place.size > 1:
+        cert = curve.load_certificate(config.curve_cert)
+        place = replace(place, curve=Curve(public=cert.public, secret=cert.secret))
     elif uses_tcp(place) and not insecure:
         raise UsageError("a TCP overlay needs curve_cert in [bootstrap] (make one with "
                          "`fluxlite keygen PATH`)")
-    topology = tree.Topology(list(place.parents))
+    place = replace(place, insecure=insecure)
     crit = attrs.get("broker.critical-ranks", "")
     if crit == "":
-        attrs["broker.critical-ranks"] = idset.encode(topology.critical_ranks())
+        attrs["broker.critical-ranks"] = idset.encode(place.topology.critical_ranks())
     elif crit != "all" and max(idset.decode(crit), default=0) >= place.size:
         raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: this instance "
                          f"has ranks 0-{place.size - 1}")
@@ -155,16 +141,10 @@ def run(place: Place, attrs: dict[str, str], command: list[str], *,
         check_private_dir(rundir)
     if len(os.path.join(rundir, "local")) > 100:
         raise UsageError(f"run directory path is too long for a socket: {rundir}")
-    cfg = BrokerConfig(rank=place.rank, size=place.size, attrs=attrs, rundir=rundir,
-                       bind_endpoint=place.bind_uri, parent_endpoint=place.parent_uri,
+    cfg = BrokerConfig(place, attrs=attrs, rundir=rundir,
                        local_path=os.path.join(rundir, "local"),
                        initial_program=(command or None) if place.rank == 0 else None,
-                       initial_pgid=os.getpgrp(), interactive=False)
-    cfg.topology = topology
-    cfg.hosts = place.hosts
-    cfg.insecure = insecure
-    if cert is not None:
-        cfg.curve = Curve(public=cert.public, secret=cert.secret)
+                       initial_pgid=os.getpgrp())
     from .main import run_broker
     try:
         return run_broker(cfg)
@@ -189,12 +169,31 @@ def parse(table, *, insecure: bool = False) -> BootConfig:
 
     `insecure` allows an instance of more than one broker without curve_cert
     (plain TCP, for tests); otherwise a missing certificate is an error."""
+    d = _table_defaults(table)
+    rows, rank_by_name = _expand_hosts(d.hosts)
+    hosts = _place_rows(rows, rank_by_name, d)
+    _check_inner_ranks_have_uris(hosts, rows)
+    if len(rows) > 1 and d.curve_cert is None and not insecure:
+        raise UsageError("[bootstrap]: curve_cert must be set for more than one host "
+                         "(make one with `fluxlite keygen PATH`)")
+    return BootConfig(hosts, d.curve_cert, d.enable_ipv6)
+
+
+@dataclass(frozen=True)
+class _Defaults:
+    """The table's keys other than the hosts' own, checked."""
+    curve_cert: str | None
+    port: int | None
+    bind: str | None
+    connect: str | None
+    enable_ipv6: bool
+    hosts: list
+
+
+def _table_defaults(table) -> _Defaults:
     if not isinstance(table, dict):
         raise UsageError("[bootstrap] must be a table")
-    unknown = sorted(set(table) - set(TABLE_KEYS))
-    if unknown:
-        raise UsageError(f"[bootstrap]: unknown key {unknown[0]!r} "
-                         f"(allowed: {', '.join(TABLE_KEYS)})")
+    _no_unknown_keys(table, TABLE_KEYS, "[bootstrap]")
     curve_cert = _opt_str(table, "curve_cert")
     if curve_cert == "":
         raise UsageError("[bootstrap]: curve_cert must be a path, not empty")
@@ -203,8 +202,6 @@ def parse(table, *, insecure: bool = False) -> BootConfig:
                              or not 1 <= port <= 65535):
         raise UsageError(f"[bootstrap]: default_port must be an integer from 1 to 65535, "
                          f"not {port!r}")
-    default_bind = _opt_str(table, "default_bind")
-    default_connect = _opt_str(table, "default_connect")
     ipv6 = table.get("enable_ipv6", False)
     if not isinstance(ipv6, bool):
         raise UsageError(f"[bootstrap]: enable_ipv6 must be true or false, not {ipv6!r}")
@@ -212,30 +209,25 @@ def parse(table, *, insecure: bool = False) -> BootConfig:
     if not isinstance(raw, list):
         raise UsageError("[bootstrap]: hosts must be an array of tables like "
                          "[{host = \"node[0-3]\"}]")
+    return _Defaults(curve_cert, port, _opt_str(table, "default_bind"),
+                     _opt_str(table, "default_connect"), ipv6, raw)
 
-    # first pass: expand hostlists, give every name its rank
-    rows: list[tuple[int, str, dict]] = []   # (index in hosts, name, entry)
+
+def _no_unknown_keys(table: dict, allowed: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r} "
+                         f"(allowed: {', '.join(allowed)})")
+
+
+def _expand_hosts(raw: list) -> tuple[list[tuple[int, str, dict]], dict[str, int]]:
+    """Every host name in order, each with its rank: [(index in hosts, name, entry)]
+    and name -> rank."""
+    rows: list[tuple[int, str, dict]] = []
     rank_by_name: dict[str, int] = {}
     for i, entry in enumerate(raw):
         where = f"[bootstrap] hosts[{i}]"
-        if not isinstance(entry, dict):
-            raise UsageError(f"{where} must be a table like {{host = \"node0\"}}")
-        unknown = sorted(set(entry) - set(HOST_KEYS))
-        if unknown:
-            raise UsageError(f"{where}: unknown key {unknown[0]!r} "
-                             f"(allowed: {', '.join(HOST_KEYS)})")
-        if "host" not in entry:
-            raise UsageError(f"{where}: the host key is missing")
-        text = entry["host"]
-        if not isinstance(text, str):
-            raise UsageError(f"{where}: host must be a string (a hostlist), not {text!r}")
-        try:
-            names = hostlist.decode(text)
-        except ValueError as exc:
-            raise UsageError(f"{where}: host: {exc}") from None
-        if not names:
-            raise UsageError(f"{where}: host is empty")
-        for name in names:
+        for name in _entry_names(entry, where):
             problem = _bad_hostname(name)
             if problem:
                 raise UsageError(f"{where}: host {name!r} {problem}")
@@ -245,27 +237,56 @@ def parse(table, *, insecure: bool = False) -> BootConfig:
                                  f"{rank_by_name[name]}, from hosts[{first}])")
             rank_by_name[name] = len(rows)
             rows.append((i, name, entry))
-    size = len(rows)
+    return rows, rank_by_name
 
-    # second pass: URIs and parents
-    parents: list[int | None] = []
-    binds: list[str | None] = []
-    connects: list[str | None] = []
+
+def _entry_names(entry, where: str) -> list[str]:
+    """The host names one entry of `hosts` expands to."""
+    if not isinstance(entry, dict):
+        raise UsageError(f"{where} must be a table like {{host = \"node0\"}}")
+    _no_unknown_keys(entry, HOST_KEYS, where)
+    if "host" not in entry:
+        raise UsageError(f"{where}: the host key is missing")
+    text = entry["host"]
+    if not isinstance(text, str):
+        raise UsageError(f"{where}: host must be a string (a hostlist), not {text!r}")
+    try:
+        names = hostlist.decode(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}: host: {exc}") from None
+    if not names:
+        raise UsageError(f"{where}: host is empty")
+    return names
+
+
+def _place_rows(rows: list[tuple[int, str, dict]], rank_by_name: dict[str, int],
+                d: _Defaults) -> tuple[HostEntry, ...]:
+    """Each rank's URIs and parent; the parents must form a tree under rank 0."""
+    out = []
     for rank, (i, name, entry) in enumerate(rows):
         where = f"[bootstrap] hosts[{i}] ({name})"
-        for key, default, out in (("bind", default_bind, binds),
-                                  ("connect", default_connect, connects)):
-            template = entry.get(key, default)
-            if template is not None and not isinstance(template, str):
-                raise UsageError(f"{where}: {key} must be a string URI, not {template!r}")
-            origin = key if key in entry else f"default_{key}"
-            out.append(None if template is None else
-                       _uri(template, name, port, f"{where}: {origin}"))
-        parents.append(_parent(entry.get("parent"), rank, name, rank_by_name, size, where))
-    _check_tree(parents, rows)
+        bind = _entry_uri(entry, "bind", d.bind, name, d.port, where)
+        connect = _entry_uri(entry, "connect", d.connect, name, d.port, where)
+        parent = _parent(entry.get("parent"), rank, name, rank_by_name, len(rows), where)
+        out.append(HostEntry(rank, name, bind, connect, parent))
+    _check_tree([e.parent for e in out], rows)
+    return tuple(out)
 
-    hosts = tuple(HostEntry(r, rows[r][1], binds[r], connects[r], parents[r])
-                  for r in range(size))
+
+def _entry_uri(entry: dict, key: str, default: str | None, host: str, port: int | None,
+               where: str) -> str | None:
+    """An entry's bind or connect URI (its own, else the table's default)."""
+    template = entry.get(key, default)
+    if template is None:
+        return None
+    if not isinstance(template, str):
+        raise UsageError(f"{where}: {key} must be a string URI, not {template!r}")
+    origin = key if key in entry else f"default_{key}"
+    return _uri(template, host, port, f"{where}: {origin}")
+
+
+def _check_inner_ranks_have_uris(hosts: tuple[HostEntry, ...], rows) -> None:
+    """A rank with children needs a URI to bind and one its children connect to."""
     for e in hosts:
         kids = [c.rank for c in hosts if c.parent == e.rank]
         if not kids:
@@ -275,10 +296,6 @@ def parse(table, *, insecure: bool = False) -> BootConfig:
             if value is None:
                 raise UsageError(f"{where} has children (ranks {idset.encode(kids)}) but no "
                                  f"{key} URI: set {key} there or default_{key}")
-    if size > 1 and curve_cert is None and not insecure:
-        raise UsageError("[bootstrap]: curve_cert must be set for more than one host "
-                         "(make one with `fluxlite keygen PATH`)")
-    return BootConfig(hosts, curve_cert, ipv6)
 
 
 def format_uri(template: str, host: str, port: int | None) -> str:

@@ -24,11 +24,9 @@ needs, named at construction (see _build_services).
 from __future__ import annotations
 
 import asyncio
-import collections
 import os
 import signal
 import sqlite3
-import sys
 import time
 
 import zmq
@@ -39,65 +37,34 @@ from ..overlay.overlay import Overlay, OverlayCallbacks, Timeouts
 from ..router.local import LocalEndpoint
 from ..router.router import Router
 from ..service.base import ServiceContext
-from ..util import fsd, hostlist, procs, tree
+from ..util import fsd, hostlist, procs
 from ..util import log as blog
 from . import attrs as battrs
 from . import state as st
+from .initial_program import program_env, run_initial_program
+from .links import BrokerLinks
+from .placement import BrokerConfig, Runtime
 
 log = blog.get_logger("broker")
 
 
-class BrokerConfig:
-    """Everything a broker process needs to know before it starts."""
-
-    def __init__(self, *, rank: int, size: int, attrs: dict[str, str], rundir: str,
-                 bind_endpoint: str | None, parent_endpoint: str | None,
-                 local_path: str, initial_program: list[str] | None = None,
-                 initial_pgid: int | None = None, interactive: bool = False,
-                 spawner=None, logs=None, env: dict[str, str] | None = None):
-        self.rank = rank
-        self.size = size
-        self.attrs = attrs
-        self.rundir = rundir
-        self.bind_endpoint = bind_endpoint
-        self.parent_endpoint = parent_endpoint
-        self.local_path = local_path
-        self.initial_program = initial_program
-        self.initial_pgid = initial_pgid
-        self.interactive = interactive
-        self.spawner = spawner
-        self.logs = logs  # the process's util.log.LogSink: `dmesg` reads its ring
-        # the environment the instance hands its processes (the initial program, job
-        # shells, rexec'd commands); this process's own stays as it was given
-        self.env: dict[str, str] = dict(os.environ) if env is None else env
-        self.resources: dict[int, list[int]] | None = None  # nested: the job's allocation
-        self.gpus: dict[int, list[int]] | None = None       # nested: its GPUs
-        self.topology: tree.Topology | None = None  # a config's tree (else tbon.topo)
-        self.curve = None      # overlay.Curve: the keys of this broker's TCP links
-        self.bind_fd: int | None = None  # the TCP socket bind_endpoint names, already bound
-        self.nested = False
-        self.insecure = False   # plain TCP links (tests only)
-        # every rank's host name, in rank order, where the bootstrap learnt them (a
-        # config's hosts, a PMI exchange); else every rank is on this host
-        self.hosts: tuple[str, ...] | None = None
-
-
 class Broker:
-    def __init__(self, cfg: BrokerConfig):
+    def __init__(self, cfg: BrokerConfig, runtime: Runtime):
         self.cfg = cfg
-        self.rank = cfg.rank
-        self.size = cfg.size
-        self.attrs = cfg.attrs
-        self.topology = cfg.topology or tree.Topology.kary(
-            cfg.size, tree.parse_topo(cfg.attrs["tbon.topo"]))
+        self.place = place = cfg.placement
+        self.runtime = runtime
+        self.rank = place.rank
+        self.size = place.size
+        self.attrs = dict(cfg.attrs)
+        self.topology = place.topology
         self.userid = os.getuid()
         self.rundir = cfg.rundir
         self.local_uri = "local://" + cfg.local_path
-        self.spawner = cfg.spawner
+        self.spawner = runtime.spawner
         self.sm = st.StateMachine()
         self.overlay: Overlay | None = None
         self.local: LocalEndpoint | None = None
-        self.links = _Links(self)
+        self.links = BrokerLinks(self)
         self.router = Router(rank=self.rank, topology=self.topology,
                              userid=self.userid, links=self.links)
         self.services: list = []
@@ -119,7 +86,7 @@ class Broker:
         a["size"] = str(self.size)
         a["broker.pid"] = str(os.getpid())
         a["version"] = __version__
-        self.hosts = self.cfg.hosts or (os.uname().nodename,) * self.size
+        self.hosts = self.place.hosts
         a["hostname"] = self.hosts[self.rank]
         a["hostlist"] = hostlist.encode(self.hosts)
         a["local-uri"] = self.local_uri
@@ -127,8 +94,8 @@ class Broker:
         a["tbon.level"] = str(self.topology.level(self.rank))
         a["tbon.maxlevel"] = str(self.topology.maxlevel)
         a["tbon.descendants"] = str(len(self.topology.descendants(self.rank)))
-        a["tbon.endpoint"] = self.cfg.bind_endpoint or ""
-        a["tbon.parent-endpoint"] = self.cfg.parent_endpoint or ""
+        a["tbon.endpoint"] = self.place.bind_endpoint or ""
+        a["tbon.parent-endpoint"] = self.place.parent_endpoint or ""
 
     # ---------------------------------------------------------------- run
     async def run(self) -> int:
@@ -137,9 +104,9 @@ class Broker:
         max_message = battrs.parse_size(self.attrs["broker.max-message-size"])
         self.overlay = Overlay(
             rank=self.rank, topology=self.topology, ctx=self.ctx,
-            bind_endpoint=self.cfg.bind_endpoint, parent_endpoint=self.cfg.parent_endpoint,
+            bind_endpoint=self.place.bind_endpoint, parent_endpoint=self.place.parent_endpoint,
             timeouts=self._timeouts(), max_message=max_message,
-            curve=self.cfg.curve, insecure=self.cfg.insecure, bind_fd=self.cfg.bind_fd,
+            curve=self.place.curve, insecure=self.place.insecure, bind_fd=self.place.bind_fd,
             callbacks=OverlayCallbacks(message=self.router.deliver,
                                        parent_lost=self.parent_lost,
                                        child_gone=self.child_gone,
@@ -252,7 +219,7 @@ class Broker:
                                                                              at_runtime=True),
                                         clients=self.router, on_setattr=self._attr_changed,
                                         request_shutdown=self.request_shutdown,
-                                        start_time=self.start_time, logs=self.cfg.logs),
+                                        start_time=self.start_time, logs=self.runtime.logs),
                rexec.RexecService(ctx, spawner=self.spawner, local_uri=self.local_uri,
                                   rundir=self.rundir)]
         if self.rank == 0:
@@ -355,66 +322,17 @@ class Broker:
         self.transition("parent-fail" if self.parent_failed else "shutdown")
 
     async def _run_initial_program(self) -> None:
-        env = dict(self.cfg.env)
-        env["FLUXLITE_URI"] = self.local_uri
-        from ..util.compat import flux_compat
-        if flux_compat(env):
-            env["FLUX_URI"] = self.local_uri
-        from ..util.paths import fluxlite_bindir
-        bindir = fluxlite_bindir()
-        if bindir and bindir not in env.get("PATH", "").split(os.pathsep):
-            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-        argv = self.cfg.initial_program
-        try:
-            if self.cfg.nested and os.isatty(0):
-                # alloc's terminal: the program leads its own session on it
-                proc = self.spawner.spawn("exec", argv=argv, env=env, setsid=True, ctty=True)
-            else:
-                proc = self.spawner.spawn("exec", argv=argv, env=env,
-                                          pgid=self.cfg.initial_pgid)
-            pid = await proc.started
-        except OSError as exc:
-            log.info("initial program failed to start", error=exc.strerror)
-            where = "fluxlite instance" if self.cfg.nested else "fluxlite start"
-            print(f"{where}: {exc.strerror}", file=sys.stderr, flush=True)
+        status = await run_initial_program(self.spawner, self.cfg,
+                                           program_env(self.runtime.env, self.local_uri),
+                                           self._shutdown, lambda: self._shutdown_reason)
+        if status is None:
             self.exit_code = 127
             return
-        log.info("rc2 started", pid=pid, argv=" ".join(argv))
-        t0 = time.monotonic()
-        waiter = asyncio.ensure_future(self._shutdown.wait())
-        while True:
-            done, _ = await asyncio.wait({proc.exited, waiter},
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if proc.exited in done:
-                break
-            # asked to shut down while rc2 runs: terminate it, then SIGKILL
-            log.info("terminating initial program", reason=self._shutdown_reason)
-            try:
-                self.spawner.kill(proc, signal.SIGHUP if self.cfg.interactive else signal.SIGTERM)
-            except OSError:
-                pass
-            try:
-                await asyncio.wait_for(asyncio.shield(proc.exited), 5.0)
-            except TimeoutError:
-                try:
-                    self.spawner.kill(proc, signal.SIGKILL)
-                except OSError:
-                    pass
-            except OSError:
-                pass  # the spawner is gone, and the program with it
-            waiter = asyncio.get_running_loop().create_future()
-        waiter.cancel()
-        try:
-            status = proc.exited.result()
-        except OSError:
-            status = 1 << 8
         self.exit_code = procs.wait_status_to_exit_code(status)
         if self._asked_to_stop and os.WIFSIGNALED(status) and \
                 os.WTERMSIG(status) in (signal.SIGTERM, signal.SIGHUP):
             # `fluxlite shutdown` ended it on purpose: that is a clean end, not a failure
             self.exit_code = 0
-        log.info("rc2 exited", status=procs.describe_status(status),
-                 elapsed=f"{time.monotonic() - t0:.3f}s")
 
     async def _cleanup_phase(self) -> None:
         timeout = fsd.parse(self.attrs["broker.cleanup-timeout"])
@@ -556,73 +474,3 @@ class Broker:
                 hook(changes)
             except Exception:
                 log.error("membership hook failed", exc_info=True)
-
-
-class _Links:
-    """The router's way out: the overlay's sockets and the local endpoint.
-
-    With a state directory, rank 0 acknowledges only what is on disk: a message
-    leaving the broker waits, in order, until the store's write-out it may depend
-    on (`needed()`: the one that will carry what is in memory now) is synced
-    (`synced`); each sync releases every message it covers."""
-
-    __slots__ = ("b", "store", "held")
-
-    def __init__(self, broker: Broker):
-        self.b = broker
-        self.store = None          # a durable kvs_store.Store, once one is in use
-        self.held: collections.deque = collections.deque()   # (write-out, send, args)
-
-    def hold_until_durable(self, store) -> None:
-        self.store = store
-        store.on_durable.append(self._release)
-
-    def _hold(self, send, *args) -> bool:
-        """Whether the message must wait (it is then kept to be sent in order)."""
-        store = self.store
-        if store is None:
-            return False
-        need = store.needed()
-        if need <= store.synced and not self.held:
-            return False
-        self.held.append((need, send, args))
-        return True
-
-    def _release(self) -> None:
-        held, synced = self.held, self.store.synced
-        while held and held[0][0] <= synced:
-            _, send, args = held.popleft()
-            send(*args)
-
-    def parent_connected(self) -> bool:
-        return self.b.overlay is not None and self.b.overlay.parent_connected()
-
-    def send_parent(self, frames: list[bytes]) -> None:
-        if not self._hold(self._send_parent, frames):
-            self._send_parent(frames)
-
-    def _send_parent(self, frames: list[bytes]) -> None:
-        self.b.overlay.send_parent(frames)
-
-    def child_state(self, rank: int) -> str:
-        return self.b.overlay.child_state(rank) if self.b.overlay is not None else "offline"
-
-    def send_child(self, rank: int, frames: list[bytes]) -> bool:
-        return self._hold(self._send_child, rank, frames) or self._send_child(rank, frames)
-
-    def _send_child(self, rank: int, frames: list[bytes]) -> bool:
-        return self.b.overlay is not None and self.b.overlay.send_child(rank, frames)
-
-    def send_children(self, frames: list[bytes]) -> None:
-        if not self._hold(self._send_children, frames):
-            self._send_children(frames)
-
-    def _send_children(self, frames: list[bytes]) -> None:
-        if self.b.overlay is not None:
-            self.b.overlay.send_children(frames)
-
-    def send_client(self, ident: bytes, frames: list[bytes]) -> bool:
-        return self._hold(self._send_client, ident, frames) or self._send_client(ident, frames)
-
-    def _send_client(self, ident: bytes, frames: list[bytes]) -> bool:
-        return self.b.local is not None and self.b.local.send(ident, frames)

@@ -31,6 +31,7 @@ import time
 from ..errors import UsageError
 from ..util import procs, tree
 from ..util.paths import check_private_dir, make_private_dirs, make_rundir
+from .placement import BrokerConfig, local_placement
 
 MAX_SIZE = 1024
 
@@ -61,7 +62,6 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     import importlib
 
     from .. import service as _svc
-    from ..broker.broker import BrokerConfig
     from ..broker.main import run_broker
     from ..overlay import overlay as _o  # noqa: F401
     from ..router import router as _r  # noqa: F401
@@ -72,16 +72,14 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     preload()
 
     launcher_pgid = os.getpgrp()
+    hosts = hosts or (os.uname().nodename,) * size
+    topology = tree.Topology.kary(size, k)
     pids: dict[int, int] = {}
     for rank in range(size):
-        cfg = BrokerConfig(
-            rank=rank, size=size, attrs=dict(attrs), rundir=rundir,
-            bind_endpoint=f"ipc://{rundir}/tbon-{rank}" if tree.children(rank, size, k) else None,
-            parent_endpoint=None if rank == 0 else f"ipc://{rundir}/tbon-{tree.parent(rank, k)}",
-            local_path=f"{rundir}/local-{rank}",
-            initial_program=command if rank == 0 else None,
-            initial_pgid=launcher_pgid, interactive=interactive, env=env)
-        cfg.hosts = hosts
+        cfg = BrokerConfig(local_placement(rank, topology, rundir, hosts), attrs=dict(attrs),
+                           rundir=rundir, local_path=f"{rundir}/local-{rank}",
+                           initial_program=command if rank == 0 else None,
+                           initial_pgid=launcher_pgid, interactive=interactive)
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -94,7 +92,7 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
                     null = os.open(os.devnull, os.O_RDONLY)
                     os.dup2(null, 0)
                     os.close(null)
-                code = run_broker(cfg)
+                code = run_broker(cfg, env)
             except BaseException:
                 import traceback
                 traceback.print_exc()

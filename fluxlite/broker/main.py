@@ -8,28 +8,34 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 
 from ..protocol.admission import raise_nofile_limit
 from ..util import log as blog
 from ..util.proctitle import set_title
-from .broker import Broker, BrokerConfig
+from .broker import Broker
+from .placement import BrokerConfig, Runtime
 from .spawner import start_spawner
 
 
-def run_broker(cfg: BrokerConfig) -> int:
-    """Run one broker to completion; returns its exit code."""
+def run_broker(cfg: BrokerConfig, env: Mapping[str, str] | None = None) -> int:
+    """Run one broker to completion; returns its exit code.  `env` is the environment
+    the instance hands its processes (default: this process's)."""
     from ..shell.main import preload, run_forked_shell, warm_spawner
     set_title(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
-    cfg.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
-                                os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"),
-                                entry=run_forked_shell, preload=preload, warm=warm_spawner,
-                                close_fds=() if cfg.bind_fd is None else (cfg.bind_fd,),
-                                env=cfg.env)
+    runtime = Runtime(env=dict(os.environ if env is None else env))
+    bind_fd = cfg.placement.bind_fd
+    runtime.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
+                                    os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"),
+                                    entry=run_forked_shell, preload=preload,
+                                    warm=warm_spawner,
+                                    close_fds=() if bind_fd is None else (bind_fd,),
+                                    env=runtime.env)
     # descriptors: as many as allowed (the spawner, forked above, keeps the limit its
     # shells and tasks inherit); the connection guards keep a reserve below it
     raise_nofile_limit()
     a = cfg.attrs
-    cfg.logs = blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
-                   level=a["log-level"], stderr_level=a["log-stderr-level"],
-                   ring_size=int(a["log-ring-size"]))
-    return asyncio.run(Broker(cfg).run())
+    runtime.logs = blog.configure(cfg.rank, os.path.join(cfg.rundir, f"broker-{cfg.rank}.log"),
+                                  level=a["log-level"], stderr_level=a["log-stderr-level"],
+                                  ring_size=int(a["log-ring-size"]))
+    return asyncio.run(Broker(cfg, runtime).run())

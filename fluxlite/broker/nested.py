@@ -45,7 +45,7 @@ from ..util import curve as curve_cert
 from ..util import idset, tree
 from ..util.paths import make_rundir
 from .attrs import critical_ranks
-from .broker import BrokerConfig
+from .placement import BrokerConfig, Placement
 
 # what a PMI launcher and the instance plugin put in a broker's environment;
 # none of it is for the instance's own jobs
@@ -210,22 +210,19 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool,
         attrs["jobid"] = os.environ.get("FLUXLITE_JOB_ID", "")
         attrs["parent-uri"] = os.environ.get("FLUXLITE_URI", "")
     attrs["broker.critical-ranks"] = idset.encode(critical_ranks(attrs, size))
-    cfg = BrokerConfig(rank=rank, size=size, attrs=attrs, rundir=rundir,
-                       bind_endpoint=boot.bind, parent_endpoint=boot.parent_ep,
-                       local_path=f"{rundir}/local", initial_program=command or None,
+    k = tree.parse_topo(attrs["tbon.topo"])
+    place = Placement(rank=rank, size=size, topology=tree.Topology.kary(size, k),
+                      hosts=boot.hosts, bind_endpoint=boot.bind, parent_endpoint=boot.parent_ep,
+                      curve=boot.curve, bind_fd=boot.bind_fd)
+    cfg = BrokerConfig(place, attrs=attrs, rundir=rundir, local_path=f"{rundir}/local",
+                       initial_program=command or None,
                        initial_pgid=0 if nested else os.getpgrp(),
                        interactive=os.isatty(0),  # the job's terminal (pty plugin)
-                       env=instance_env(os.environ if env is None else env,
-                                        f"local://{rundir}/local"))
-    cfg.resources = boot.resources
-    cfg.gpus = boot.gpus
-    cfg.hosts = boot.hosts
-    cfg.curve = boot.curve
-    cfg.bind_fd = boot.bind_fd
-    cfg.nested = nested
+                       nested=nested, resources=boot.resources, gpus=boot.gpus)
+    env = instance_env(os.environ if env is None else env, f"local://{rundir}/local")
     from .main import run_broker
     try:
-        return run_broker(cfg)
+        return run_broker(cfg, env)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
 

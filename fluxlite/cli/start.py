@@ -206,10 +206,11 @@ def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) ->
     if conf is not None:
         raise UsageError("--conf and --config-path cannot be used together (put the "
                          "attribute tables in the --config-path file)")
-    place = boot_config.load(path, insecure=insecure).place(hostname or socket.gethostname())
+    config = boot_config.load(path, insecure=insecure)
+    place = config.place(hostname or socket.gethostname())
     base = battrs.TCP_DEFAULTS if boot_config.uses_tcp(place) else None
     attrs = _build_attrs(path, setattrs, base=base, bootstrap=True)
-    return boot_config.run(place, attrs, command, rundir=rundir, insecure=insecure)
+    return boot_config.run(config, place, attrs, command, rundir=rundir, insecure=insecure)
 
 
 def split_broker_opts(values) -> list[str]:

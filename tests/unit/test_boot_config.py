@@ -24,16 +24,17 @@ def test_flat_cluster_ranks_and_uris():
     assert cfg.size == 4
     assert [e.host for e in cfg.hosts] == ["node0", "node1", "node2", "node3"]
     p0 = cfg.place("node0")
-    assert (p0.rank, p0.size, p0.parent_rank, p0.parent_uri) == (0, 4, None, None)
-    assert p0.bind_uri == "tcp://*:8050"
-    assert p0.connect_uri == "tcp://node0:8050"
+    assert (p0.rank, p0.size, p0.parent, p0.parent_endpoint) == (0, 4, None, None)
+    assert p0.bind_endpoint == "tcp://*:8050"
+    assert cfg.hosts[0].connect == "tcp://node0:8050"
     assert p0.children == (1, 2, 3)
-    assert p0.parents == (None, 0, 0, 0)
+    assert p0.topology.parents == [None, 0, 0, 0]
+    assert p0.hosts == ("node0", "node1", "node2", "node3")
     p2 = cfg.place("node2")
-    assert (p2.rank, p2.parent_rank, p2.parent_uri) == (2, 0, "tcp://node0:8050")
-    assert p2.bind_uri is None          # a leaf binds nothing
+    assert (p2.rank, p2.parent, p2.parent_endpoint) == (2, 0, "tcp://node0:8050")
+    assert p2.bind_endpoint is None          # a leaf binds nothing
     assert p2.children == ()
-    assert p2.curve_cert == "/c.cert"
+    assert p2.curve is None and cfg.curve_cert == "/c.cert"   # keys: read by run()
 
 
 def test_entry_keys_override_defaults_and_percent_tokens():
@@ -44,7 +45,7 @@ def test_entry_keys_override_defaults_and_percent_tokens():
     assert cfg.hosts[0].bind == "tcp://eth0:9001"
     assert cfg.hosts[0].connect == "tcp://m-mgmt:9001"
     assert cfg.hosts[2].connect == "ipc:///tmp/n2.sock"
-    assert cfg.place("n1").parent_uri == "tcp://m-mgmt:9001"
+    assert cfg.place("n1").parent_endpoint == "tcp://m-mgmt:9001"
     assert boot_config.format_uri("tcp://a%%b:%p", "h", 1) == "tcp://a%b:1"
 
 
@@ -56,16 +57,17 @@ def test_parents_by_name_and_by_rank_make_a_tree():
     assert cfg.parents == (None, 0, 0, 1, 1, 2)
     p1 = cfg.place("r1")
     assert p1.children == (3, 4)
-    assert p1.bind_uri == "tcp://*:8050"
-    assert cfg.place("r4").parent_uri == "tcp://r1:8050"
-    assert cfg.place("r5").parent_rank == 2
+    assert p1.bind_endpoint == "tcp://*:8050"
+    assert cfg.place("r4").parent_endpoint == "tcp://r1:8050"
+    assert cfg.place("r5").parent == 2
 
 
 def test_no_hosts_is_one_broker():
     for table in ({}, {"hosts": []}):
         cfg = boot_config.parse(table)
         p = cfg.place("anything")
-        assert (p.rank, p.size, p.parent_rank, p.children, p.parents) == (0, 1, None, (), (None,))
+        assert (p.rank, p.size, p.parent, p.children, p.topology.parents) == \
+            (0, 1, None, (), [None])
 
 
 def test_the_example_file_parses_and_uses_every_key():
@@ -78,9 +80,9 @@ def test_the_example_file_parses_and_uses_every_key():
     assert [e.host for e in cfg.hosts] == ["mgmt0", "node1", "node2", "node3", "node4",
                                            "node5", "node6"]
     assert cfg.parents == (None, 0, 0, 1, 1, 2, 2)
-    assert cfg.place("node3").parent_uri == "tcp://node1:8050"
-    assert cfg.place("node1").parent_uri == "tcp://mgmt0:9001"
-    assert cfg.place("mgmt0").bind_uri == "tcp://eth0:9001"
+    assert cfg.place("node3").parent_endpoint == "tcp://node1:8050"
+    assert cfg.place("node1").parent_endpoint == "tcp://mgmt0:9001"
+    assert cfg.place("mgmt0").bind_endpoint == "tcp://eth0:9001"
 
 
 @pytest.mark.parametrize("table,words", [
@@ -133,7 +135,7 @@ def test_unknown_hostname_is_a_clear_error():
 
 def test_insecure_allows_no_certificate():
     cfg = boot_config.parse(flat(curve_cert=None), insecure=True)
-    assert cfg.place("node1").curve_cert is None
+    assert cfg.curve_cert is None and cfg.place("node1").curve is None
 
 
 def test_load_names_the_file(tmp_path):

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from fluxlite.broker.broker import _Links
+from fluxlite.broker.links import BrokerLinks
 from fluxlite.errors import UsageError
 from fluxlite.service.kvs_store import UNLINK, VERSION_KEY, Blob, Log, Store
 
@@ -106,7 +106,7 @@ class _Broker:
 async def test_nothing_leaves_before_the_turns_write_out(path):
     store = Store(None, durable_path=path)
     broker = _Broker()
-    links = _Links(broker)
+    links = BrokerLinks(broker)
     links.hold_until_durable(store)
     assert links.send_client(b"c", [b"before"])      # nothing pending: goes at once
     assert broker.local.sent == [[b"before"]]
