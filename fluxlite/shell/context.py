@@ -7,11 +7,12 @@ use it and nothing else; tests/unit/test_shell_context.py checks that they do.
 Facts (read-only):
     info            the shell's ShellInfo (fluxlite/job/shell_info.py): the job, its
                     resources, this shell's place; typed fields
-    jobid, rank, nshells, is_leader, ntasks, nlocal, hostname, service
+    jobid, f58, rank, nshells, is_leader, ntasks, nlocal, hostname, service
     task_ranks      the global ranks of this shell's tasks, in local order
     tasks           this shell's tasks started so far (shell/task.py)
     options         the job's shell options (-o), read-only
     jobspec         the job's jobspec
+    command         the job's command (argv, mustache tags unexpanded)
     arg0            the command's base name, for messages
     verbose         -o verbose's level
     tmpdir          the job's private directory on this node (None: none)
@@ -44,6 +45,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 
 from ..job.shell_info import ShellInfo
+from ..util import fluid
 
 
 class ShellContext:
@@ -63,6 +65,11 @@ class ShellContext:
     @property
     def jobid(self) -> int:
         return self._shell.jobid
+
+    @property
+    def f58(self) -> str:
+        """The job's id in F58, plain (ASCII)."""
+        return fluid.f58_plain(self._shell.jobid)
 
     @property
     def rank(self) -> int:
@@ -109,6 +116,10 @@ class ShellContext:
     @property
     def jobspec(self) -> dict:
         return self._shell.jobspec
+
+    @property
+    def command(self) -> list[str]:
+        return self._shell.command
 
     @property
     def arg0(self) -> str:

@@ -197,6 +197,32 @@ class PluginStack:
             out.append(p)
         return out
 
+    def load_user(self, options, make: Callable[[type], ShellPlugin],
+                  warn: Callable[[str], None]) -> None:
+        """Load the files `-o plugins=PATH[,PATH]` names, then check the options no
+        built-in knows with the checker of the plugin that claims each (PluginError
+        for a bad value); `warn` is told of each option no plugin claims."""
+        paths = options.get("plugins")
+        if not paths:
+            return
+        if isinstance(paths, str):
+            paths = [p for p in paths.split(",") if p]
+        claimed: dict = {}
+        for path in paths:
+            for p in self.load_file(path, make):
+                claimed.update(getattr(p, "options", {}) or {})
+        from ..job import shell_options
+        for name, value in options.items():
+            if shell_options.lookup(name) is not None:
+                continue
+            if name not in claimed:  # a plugin may read it all the same (Flux's are open)
+                warn(shell_options.warning(name, []))
+                continue
+            try:
+                claimed[name](value)
+            except (ValueError, TypeError) as exc:
+                raise PluginError(f"invalid shell option {name}={value!r}: {exc}") from None
+
     async def call(self, topic: str, *args, strict: bool = False) -> None:
         """Run every callback for `topic`, in order.  With strict, the first failure raises."""
         for name, fn in list(self._table[topic]):

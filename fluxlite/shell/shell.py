@@ -16,6 +16,10 @@ job-exec it entered and goes on, and waits for the answers before it exits.
 The leader tracks which shells are done or lost, so it never waits for one
 that is gone; it keeps the job's critical ranks (pushed by job-exec) and
 hands each new set to `shell.critical-ranks` callbacks.
+
+The shell starts from its ShellInfo (fluxlite/job/shell_info.py, typed and
+checked before it was forked).  Plugins (plugin.py) never see this object:
+each gets the shell's ShellContext (context.py), which offers what they may use.
 """
 
 from __future__ import annotations
@@ -281,7 +285,8 @@ class JobShell:
         from .plugins import builtin_plugins
         for cls in builtin_plugins(self.context):
             self.plugins.add(cls(self.context))
-        self._load_user_plugins()
+        self.plugins.load_user(self.options, lambda cls: cls(self.context),
+                               functools.partial(self.log, level="WARN"))
         if self.verbose:
             self.debug(f"{fluid.f58(self.jobid)}: {self.ntasks} task(s) on {self.nshells} "
                        f"node(s); this shell (host {self.hostname}, broker rank "
@@ -340,28 +345,6 @@ class JobShell:
             self._no_wait(self.h.rpc(topic, payload), f"{name} barrier")
             return None
         return await self.h.call(topic, payload)
-
-    def _load_user_plugins(self) -> None:
-        paths = self.options.get("plugins")
-        if not paths:
-            return
-        if isinstance(paths, str):
-            paths = [p for p in paths.split(",") if p]
-        claimed: dict = {}
-        for path in paths:
-            for p in self.plugins.load_file(path, lambda cls: cls(self.context)):
-                claimed.update(getattr(p, "options", {}) or {})
-        from ..job import shell_options
-        for name, value in self.options.items():
-            if shell_options.lookup(name) is not None:
-                continue
-            if name not in claimed:  # a plugin may read it all the same (Flux's are open)
-                self.log(shell_options.warning(name, []), "WARN")
-                continue
-            try:
-                claimed[name](value)
-            except (ValueError, TypeError) as exc:
-                raise PluginError(f"invalid shell option {name}={value!r}: {exc}") from None
 
     async def _init_failed(self, why: str) -> None:
         try:
