@@ -382,12 +382,12 @@ class JobShell:
                 tenv[var] = mustache.render(str(template), self.mustache_values(rank))
             argv = ([mustache.render(a, self.mustache_values(rank)) for a in self.command]
                     if templated else self.command)
-            task = Task(self, localid, rank, argv, tenv, cwd)
+            task = Task(localid, rank, argv, tenv, cwd)
             task.setpgrp = not self.options.get("nosetpgrp")
             self.tasks.append(task)
             await self.plugins.call("task.init", task)
             await self.plugins.call("task.exec", task)
-            task.start(on_output)
+            task.start(on_output, self.early_signals)
             if self.verbose >= 2 and task.pid is not None:
                 self.debug(f"task {rank}: started {' '.join(argv)} (pid {task.pid})", 2)
             if task.start_error:
