@@ -35,7 +35,7 @@ lint: setup
 	$(VENV)/bin/ruff check -q $(wildcard fluxlite tests bench)
 	$(VENV)/bin/vulture fluxlite .ci/vulture-allow.py --min-confidence 60 \
 	    --ignore-decorators "@handler,@*.command,@*.group,@click.*,@property,@*.def_extern" \
-	    --ignore-names "__getattr__,_cmd_*,shell_*,task_*" --exclude "*/fluxlite/testing/*"
+	    --ignore-names "__getattr__,_cmd_*" --exclude "*/fluxlite/testing/*"
 
 test: setup lint
 	$(PY) -m pytest -q tests; rc=$$?; \

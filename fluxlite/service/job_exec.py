@@ -36,6 +36,7 @@ from ..job import execution as ex
 from ..job import rset, taskmap
 from ..job import schema as jschema
 from ..job.eventlog import entry, eventlog_key
+from ..job.shell_info import CriticalRanks, ShellInfo
 from ..protocol.schema import (
     CARRY_PAYLOAD,
     AnyMap,
@@ -201,22 +202,15 @@ class JobExecService(Service):
         self.jobs[r.id] = job
         self._apply(job, job.ex.start())
         level = int(self.ctx.attrs.get("instance-level") or 0)
-        first = 0
-        for sr, (rank, ntasks) in enumerate(zip(job.ranks, job.counts)):
-            info = {
-                "jobid": job.id, "userid": job.userid, "shell_rank": sr,
-                "nshells": job.nshells, "ranks": job.ranks, "counts": job.counts,
-                "first_task": first, "ntasks": sum(job.counts), "service": job.service,
-                "taskmap": job.taskmap,
-                "leader_rank": job.ranks[0], "jobspec": job.jobspec, "R": job.R,
-                "cores": job.alloc[rank], "gpus": job.gpus.get(rank, []),
-                "hostname": self.hosts[rank],
-                "critical": job.ex.critical_info(),
-                "exec_key": job.exec_key, "output_key": eventlog_key(job.id, "output"),
-                "instance_level": level,
-            }
-            first += ntasks
-            p = self.rpc("rexec.exec", {"kind": "shell", "info": info,
+        critical = CriticalRanks(**job.ex.critical_info())
+        for sr, rank in enumerate(job.ranks):
+            info = ShellInfo(
+                jobid=job.id, userid=job.userid, shell_rank=sr, ranks=job.ranks,
+                counts=job.counts, taskmap=job.taskmap, service=job.service,
+                jobspec=job.jobspec, R=job.R, cores=job.alloc[rank],
+                gpus=job.gpus.get(rank, []), hostname=self.hosts[rank], critical=critical,
+                instance_level=level)
+            p = self.rpc("rexec.exec", {"kind": "shell", "info": info.as_payload(),
                                         "label": self._label(job, sr)},
                          nodeid=rank, streaming=True)
             p.on_response = lambda resp, job=job, sr=sr: self._rexec(job, sr, resp)

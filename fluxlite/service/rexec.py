@@ -1,10 +1,11 @@
 """The `rexec` service (every rank): spawn, signal and reap local processes.
 
 job-exec uses it to start job shells (kind "shell": a fork of the warm
-spawner) and could start plain commands (kind "exec").  Each shell gets a
-private directory in the broker's run directory (`tmpdir` in its info: the
-batch script, a nested instance's run directories), which the spawner removes
-once the shell is reaped, before the exit is reported.  `rexec.exec` is a
+spawner, given its ShellInfo, checked here, fluxlite/job/shell_info.py) and
+could start plain commands (kind "exec").  Each shell gets a private directory
+in the broker's run directory (the batch script, a nested instance's run
+directories), which the spawner removes once the shell is reaped, before the
+exit is reported.  `rexec.exec` is a
 streaming RPC: {type: started, pid}, then {type: exited, status}, then the
 end of the stream.  A command started with `output` (kind exec: `fluxlite
 exec`) also streams what it writes, {type: output, stream: stdout|stderr,
@@ -33,7 +34,8 @@ from ..errors import (
     TryAgain,
     UsageError,
 )
-from ..protocol.schema import CARRY_PAYLOAD, AnyMap, Name, Signal, Struct, Text
+from ..job.shell_info import ShellInfo
+from ..protocol.schema import CARRY_PAYLOAD, Name, Signal, Struct, Text
 from .base import Service, handler
 
 
@@ -48,7 +50,7 @@ async def _outcome(future):
 class ExecRequest(Struct, kw_only=True):
     kind: Name
     label: Name
-    info: AnyMap | None = None        # kind shell: the shell's start-up information
+    info: ShellInfo | None = None     # kind shell: the shell's start-up information
     argv: list[Text] | None = None     # kind exec
     env: dict[str, Text] | None = None
     cwd: Text | None = None
@@ -95,11 +97,12 @@ class RexecService(Service):
             info = req.info
             if info is None:
                 raise ProtocolError("rexec.exec: kind shell needs info")
-            info["broker_rank"] = self.ctx.rank
-            info["local_uri"] = self.local_uri
-            info["rundir"] = self.rundir
-            proc = spawner.spawn("shell", info=info, setsid=True, stdio="log",
-                                 tmpdir_in=self.rundir)
+            if info.broker_rank != self.ctx.rank:
+                raise UsageError(f"rexec.exec: info.ranks[{info.shell_rank}] is "
+                                 f"{info.broker_rank}, not this broker's rank {self.ctx.rank}")
+            # the spawner hands the record to the shell as it is, unread
+            proc = spawner.spawn("shell", info=info.with_local_uri(self.local_uri).encode(),
+                                 setsid=True, stdio="log", tmpdir_in=self.rundir)
         elif kind == "exec":
             if not req.argv:
                 raise ProtocolError("rexec.exec: argv must be a non-empty list of strings")

@@ -15,15 +15,29 @@ def preload() -> None:
 
     from ..client import aio  # noqa: F401
     from ..protocol.dispatch import declared_handlers
-    from .plugin import ShellPlugin
-    from .plugins import doom, input, instance, limits, output, pmi, pty, signals  # noqa: F401
+    from .plugin import ShellPlugin, hooks_of
+    from .plugins import (  # noqa: F401
+        affinity,
+        doom,
+        input,
+        instance,
+        limits,
+        output,
+        pmi,
+        pty,
+        signals,
+    )
     from .shell import JobShell
     # the shell's own log (its stderr) may fail to take a line (a full disk): that
     # must never change the job's result
     sys.stderr = _LogStream(sys.stderr)
-    # the handlers each class declares, looked up once here rather than in every shell
-    for cls in (JobShell, *ShellPlugin.__subclasses__()):
-        declared_handlers(cls)
+    # the handlers and hooks each class declares, looked up once here rather than in
+    # every shell
+    declared_handlers(JobShell)
+    for cls in ShellPlugin.__subclasses__():
+        if cls.__module__.startswith(f"{__package__}.plugins."):
+            declared_handlers(cls)
+            hooks_of(cls)
 
 
 def warm_spawner() -> None:
@@ -61,14 +75,18 @@ def warm_spawner() -> None:
     pmix_build.preload()
 
 
-def run_forked_shell(info: dict, env: dict | None = None) -> int:
+def run_forked_shell(info: bytes, env: dict | None = None, tmpdir: str | None = None) -> int:
+    """What a forked shell runs: `info` is its ShellInfo as rexec encoded it (the
+    spawner passes it unread), `tmpdir` the private directory the spawner made."""
     import signal
     # as Flux's shell: writing to a task's closed stdin is an EPIPE error to handle,
     # not a SIGPIPE that kills the shell (tasks get the default back when they start)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    from ..job import shell_info
     from ..util import fluid
     from ..util.proctitle import set_title
-    set_title(f"fluxlite-shell {fluid.f58_plain(info['jobid'])} rank={info['shell_rank']}")
+    info = shell_info.decode(info)
+    set_title(f"fluxlite-shell {fluid.f58_plain(info.jobid)} rank={info.shell_rank}")
     from .shell import JobShell
     # the shell's own log (its stderr) may fail to take a line (a full disk): that
     # must never change the job's result
@@ -76,7 +94,7 @@ def run_forked_shell(info: dict, env: dict | None = None) -> int:
     # not asyncio.run: the process ends (os._exit) as soon as this returns, and the
     # shell has already closed its connection, so cancelling what is left and closing
     # the loop would only delay the exit that job-exec is waiting for
-    return asyncio.new_event_loop().run_until_complete(JobShell(info, env).run())
+    return asyncio.new_event_loop().run_until_complete(JobShell(info, env, tmpdir).run())
 
 
 class _LogStream:

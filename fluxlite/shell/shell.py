@@ -16,6 +16,10 @@ job-exec it entered and goes on, and waits for the answers before it exits.
 The leader tracks which shells are done or lost, so it never waits for one
 that is gone; it keeps the job's critical ranks (pushed by job-exec) and
 hands each new set to `shell.critical-ranks` callbacks.
+
+The shell starts from its ShellInfo (fluxlite/job/shell_info.py, typed and
+checked before it was forked).  Plugins (plugin.py) never see this object:
+each gets the shell's ShellContext (context.py), which offers what they may use.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -31,10 +36,12 @@ from ..errors import FluxliteError, PluginError, UsageError
 from ..job import eventlog as jel
 from ..job import taskmap
 from ..job.jobspec import command_name
+from ..job.shell_info import ShellInfo
 from ..protocol.dispatch import Dispatcher, handler
 from ..protocol.schema import Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset, mustache
 from ..util.compat import FLUX_MIRRORED, flux_compat
+from .context import ShellContext
 from .plugin import PluginStack
 from .task import Task
 
@@ -74,48 +81,51 @@ class _ShellLog:
 
 
 class JobShell:
-    def __init__(self, info: dict, instance_env: dict[str, str] | None = None):
+    """The shell's own state and life; plugins see it only through `self.context`."""
+
+    def __init__(self, info: ShellInfo, instance_env: dict[str, str] | None = None,
+                 tmpdir: str | None = None):
         self.info = info
         # the environment the instance hands its processes (its Flux compatibility
         # switch); the tasks' own comes from the jobspec
         self.instance_env = os.environ if instance_env is None else instance_env
-        self.jobid: int = info["jobid"]
-        self.rank: int = info["shell_rank"]          # shell rank
-        self.nshells: int = info["nshells"]
+        self.tmpdir = tmpdir or None    # the job's private directory here (the spawner's)
+        self.jobid: int = info.jobid
+        self.rank: int = info.shell_rank          # shell rank
+        self.nshells: int = info.nshells
         self.is_leader = self.rank == 0
-        self.jobspec: dict = info["jobspec"]
+        self.jobspec: dict = info.jobspec
         sysattrs = self.jobspec["attributes"]["system"]
         self.options: dict = dict(sysattrs.get("shell", {}).get("options", {}))
         verbose = self.options.get("verbose", 0)  # -o verbose: 1, -o verbose=2: more
         self.verbose: int = verbose if type(verbose) is int else 0
         self.command: list[str] = self.jobspec["tasks"][0]["command"]
         self.arg0 = os.path.basename(self.command[0])
-        self.hostname: str = info["hostname"]
-        self.service: str = info["service"]
-        self.leader_rank: int = info["leader_rank"]
-        self.broker_rank: int = info["broker_rank"]
-        self.local_uri: str = info["local_uri"]
-        self.ntasks: int = info["ntasks"]
-        self.nlocal: int = info["counts"][self.rank]
-        self.first_task: int = info["first_task"]
+        self.hostname: str = info.hostname
+        self.service: str = info.service
+        self.leader_rank: int = info.leader_rank
+        self.broker_rank: int = info.broker_rank
+        self.local_uri: str = info.local_uri
+        self.ntasks: int = info.ntasks
+        self.nlocal: int = info.nlocal
+        self._eventlog_keys = {name: jel.eventlog_key(self.jobid, name)
+                               for name in ("exec", "output", "input")}
         # the global ranks of this shell's tasks: consecutive in a block map (arithmetic,
         # whatever the count), listed from the job's taskmap otherwise (--taskmap)
-        tm = info.get("taskmap")
-        self.task_ranks: Sequence[int] = range(self.first_task, self.first_task + self.nlocal) \
-            if tm is None or taskmap.is_block(tm) else taskmap.ranks_of(tm, self.rank)
+        first = info.first_task
+        self.task_ranks: Sequence[int] = range(first, first + self.nlocal) \
+            if taskmap.is_block(info.taskmap) else taskmap.ranks_of(info.taskmap, self.rank)
         self.tasks: list[Task] = []
-        self.plugins = PluginStack(self)
+        self.plugins = PluginStack(self.log_error, self.spawn)
+        self.context = ShellContext(self)   # what the plugins are given
         # requests to the job's shell service ("<service>.<method>"), from job-exec and
         # the other shells, go through the one dispatcher (owner only, shapes checked)
         self.dispatcher = Dispatcher(self._send_response, _ShellLog(self))
         self.output_sinks: list = []        # add(task, stream, data, eof), flush()
-        crit = info.get("critical") or {}
-        self.critical_ranks: set[int] = idset.decode(crit.get("ranks", "")) if crit else \
-            set(range(self.nshells))
-        self.critical_seq: int = crit.get("seq", 0)
+        self.critical_ranks: set[int] = idset.decode(info.critical.ranks)
+        self.critical_seq: int = info.critical.seq
         self._announced_seq: int | None = None  # the last set given to plugins
         self.early_signals: list[int] = []  # forwarded signals, for tasks that start later
-        self.signal_listeners: list = []    # callback(signum) for each signal received
         self.done_shells: set[int] = set()
         self.lost_shells: set[int] = set()
         self._progress = asyncio.Event()
@@ -129,16 +139,16 @@ class JobShell:
         self._drained = asyncio.Event()
         self._drained.set()
 
-    # ------------------------------------------------------------- for plugins
+    # ------------------------------------------- what ShellContext offers plugins
     def mustache_values(self, rank: int | None = None) -> dict[str, str]:
         """Values of the mustache tags ({{id}}, {{taskid}}, ...) on this shell, for the
         task of global rank `rank` (job and node tags only when None)."""
         values = getattr(self, "_mustache", None)
         if values is None:
-            cores = self.info.get("cores") or ()
+            cores = self.info.cores
             values = mustache.job_values(self.jobid, name=command_name(self.jobspec),
                                          nnodes=self.nshells, size=self.ntasks,
-                                         tmpdir=self.info.get("tmpdir"))
+                                         tmpdir=self.tmpdir)
             values.update(mustache.node_values(
                 node_id=self.rank, name=self.hostname, broker_rank=self.broker_rank,
                 cores=idset.encode(cores), ncores=len(cores)))
@@ -147,18 +157,14 @@ class JobShell:
             return values
         return dict(values, **mustache.task_values(rank, self.task_ranks.index(rank)))
 
-    @property
-    def f58(self) -> str:
-        return fluid.f58_plain(self.jobid)
-
     def log_error(self, message: str) -> None:
         self.log(message, "ERROR")
 
     def log(self, message: str, level: str = "INFO") -> None:
         """A line in the job's output log, shown by `run`/`attach` as flux-shell[R]: LEVEL: msg."""
         print(f"fluxlite-shell[{self.rank}]: {level}: {message}", file=sys.stderr, flush=True)
-        self.output_append([jel.entry("log", {"rank": self.rank, "level": level,
-                                              "message": message})])
+        self.append_eventlog("output", [jel.entry("log", {"rank": self.rank, "level": level,
+                                                          "message": message})])
 
     def debug(self, message: str, level: int = 1) -> None:
         """A log line shown only with -o verbose=LEVEL or more (INFO at 1, DEBUG above)."""
@@ -167,17 +173,18 @@ class JobShell:
 
     def exec_event(self, name: str, context: dict | None = None) -> None:
         """Append an entry to the job's exec eventlog."""
-        self.commit([{"key": self.info["exec_key"], "append": [jel.entry(name, context)]}])
+        self.append_eventlog("exec", [jel.entry(name, context)])
 
-    def output_append(self, entries: list[dict]) -> None:
-        self.commit([{"key": self.info["output_key"], "append": entries}])
-
-    def commit(self, ops: list[dict]) -> None:
-        """A KVS commit; the shell waits for every outstanding commit before exiting."""
+    def append_eventlog(self, name: str, entries: list[dict]) -> None:
+        """Append to the job's `name` eventlog (exec, output, input) in one KVS commit;
+        the shell waits for every outstanding commit before exiting."""
+        key = self._eventlog_keys.get(name)
+        if key is None:
+            raise ValueError(f"no eventlog {name!r} (exec, output, input)")
         if self.h is None or not self.h.connected:
             return
-        self._no_wait(self.h.rpc("kvs.commit", {"ops": ops}), "kvs commit failed",
-                      self._lost_commits)
+        self._no_wait(self.h.rpc("kvs.commit", {"ops": [{"key": key, "append": entries}]}),
+                      "kvs commit failed", self._lost_commits)
 
     def _no_wait(self, p, what: str, failures: list[str] | None = None) -> None:
         """An RPC the shell does not wait for now, but sees answered before it exits
@@ -215,6 +222,20 @@ class JobShell:
     def send_leader(self, method: str, payload: dict) -> None:
         """A request to the leader's shell service that wants no response."""
         self.h.send(f"{self.service}.{method}", payload, nodeid=self.leader_rank)
+
+    async def call_leader(self, method: str, payload: dict) -> dict:
+        return await self.h.call(f"{self.service}.{method}", payload, nodeid=self.leader_rank)
+
+    def forward_signal(self, sig: int) -> None:
+        """A signal the shell received: to every local task's process group (and to
+        tasks not started yet, as they start), then to `shell.signal` callbacks."""
+        if sig not in (signal.SIGCONT, signal.SIGWINCH):
+            # tasks not started yet get it as they start (a job cancelled during its
+            # start must not wait for the kill timeout)
+            self.early_signals.append(sig)
+        for task in self.tasks:
+            task.kill(sig)
+        self.plugins.call_now("shell.signal", sig)
 
     def set_critical(self, ranks: set[int], seq: int) -> bool:
         """Adopt a critical-ranks update unless it is stale; True if it was adopted."""
@@ -258,13 +279,14 @@ class JobShell:
             registered = self.h.rpc("broker.service-add", {"name": self.service,
                                                            "pid": os.getpid()})
             self.dispatcher.add_object(self, prefix=f"{self.service}.")
-            self.output_append([jel.entry("header", {
+            self.append_eventlog("output", [jel.entry("header", {
                 "version": 1, "encoding": {"stdout": "UTF-8", "stderr": "UTF-8"},
                 "count": {"stdout": self.ntasks, "stderr": self.ntasks}, "options": {}})])
         from .plugins import builtin_plugins
-        for cls in builtin_plugins(self):
-            self.plugins.add(cls(self))
-        self._load_user_plugins()
+        for cls in builtin_plugins(self.context):
+            self.plugins.add(cls(self.context))
+        self.plugins.load_user(self.options, lambda cls: cls(self.context),
+                               functools.partial(self.log, level="WARN"))
         if self.verbose:
             self.debug(f"{fluid.f58(self.jobid)}: {self.ntasks} task(s) on {self.nshells} "
                        f"node(s); this shell (host {self.hostname}, broker rank "
@@ -324,28 +346,6 @@ class JobShell:
             return None
         return await self.h.call(topic, payload)
 
-    def _load_user_plugins(self) -> None:
-        paths = self.options.get("plugins")
-        if not paths:
-            return
-        if isinstance(paths, str):
-            paths = [p for p in paths.split(",") if p]
-        claimed: dict = {}
-        for path in paths:
-            for p in self.plugins.load_file(path):
-                claimed.update(getattr(p, "options", {}) or {})
-        from ..job import shell_options
-        for name, value in self.options.items():
-            if shell_options.lookup(name) is not None:
-                continue
-            if name not in claimed:  # a plugin may read it all the same (Flux's are open)
-                self.log(shell_options.warning(name, []), "WARN")
-                continue
-            try:
-                claimed[name](value)
-            except (ValueError, TypeError) as exc:
-                raise PluginError(f"invalid shell option {name}={value!r}: {exc}") from None
-
     async def _init_failed(self, why: str) -> None:
         try:
             await self.h.call("job-exec.shell-init", {"id": self.jobid, "shell_rank": self.rank,
@@ -362,9 +362,9 @@ class JobShell:
             "FLUXLITE_URI": self.local_uri,
             "FLUXLITE_SHELL_RANK": str(self.rank),
         })
-        if self.info.get("tmpdir"):
+        if self.tmpdir:
             # as Flux's FLUX_JOB_TMPDIR: private to the job on this node, removed with it
-            env["FLUXLITE_JOB_TMPDIR"] = self.info["tmpdir"]
+            env["FLUXLITE_JOB_TMPDIR"] = self.tmpdir
         # Flux compatibility, on for the instance or in the job's environment
         compat = flux_compat(self.instance_env) or flux_compat(env)
         if compat:
@@ -382,12 +382,12 @@ class JobShell:
                 tenv[var] = mustache.render(str(template), self.mustache_values(rank))
             argv = ([mustache.render(a, self.mustache_values(rank)) for a in self.command]
                     if templated else self.command)
-            task = Task(self, localid, rank, argv, tenv, cwd)
+            task = Task(localid, rank, argv, tenv, cwd)
             task.setpgrp = not self.options.get("nosetpgrp")
             self.tasks.append(task)
             await self.plugins.call("task.init", task)
             await self.plugins.call("task.exec", task)
-            task.start(on_output)
+            task.start(on_output, self.early_signals)
             if self.verbose >= 2 and task.pid is not None:
                 self.debug(f"task {rank}: started {' '.join(argv)} (pid {task.pid})", 2)
             if task.start_error:

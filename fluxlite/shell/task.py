@@ -13,13 +13,13 @@ import errno
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 
 from ..util import procs
 
 
 class Task:
-    def __init__(self, shell, localid: int, rank: int, argv: list[str], env: dict, cwd: str):
-        self.shell = shell
+    def __init__(self, localid: int, rank: int, argv: list[str], env: dict, cwd: str):
         self.localid = localid
         self.rank = rank            # global task rank
         self.argv = list(argv)
@@ -53,8 +53,9 @@ class Task:
     def disposition(self) -> str:
         return procs.describe_status(self.status or 0)
 
-    def start(self, on_output) -> None:
-        """Start the process; on failure `start_error` says why and the task exits 127."""
+    def start(self, on_output, early_signals: Sequence[int] = ()) -> None:
+        """Start the process, then send it `early_signals` (sent to the job before it
+        existed); on failure `start_error` says why and the task exits 127."""
         loop = asyncio.get_running_loop()
         shell_cpus = None
         try:
@@ -82,7 +83,7 @@ class Task:
             if shell_cpus is not None:
                 os.sched_setaffinity(0, shell_cpus)
         self.pid = self.proc.pid
-        for sig in self.shell.early_signals:  # sent to the job before this task existed
+        for sig in early_signals:
             self.kill(sig)
         for stream, pipe in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
             if pipe is None:

@@ -98,7 +98,7 @@ def test_imports_point_down():
 # is the part of the room that talks to an instance
 JOB_DATA = {"jobspec", "schema", "eventlog", "states", "rset", "joblist", "depend", "execution",
             "actions", "machine_io", "shell_options", "signed", "constraint", "easy",
-            "inventory", "policy", "taskmap"}
+            "inventory", "policy", "taskmap", "shell_info"}
 JOB_API = {"api", "aio", "executor", "journal"}
 
 

@@ -2,8 +2,9 @@
 socketpairs: each task end speaks the PMI-1 wire protocol as MPICH's simple
 client does, and the plugin answers from the shell's event loop.  Every
 command, garbage, a missing key, a double init, the barrier exchange and
-abort.  The shell around the plugin is a small stand-in of one shell (the
-leader) whose `pmi-barrier` call goes straight to the plugin's handler."""
+abort.  The shell around the plugin is a small stand-in of one shell's
+ShellContext (the leader's) whose `pmi-barrier` call goes straight to the
+plugin's handler; it offers nothing ShellContext does not (checked below)."""
 
 import asyncio
 import os
@@ -12,8 +13,11 @@ import socket
 import pytest
 
 from fluxlite.errors import FluxliteError
+from fluxlite.job import taskmap
+from fluxlite.job.shell_info import CriticalRanks, ShellInfo
 from fluxlite.pmi.pmi1 import decode
 from fluxlite.protocol.dispatch import NO_REPLY
+from fluxlite.shell.context import ShellContext
 from fluxlite.shell.plugins.pmi import PMI, PMIBarrier
 
 pytestmark = pytest.mark.timeout(20)
@@ -32,17 +36,37 @@ class Task:
         return f"exit {self.status >> 8}" if self.status is not None else "running"
 
 
-class Handle:
-    """The shell's broker handle: a `pmi-barrier` call goes to the plugin's handler
-    (as the broker would route it to the leader shell) and its answer comes back."""
-    def __init__(self, shell):
-        self.shell = shell
+class Shell:
+    """What the pmi plugin uses of its ShellContext, for one shell of `ntasks` tasks.
+    As the leader it enters the barrier in-process; else through the leader's
+    service (`call_leader`), which goes to the plugin's handler here (as the broker
+    would route it to the leader shell) and its answer comes back."""
+    def __init__(self, ntasks, leader=False):
+        self.is_leader = leader
+        self.jobid = 123456789
+        self.ntasks = ntasks
+        self.task_ranks = range(ntasks)
+        self.nshells = 1
+        self.rank = 0
+        self.service = "123456789-shell-123456789"
+        self.hostname = "node0"
+        self.arg0 = "prog"
+        self.options = {"pmi": "simple"}
+        self.info = ShellInfo(jobid=self.jobid, userid=1, shell_rank=0, ranks=[0],
+                              counts=[ntasks], taskmap=taskmap.block([ntasks]),
+                              service=self.service, jobspec={}, R={}, cores=[0],
+                              hostname=self.hostname, critical=CriticalRanks(ranks="0"))
+        self.logged = []
+        self.raised = []
+        self.raised_one = asyncio.Event()
+        self.tasks = []
         self.calls = []
+        self.pmi = PMI(self)
 
-    async def call(self, topic, payload, nodeid=None):
-        self.calls.append((topic, payload, nodeid))
+    async def call_leader(self, method, payload):
+        self.calls.append((method, payload))
         msg = asyncio.get_running_loop().create_future()
-        assert self.shell.pmi._m_barrier(msg, PMIBarrier(**payload)) is NO_REPLY
+        assert self.pmi._m_barrier(msg, PMIBarrier(**payload)) is NO_REPLY
         return await msg
 
     def respond(self, msg, payload, errnum=0, errstr=""):
@@ -50,31 +74,6 @@ class Handle:
             msg.set_exception(FluxliteError(errstr, errnum))
         else:
             msg.set_result(payload)
-
-
-class Shell:
-    """What the pmi plugin uses of a JobShell, for one shell of `ntasks` tasks.  As the
-    leader it enters the barrier in-process; else through its broker (`h.call`)."""
-    def __init__(self, ntasks, leader=False):
-        self.is_leader = leader
-        self.jobid = 123456789
-        self.ntasks = ntasks
-        self.nlocal = ntasks
-        self.first_task = 0
-        self.task_ranks = range(ntasks)
-        self.nshells = 1
-        self.rank = 0
-        self.leader_rank = 0
-        self.service = "123456789-shell-123456789"
-        self.hostname = "node0"
-        self.arg0 = "prog"
-        self.info = {"counts": [ntasks]}
-        self.logged = []
-        self.raised = []
-        self.raised_one = asyncio.Event()
-        self.tasks = []
-        self.h = Handle(self)
-        self.pmi = PMI(self)
 
     def log(self, message, level="INFO"):
         self.logged.append((level, message))
@@ -159,8 +158,8 @@ async def test_every_command_over_a_socketpair(leader):
         assert await c0.recv() == {"cmd": "barrier_out", "rc": "0"}
         assert await c1.recv() == {"cmd": "barrier_out", "rc": "0"}
         # one message for the shell, carrying both tasks' keys; none on the leader
-        assert [(t, p["keys"]) for t, p, _ in shell.h.calls] == ([] if leader else [
-            (f"{shell.service}.pmi-barrier", {"card0": "tcp://h:0", "card1": "tcp://h:1"})])
+        assert [(m, p["keys"]) for m, p in shell.calls] == ([] if leader else [
+            ("pmi-barrier", {"card0": "tcp://h:0", "card1": "tcp://h:1"})])
         for c in (c0, c1):
             got = await c.ask(b"cmd=get kvsname=%s key=card1\n" % kvs.encode())
             assert got == {"cmd": "get_result", "rc": "0", "value": "tcp://h:1"}
@@ -277,3 +276,12 @@ async def test_a_task_leaving_before_the_barrier_releases_the_other_with_an_erro
         for t in shell.tasks:       # nothing awaits their exit here
             t.done.cancel()
         await asyncio.sleep(0)
+
+
+def test_the_stand_in_offers_only_what_a_shell_context_does():
+    """The plugin is tested through the API a job shell gives it, and no more."""
+    shell = Shell(2)
+    offered = {n for n in [*vars(shell), *vars(Shell)] if not n.startswith("_")}
+    kept_by_the_test = {"pmi", "logged", "raised", "raised_one", "calls"}
+    context = {n for n in dir(ShellContext) if not n.startswith("_")}
+    assert offered - kept_by_the_test <= context, offered - kept_by_the_test - context

@@ -149,10 +149,11 @@ def test_kill_below_signals_what_the_process_runs_not_itself(link, tmp_path):
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 128 + signal.SIGTERM
 
 
-def _shell_entry(info, env):
-    """What a "shell" process runs in these tests: report its private directory."""
+def _shell_entry(info, env, tmpdir):
+    """What a "shell" process runs in these tests: report its private directory (and
+    the info it was given, which the spawner passes through unread)."""
     with open(info["report"], "w") as f:
-        f.write(info["tmpdir"] if os.path.isdir(info["tmpdir"]) else "missing")
+        f.write(tmpdir if os.path.isdir(tmpdir) and info == {"report": f.name} else "missing")
     return 5
 
 

@@ -38,7 +38,7 @@ def start_spawner(name: str, shell_log: str | None = None, *, entry=None,
                   env: dict[str, str] | None = None) -> Spawner:
     """Fork the spawner.  Call before this process creates any ZeroMQ context.
 
-    `entry(info, env)` is what a "shell" process runs; `preload()` imports what it
+    `entry(info, env, tmpdir)` is what a "shell" process runs; `preload()` imports what it
     needs, once, before the first fork; `warm()` runs once the first shell is
     forked; `close_fds` are the broker's own (its overlay's listening socket),
     which the spawner and its shells must not hold;

@@ -29,7 +29,7 @@ Unix sockets the broker listens on, `stdio_path` + "o" (its stdin and stdout)
 and + "e" (its stderr), before it execs, so the broker streams its output.
 
 With `tmpdir_in`, the spawner makes a private directory there for the process
-(a shell finds it as `tmpdir` in its info) and removes it once the process is
+(a shell's entry is given its path) and removes it once the process is
 reaped and its leftovers killed, before it reports the exit, or when the
 spawner itself ends: a job's scratch files go with its shell however it ends.
 
@@ -120,7 +120,7 @@ class SpawnServer:
         self.shell_forked = False
         self.env = env      # what a child gets when its spec names no environment
         self.shell_log = shell_log
-        self.entry = entry  # entry(info, env) -> exit code: what a "shell" process runs
+        self.entry = entry  # entry(info, env, tmpdir) -> exit code: what a "shell" runs
         self.children: dict[int, _Child] = {}    # pid -> what started it
         self.by_tag: dict[int, int] = {}          # spawn matchtag -> pid
         self.dispatcher = Dispatcher(self._queue, _StderrLog())
@@ -338,7 +338,7 @@ class SpawnServer:
             self._setup(spec, req.kind, tmpdir)
             env = self.env if spec.env is None else spec.env
             if req.kind == "shell":
-                self._run_shell(spec, env, errpipe_w)
+                self._run_shell(spec, env, errpipe_w, tmpdir)
             if not spec.argv:
                 raise ProtocolError("spawn: kind exec needs argv")
             os.execvpe(spec.argv[0], spec.argv, env)
@@ -351,8 +351,6 @@ class SpawnServer:
         os._exit(127)
 
     def _setup(self, spec: ChildSpec, kind: str, tmpdir: str | None) -> None:
-        if kind == "shell" and tmpdir and isinstance(spec.info, dict):
-            spec.info["tmpdir"] = tmpdir
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                     signal.SIGPIPE, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
@@ -372,7 +370,8 @@ class SpawnServer:
         if spec.cwd:
             os.chdir(spec.cwd)
 
-    def _run_shell(self, spec: ChildSpec, env: dict[str, str], errpipe_w: int):
+    def _run_shell(self, spec: ChildSpec, env: dict[str, str], errpipe_w: int,
+                   tmpdir: str | None):
         self.sock.close()
         self.sel.close()
         os.close(self.wake_r)
@@ -380,7 +379,7 @@ class SpawnServer:
         os.close(errpipe_w)
         code = 1
         try:
-            code = self.entry(spec.info, env)
+            code = self.entry(spec.info, env, tmpdir)
         except BaseException:
             traceback.print_exc()
         finally:

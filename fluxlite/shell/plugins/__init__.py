@@ -1,10 +1,11 @@
 """Built-in shell plugins, in the order they run.  They use the same API as user
-plugins (shell/plugin.py)."""
+plugins (shell/plugin.py): each sees the shell only through its ShellContext."""
 
 from __future__ import annotations
 
 
 def builtin_plugins(shell) -> list:
+    """The plugin classes a shell loads, for its ShellContext `shell`."""
     from .affinity import Affinity
     from .doom import Doom
     from .output import Output
@@ -19,7 +20,7 @@ def builtin_plugins(shell) -> list:
         plugins.insert(0, Instance)
     # the brokers of an instance find each other through PMI, whatever -o pmi says;
     # the pmi plugin is also the exchange between shells that pmix uses
-    methods = pmi_offered(shell)
+    methods = pmi_offered(shell.options, shell.ntasks)
     if shell.options.get("instance") or methods:
         from .pmi import PMI
         plugins.append(PMI)
@@ -37,7 +38,7 @@ def builtin_plugins(shell) -> list:
     return plugins
 
 
-def pmi_offered(shell) -> list[str]:
+def pmi_offered(options, ntasks: int) -> list[str]:
     """The PMI methods offered to the job's tasks (-o pmi=LIST).  The default offers
     both at once to a job of several tasks, so MPICH (PMI-1 on PMI_FD) and Open MPI
     (PMIx's environment) programs start without options: each reads only its own
@@ -46,16 +47,12 @@ def pmi_offered(shell) -> list[str]:
     task, whose program is a world of one either way: a PMIx server costs each
     shell about 13 ms of CPU to start, more than the rest of a one-task shell's
     life (`pmi=pmix` asks for it)."""
-    offered = getattr(shell, "_pmi_offered", None)
+    from ...job.shell_options import pmi_list
+    offered = pmi_list(options.get("pmi"))
     if offered is None:
-        from ...job.shell_options import pmi_list
-        options = getattr(shell, "options", {})
-        offered = pmi_list(options.get("pmi"))
-        if offered is None:
-            offered = ["simple"]
-            if getattr(shell, "ntasks", 1) > 1 and not options.get("instance"):
-                from ...pmi import pmix_build
-                if pmix_build.available():
-                    offered.append("pmix")
-        shell._pmi_offered = offered
+        offered = ["simple"]
+        if ntasks > 1 and not options.get("instance"):
+            from ...pmi import pmix_build
+            if pmix_build.available():
+                offered.append("pmix")
     return offered

@@ -55,8 +55,8 @@ class Affinity(ShellPlugin):
         opts = shell.options
         self.cpu_mode = opts.get("cpu-affinity", "on")
         self.gpu_mode = opts.get("gpu-affinity", "on")
-        self.cores = list(shell.info.get("cores") or ())
-        self.gpus = list(shell.info.get("gpus") or ())
+        self.cores = list(shell.info.cores)
+        self.gpus = list(shell.info.gpus)
         try:
             self.usable = os.sched_getaffinity(0)
         except OSError:

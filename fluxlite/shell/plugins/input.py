@@ -90,8 +90,8 @@ class Input(ShellPlugin):
         if not self.stream:
             return
         key = eventlog_key(self.shell.jobid, "input")
-        self.watch = self.shell.h.rpc("kvs.watch", {"key": key, "append": True,
-                                                    "waitcreate": True}, streaming=True)
+        self.watch = self.shell.rpc("kvs.watch", {"key": key, "append": True,
+                                                  "waitcreate": True}, streaming=True)
         self.watch.on_response = self._arrived
 
     @handler("stdin", schema=StdinRequest)
@@ -103,8 +103,7 @@ class Input(ShellPlugin):
         if req.eof:
             ctx["eof"] = True
         if self.shell.nshells > 1:
-            self.shell.commit([{"key": eventlog_key(self.shell.jobid, "input"),
-                                "append": [entry("data", ctx)]}])
+            self.shell.append_eventlog("input", [entry("data", ctx)])
         self._take([entry("data", ctx)])
         return {}
 

@@ -12,8 +12,8 @@ private file and puts its path where the command says {{script}}, so editing
 the script after submitting changes nothing.
 
 The script and the brokers' run directories live in the job's private
-directory (`tmpdir` in the shell's start-up information, as Flux's
-{{tmpdir}}), which the broker's spawner creates for the shell and removes
+directory (the shell's `tmpdir`, as Flux's {{tmpdir}}), which the broker's
+spawner creates for the shell and removes
 once the shell is reaped: nothing is left behind even when the job is
 SIGKILLed and no shell.exit runs.
 """
@@ -38,17 +38,17 @@ class Instance(ShellPlugin):
     def task_init(self, task) -> None:
         info = self.shell.info
         task.env.update({
-            "FLUXLITE_INSTANCE_CORES": idset.encode(info["cores"]),
-            "FLUXLITE_INSTANCE_GPUS": idset.encode(info.get("gpus") or ()),
-            "FLUXLITE_INSTANCE_LEVEL": str(info.get("instance_level", 0) + 1),
-            "FLUXLITE_RUNDIR_BASE": info.get("tmpdir") or info.get("rundir", ""),
+            "FLUXLITE_INSTANCE_CORES": idset.encode(info.cores),
+            "FLUXLITE_INSTANCE_GPUS": idset.encode(info.gpus),
+            "FLUXLITE_INSTANCE_LEVEL": str(info.instance_level + 1),
+            "FLUXLITE_RUNDIR_BASE": self.shell.tmpdir or "",
         })
 
     def task_exec(self, task) -> None:
         if "{{script}}" in task.argv and task.rank == 0:
             script = self.shell.jobspec["attributes"]["system"].get("batch", {}).get("script")
             if script is not None:
-                tmpdir = self.shell.info.get("tmpdir")
+                tmpdir = self.shell.tmpdir
                 if not tmpdir:  # a shell started without one: ours to remove at exit
                     tmpdir = self.tmpdir = tempfile.mkdtemp(prefix="fl-job-")
                 path = os.path.join(tmpdir, "script")

@@ -40,7 +40,7 @@ class Limits(ShellPlugin):
     def shell_init(self) -> None:
         if not self.files:
             return
-        tmpdir = self.shell.info.get("tmpdir")
+        tmpdir = self.shell.tmpdir
         if not tmpdir:
             raise ValueError("--add-file: the job has no temporary directory to write to")
         for name, entry in self.files.items():
@@ -68,7 +68,7 @@ class Limits(ShellPlugin):
     def shell_start(self) -> None:
         if not self.warn:
             return
-        R = self.shell.info.get("R") or {}
+        R = self.shell.info.R
         expiration = (R.get("execution") or {}).get("expiration") or 0.0
         if not expiration:
             return

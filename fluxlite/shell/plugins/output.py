@@ -47,7 +47,7 @@ class Output(ShellPlugin):
         self.label = False
         self.unbuffered = False
         self.lines = LineBuffer(LINE_LIMIT)
-        shell.output_sinks.append(self)
+        shell.add_output_sink(self)
 
     def shell_init(self) -> None:
         opts = self.shell.options
@@ -88,7 +88,7 @@ class Output(ShellPlugin):
                     "stream": stream, "rank": "all",
                     "path": expand_path(template, self.shell.mustache_values())}))
         if redirects:
-            self.shell.output_append(redirects)
+            self.shell.append_eventlog("output", redirects)
 
     def add(self, task, stream: str, data: bytes, eof: bool = False) -> None:
         key = (task.rank, stream)
@@ -128,12 +128,12 @@ class Output(ShellPlugin):
         for e in batch:
             n = len(e.get("context", {}).get("data", ""))
             if chunk and size + n > COMMIT_BYTES:
-                self.shell.output_append(chunk)
+                self.shell.append_eventlog("output", chunk)
                 chunk, size = [], 0
             chunk.append(e)
             size += n
         if chunk:
-            self.shell.output_append(chunk)
+            self.shell.append_eventlog("output", chunk)
 
     def shell_exit(self) -> None:
         for fd in set(self.files.values()):

@@ -53,6 +53,8 @@ class PMI(ShellPlugin):
 
     def __init__(self, shell):
         super().__init__(shell)
+        # here only as the exchange between shells with -o pmi=pmix
+        self.simple = "simple" in pmi_offered(shell.options, shell.ntasks)
         self._server: pmi1.PMI1Server | None = None
         self._gone_before: list[int] = []   # tasks that ended before any spoke PMI
         self.socks: dict[int, socket.socket] = {}
@@ -76,15 +78,14 @@ class PMI(ShellPlugin):
             s = self.shell
             self._server = pmi1.PMI1Server(kvsname=fluid.f58_plain(s.jobid), size=s.ntasks,
                                            ranks=list(s.task_ranks))
-            tm = s.info.get("taskmap") or taskmap.block(list(s.info["counts"]))
-            self._server.kvs["PMI_process_mapping"] = taskmap.pmi_mapping(tm)
+            self._server.kvs["PMI_process_mapping"] = taskmap.pmi_mapping(s.info.taskmap)
             for rank in self._gone_before:   # closed already; a barrier must not wait for it
                 self._server.task_gone(rank, "")
         return self._server
 
     # ----------------------------------------------------------- per task
     def task_init(self, task) -> None:
-        if "simple" not in pmi_offered(self.shell):
+        if not self.simple:
             return      # here only as the exchange between shells (-o pmi=pmix)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         ours.setblocking(False)
@@ -236,17 +237,15 @@ class PMI(ShellPlugin):
                 payload = {"shell_rank": req.shell_rank, "seq": req.seq, "keys": keys}
                 if error:
                     payload["error"] = error
-                resp = await self.shell.h.call(f"{self.shell.service}.pmi-barrier", payload,
-                                               nodeid=self.shell.leader_rank)
+                resp = await self.shell.call_leader("pmi-barrier", payload)
         except FluxliteError as exc:
             if not error and not self.shell.is_leader:
                 # the leader may never have taken this entry (a refused request): it
                 # is told, so that no other shell's tasks wait on this one
-                self.shell.h.send(f"{self.shell.service}.pmi-barrier",
-                                  {"shell_rank": req.shell_rank, "seq": req.seq, "keys": {},
-                                   "error": f"shell rank {req.shell_rank} could not enter "
-                                            f"the barrier: {exc.message or exc}"},
-                                  nodeid=self.shell.leader_rank)
+                self.shell.send_leader("pmi-barrier", {
+                    "shell_rank": req.shell_rank, "seq": req.seq, "keys": {},
+                    "error": f"shell rank {req.shell_rank} could not enter the barrier: "
+                             f"{exc.message or exc}"})
             raise
         return dict(resp.get("keys") or {})
 
@@ -304,7 +303,7 @@ class PMI(ShellPlugin):
             else:
                 waiter.set_result(resp)
         else:
-            self.shell.h.respond(waiter, resp, errnum, errstr)
+            self.shell.respond(waiter, resp, errnum, errstr)
 
     def shell_lost(self, shell_rank: int, severity: int, message: str) -> None:
         """A shell is gone: no barrier can complete; release those waiting."""

@@ -30,6 +30,7 @@ import tempfile
 
 from ...errors import FluxliteError
 from ...job import taskmap
+from ...job.shell_info import ShellInfo
 from ...pmi import pmix, pmix_env
 from ...util import fluid, hostlist
 from ..plugin import ShellPlugin
@@ -38,16 +39,15 @@ from .pmi import PMI
 KEY = "pmix.fence."     # + shell rank: a shell's blob in the exchange
 
 
-def job_hosts(info: dict) -> list[str]:
+def job_hosts(info: ShellInfo) -> list[str]:
     """Each shell's host, in shell order, from R's nodelist (one host per broker
     rank, ranks in order); this shell's own name for every shell when R says less."""
-    nodelist = ((info.get("R") or {}).get("execution") or {}).get("nodelist") or []
+    nodelist = (info.R.get("execution") or {}).get("nodelist") or []
     hosts = [h for entry in nodelist for h in hostlist.decode(entry)]
-    ranks = list(info.get("ranks") or [])
-    if len(hosts) != len(ranks):
-        return [info["hostname"]] * info["nshells"]
-    of_rank = dict(zip(sorted(ranks), hosts))
-    return [of_rank[r] for r in ranks]
+    if len(hosts) != len(info.ranks):
+        return [info.hostname] * info.nshells
+    of_rank = dict(zip(sorted(info.ranks), hosts))
+    return [of_rank[r] for r in info.ranks]
 
 
 class PMIx(ShellPlugin):
@@ -66,9 +66,9 @@ class PMIx(ShellPlugin):
         self._starting: asyncio.Future | None = None
 
     async def shell_init(self) -> None:
-        self.exchange = next(p for p in self.shell.plugins.plugins if isinstance(p, PMI))
+        self.exchange = self.shell.plugin(PMI.name)
         s = self.shell
-        self.tmpdir = tempfile.mkdtemp(prefix="pmix.", dir=s.info.get("tmpdir") or None)
+        self.tmpdir = tempfile.mkdtemp(prefix="pmix.", dir=s.tmpdir)
         self.server = pmix.Server(self._event)
         # OpenPMIx's start blocks for some milliseconds: on a thread, while the shell
         # goes through job-exec's init barrier; the first task.init waits for it
@@ -80,7 +80,7 @@ class PMIx(ShellPlugin):
         s = self.shell
         self.server.start(self.tmpdir)
         nspace = fluid.f58_plain(s.jobid)
-        self.server.register_job(nspace, nspace, s.ntasks, list(s.info["counts"]), s.rank,
+        self.server.register_job(nspace, nspace, s.ntasks, list(s.info.counts), s.rank,
                                  job_hosts(s.info), self.tmpdir, placed=_placed(s))
 
     async def _started(self) -> None:
@@ -204,7 +204,7 @@ class PMIx(ShellPlugin):
 def _placed(shell) -> tuple[list[int], str] | None:
     """This shell's ranks and every node's, when --taskmap placed them otherwise than
     in blocks (None: blocks, which PMIx's registration works out from the counts)."""
-    tm = shell.info.get("taskmap")
-    if tm is None or taskmap.is_block(tm):
+    tm = shell.info.taskmap
+    if taskmap.is_block(tm):
         return None
-    return list(shell.task_ranks), taskmap.pmix_map(tm, len(shell.info["counts"]))
+    return list(shell.task_ranks), taskmap.pmix_map(tm, shell.nshells)

@@ -83,10 +83,10 @@ class Pty(ShellPlugin):
         self.slave = None
         os.set_blocking(self.master, False)
         asyncio.get_running_loop().add_reader(self.master, self._readable)
-        self.shell.signal_listeners.append(self._signalled)
+        self.shell.subscribe("shell.signal", self._signalled)
 
     def _signalled(self, signum: int) -> None:
-        """The signal plugin received a signal: a terminating one hangs up too."""
+        """The shell received a signal: a terminating one hangs up too."""
         if signum in HANGUP_SIGNALS:
             self.hangup(f"signal {signal.Signals(signum).name}")
 
@@ -102,7 +102,7 @@ class Pty(ShellPlugin):
             return
         if self.clients:
             for msg in list(self.clients):
-                self.shell.h.respond(msg, {"data": data})
+                self.shell.respond(msg, {"data": data})
         else:
             self.backlog = (self.backlog + data)[-_BACKLOG:]
 
@@ -112,7 +112,7 @@ class Pty(ShellPlugin):
         self.closed = True
         asyncio.get_running_loop().remove_reader(self.master)
         for msg in self.clients:
-            self.shell.h.respond(msg, None, errno.ENODATA)
+            self.shell.respond(msg, None, errno.ENODATA)
         self.clients.clear()
 
     def hangup(self, why: str) -> None:
@@ -131,10 +131,10 @@ class Pty(ShellPlugin):
         if self.master is None and not self.hung_up:
             raise UsageError("this job has no terminal yet (its shell has not started it)")
         if self.backlog:
-            self.shell.h.respond(msg, {"data": self.backlog})
+            self.shell.respond(msg, {"data": self.backlog})
             self.backlog = b""
         if self.closed:
-            self.shell.h.respond(msg, None, errno.ENODATA)
+            self.shell.respond(msg, None, errno.ENODATA)
         else:
             self.clients.append(msg)
         return NO_REPLY
@@ -172,8 +172,8 @@ class Pty(ShellPlugin):
             # nobody attached in time (a quick `run -o pty`): what the terminal showed
             # goes to the job's output log, as Flux's pty capture, for attach to replay
             from ...job.eventlog import encode_data, entry
-            self.shell.output_append([entry("data", {"stream": "stdout", "rank": "0",
-                                                     **encode_data(self.backlog)})])
+            self.shell.append_eventlog("output", [entry("data", {
+                "stream": "stdout", "rank": "0", **encode_data(self.backlog)})])
             self.backlog = b""
         if self.master is not None:
             os.close(self.master)

@@ -1,9 +1,10 @@
 """signal: forward signals the shell receives to every local task's process group.
 
 job-exec sends SIGTERM (SIGALRM for a time limit) to the shells to end a job,
-and `fluxlite job kill -s SIG` sends any signal; the shell passes them on.
-Other plugins that must act on a signal add a callback(signum) to the
-shell's `signal_listeners` instead of installing handlers of their own.
+and `fluxlite job kill -s SIG` sends any signal; the shell passes them on
+(ShellContext.forward_signal).  Other plugins that must act on a signal define
+`shell_signal(signum)` (or subscribe to `shell.signal`) instead of installing
+handlers of their own.
 
 The signals arrive through a wakeup pipe read by the event loop, as asyncio's
 own `add_signal_handler` does, but without its per-call validation of every
@@ -43,14 +44,4 @@ class SignalForwarder(ShellPlugin):
         except BlockingIOError:
             return
         for sig in data:
-            self.forward(sig)
-
-    def forward(self, sig: int) -> None:
-        if sig not in (signal.SIGCONT, signal.SIGWINCH):
-            # tasks not started yet get it as they start (a job cancelled during its
-            # start must not wait for the kill timeout)
-            self.shell.early_signals.append(sig)
-        for task in self.shell.tasks:
-            task.kill(sig)
-        for listener in self.shell.signal_listeners:  # e.g. the pty plugin's hang-up
-            listener(sig)
+            self.shell.forward_signal(sig)
