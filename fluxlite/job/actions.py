@@ -3,7 +3,7 @@
     jm = Actions(hosts)           # every rank's host name, for R's nodelist
     effects = jm.handle(job, AllocAnswered(1, alloc={0: [0]}), now)
 
-The job-manager service (fluxlite/service/job_manager.py) owns the I/O and the
+The job-manager service (fluxlite/service/job_manager/) owns the I/O and the
 job table: it feeds events in (a job submitted, a client's exception, urgency
 or memo, the scheduler's and job-exec's answers, dependency verdicts, timers,
 the queue started or stopped) and carries the effects out (eventlog entries,

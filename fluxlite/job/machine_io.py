@@ -115,7 +115,12 @@ RESTART_NOTE = "rank 0 stopped while the job held resources: the instance restar
 
 
 # -------------------------------------------------------------- effects out
-class Post(Struct, frozen=True):
+class Effect(Struct, frozen=True):
+    """What the machine asks the job-manager to do; each type has one interpreter
+    (service/job_manager/effects.py, its table checked at import)."""
+
+
+class Post(Effect):
     """Append an entry to the main eventlog (the state has already moved); `extra`
     are keys of the job's KVS directory written in the same commit (jobspec, R)."""
     name: str
@@ -124,53 +129,53 @@ class Post(Struct, frozen=True):
     timestamp: float = 0.0
 
 
-class AskAlloc(Struct, frozen=True):
+class AskAlloc(Effect):
     """sched.alloc for the job's resources (in its queue, under its constraint, for its
     time limit); its answer is AllocAnswered(seq)."""
     seq: int
     priority: int
 
 
-class CancelAlloc(Struct, frozen=True):
+class CancelAlloc(Effect):
     """sched.cancel: withdraw the request sched holds."""
 
 
-class Prioritize(Struct, frozen=True):
+class Prioritize(Effect):
     priority: int
 
 
-class Free(Struct, frozen=True):
+class Free(Effect):
     """sched.free: give the job's resources back."""
 
 
-class StartExec(Struct, frozen=True):
+class StartExec(Effect):
     """job-exec.start with R; its responses are the Exec* events."""
     R: dict
 
 
-class ForwardException(Struct, frozen=True):
+class ForwardException(Effect):
     """job-exec.exception: a fatal exception on a running job (job-exec kills it)."""
     payload: dict
 
 
-class Watch(Struct, frozen=True):
+class Watch(Effect):
     """Look at this job again when job `target` starts or ends (a dependency)."""
     target: int
 
 
-class BeginTimer(Struct, frozen=True):
+class BeginTimer(Effect):
     """Feed BeginTimeReached(desc) after `delay` seconds."""
     desc: str
     delay: float
 
 
-class AnswerWaiters(Struct, frozen=True):
+class AnswerWaiters(Effect):
     """The job is inactive: answer job-manager.wait requests."""
 
 
-class NotifyDependents(Struct, frozen=True):
+class NotifyDependents(Effect):
     """The job started or ended: look again at the jobs that depend on it."""
 
 
-class Inactive(Struct, frozen=True):
+class Inactive(Effect):
     """The job is inactive: count it out, and apply the purge policy."""

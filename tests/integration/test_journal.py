@@ -10,7 +10,7 @@ from fluxlite.client.sync import Handle
 from fluxlite.errors import ProtocolError, RPCTimeout, UsageError
 from fluxlite.job import Jobspec, api
 from fluxlite.job.journal import SENTINEL, Journal
-from fluxlite.service.job_manager import JOURNAL_BATCH
+from fluxlite.service.job_manager.journal import JOURNAL_BATCH
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,8 @@ import pytest
 import fluxlite
 from fluxlite.job import taskmap
 from fluxlite.protocol import schema
-from fluxlite.service import job_exec, job_manager, sched
+from fluxlite.service import job_exec, sched
+from fluxlite.service.job_manager import control, listing
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,8 +29,8 @@ def test_shared_requests_are_declared_once():
 
 
 def test_services_use_the_shared_requests():
-    assert job_manager.JobRequest is job_exec.JobRequest is sched.JobRequest is schema.JobRequest
-    assert job_manager.KillRequest is job_exec.KillRequest is schema.KillRequest
+    assert listing.JobRequest is job_exec.JobRequest is sched.JobRequest is schema.JobRequest
+    assert control.KillRequest is job_exec.KillRequest is schema.KillRequest
 
 
 @pytest.mark.parametrize("counts, mapping", [
