@@ -17,7 +17,7 @@ from ..protocol.message import Message
 
 class PendingRPC:
     __slots__ = ("matchtag", "topic", "streaming", "done", "_queue", "_waiter", "_tracker",
-                 "_on_response")
+                 "on_response")
 
     def __init__(self, tracker: RPCTracker, matchtag: int, topic: str, streaming: bool):
         self._tracker = tracker
@@ -27,21 +27,10 @@ class PendingRPC:
         self.done = False
         self._queue: collections.deque | None = None  # made by the first queued response
         self._waiter = None  # an asyncio future while an async caller awaits
-        self._on_response = None
-
-    @property
-    def on_response(self):
-        """Optional callback(msg) for callers that dispatch instead of waiting.
-
-        Setting it delivers any responses that already arrived (in-process
-        services can answer before the caller gets the PendingRPC back)."""
-        return self._on_response
-
-    @on_response.setter
-    def on_response(self, cb) -> None:
-        self._on_response = cb
-        while cb is not None and self._queue:
-            cb(self._queue.popleft())
+        # callback(msg) for callers that dispatch instead of waiting, set as soon as
+        # the RPC is made: no answer comes before (a handle reads its socket, and a
+        # broker hands its services' answers over, on a later turn of the loop)
+        self.on_response = None
 
     # fed by the tracker
     def feed(self, msg: Message) -> None:
@@ -49,8 +38,8 @@ class PendingRPC:
             return
         if not self.streaming or msg.errnum:
             self.done = True
-        if self._on_response is not None:
-            self._on_response(msg)
+        if self.on_response is not None:
+            self.on_response(msg)
             return
         if self._queue is None:
             self._queue = collections.deque()

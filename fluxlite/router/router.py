@@ -21,11 +21,21 @@ What the router guarantees:
   service's answers;
 - a client's requests are remembered by service, so when it vanishes each of
   those services gets `<service>.disconnect` with its route: its streams and its
-  waits end with it.
+  waits end with it;
+- a message for this broker's own services (a request to one of them, from a
+  client, a peer or another service; a response to one of their RPCs) is queued
+  and handed over on a later turn of the event loop, in the order it was
+  routed, never inside the call that sent it (flux-core's modules talk over
+  interthread channels for the same reason).  A service's handler therefore
+  never runs inside another's, an answer never reaches an RPC before the caller
+  holds it, and no chain of requests and answers grows the stack.  `later`
+  (call_soon of the running loop, unless given) asks for that turn.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import errno
 from collections.abc import Callable
 from typing import Protocol
@@ -67,8 +77,13 @@ class ClientState:
         self.pid: int | None = None
 
 
+def _next_turn(callback: Callable[[], None]) -> None:
+    asyncio.get_running_loop().call_soon(callback)
+
+
 class Router:
-    def __init__(self, *, rank: int, topology: tree.Topology, userid: int, links: Links):
+    def __init__(self, *, rank: int, topology: tree.Topology, userid: int, links: Links,
+                 later: Callable[[Callable[[], None]], None] = _next_turn):
         self.rank = rank
         self.size = topology.size
         self.topology = topology
@@ -86,6 +101,10 @@ class Router:
         # answer then (ENOSYS, or none while the hello-ok is still being handled)
         # would be wrong or lost
         self.held: list[tuple[Message, object]] | None = []
+        # messages for this broker's services, handed over on a later turn, in order
+        self._local: collections.deque = collections.deque()
+        self._later = later
+        self._turn_asked = False
 
     # ---------------------------------------------------------------- entry
     def deliver(self, msg: Message, source) -> None:
@@ -162,9 +181,36 @@ class Router:
             if not self.links.send_client(target, m.encode(msg)):
                 self.client_gone(target, "client disconnected")
         else:
-            ident = self._note_owed(msg)
-            if not target.dispatch(msg) and ident is not None:
-                self._settle(ident, msg)   # answered or refused at once: nothing held
+            self._hand_over(self._dispatch, (target, msg, self._note_owed(msg)))
+
+    def _dispatch(self, item: tuple) -> None:
+        target, msg, ident = item
+        if not target.dispatch(msg) and ident is not None:
+            self._settle(ident, msg)   # answered or refused at once: nothing held
+
+    # ----------------------------------------------- this broker's services
+    def _hand_over(self, deliver: Callable, item) -> None:
+        """Queue `item` for `deliver` on a later turn of the loop."""
+        self._local.append((deliver, item))
+        if not self._turn_asked:
+            self._turn_asked = True
+            self._later(self._turn)
+
+    def _turn(self) -> None:
+        """Hand over what was queued before this turn; what that leads to is queued
+        for the next one, so sockets and timers get their turn in between."""
+        self._turn_asked = False
+        local = self._local
+        for _ in range(len(local)):
+            deliver, item = local.popleft()
+            try:
+                deliver(item)
+            except Exception:
+                log.error("local delivery failed", exc_info=True)
+
+    def _answer_internal(self, msg: Message) -> None:
+        if not self.tracker.dispatch(msg):
+            log.debug("unmatched internal response", topic=msg.topic, tag=msg.matchtag)
 
     def _note_owed(self, msg: Message) -> bytes | None:
         """A local client's request that may be answered later (a stream, a wait, one
@@ -230,8 +276,7 @@ class Router:
             return
         hop = msg.route.pop()
         if hop == INTERNAL:
-            if not self.tracker.dispatch(msg):
-                log.debug("unmatched internal response", topic=msg.topic, tag=msg.matchtag)
+            self._hand_over(self._answer_internal, msg)
         elif isinstance(hop, bytes):
             if not msg.flags & m.STREAMING or msg.errnum:   # not a stream's next answer
                 self._settle(hop, msg)

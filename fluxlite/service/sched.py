@@ -171,12 +171,12 @@ class SchedService(Service):
         return easy.unsatisfiable(req, ranks, self.total, words)
 
     def schedule_soon(self) -> None:
-        """Schedule on the next loop turn, once however many frees come in between.
+        """Schedule on the next loop turn, once however many changes come in between.
 
-        A free never schedules in its own call: the answer it would give a pending
-        job reaches the job-manager at once, whose job may fail to start at once (a
-        rank lost but not yet shrunk) and free again, so one free would recurse
-        through the whole queue."""
+        This is batching: frees come in bursts (the job-manager sends one per job as
+        jobs end, and a burst of ended jobs is handed over in one turn), and a pass
+        looks at every pending job, so one pass after the burst does the work of
+        one pass per free.  A pass cut into slices also goes on here."""
         if self._soon:
             return
         try:
@@ -279,17 +279,17 @@ class SchedService(Service):
         self.respond(p.msg, payload)
 
     def _deny_infeasible(self) -> None:
-        keep, denied = [], []
+        """Deny every pending request that no longer fits in what remains."""
+        keep = []
         for p in self.queue:
             why = self.unsatisfiable(p.req, p.queue, p.where)
-            (denied if why else keep).append((p, why))
-        # the queue is settled before anyone hears: answering calls the job-manager,
-        # which may call back in (sched.cancel) while we would still be iterating
-        self.queue = [p for p, _ in keep]
+            if why:
+                self.log.info("pending job no longer fits", id=p.id, reason=why)
+                self.respond_exception(p.msg, Unsatisfiable(why))
+            else:
+                keep.append(p)
+        self.queue = keep
         self._version += 1
-        for p, why in denied:
-            self.log.info("pending job no longer fits", id=p.id, reason=why)
-            self.respond_exception(p.msg, Unsatisfiable(why))
 
     # --------------------------------------------------------------- RPCs
     @handler("sched.alloc", schema=AllocRequest)

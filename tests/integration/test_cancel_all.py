@@ -72,3 +72,21 @@ def test_bad_input_is_one_line(inst1, args, words):
     cp = inst1.cli("cancel", *args, timeout=30)
     line = one_error_line(cp)
     assert line.startswith("fluxlite cancel: ") and words in line
+
+
+@pytest.mark.timeout(300)
+def test_two_thousand_jobs_canceled_in_one_go_all_end(instance_factory):
+    """One core, two thousand jobs (one running, the rest pending), all canceled at
+    once: every cancel, withdrawn request and free is carried out, and no job is
+    left in SCHED or CLEANUP."""
+    inst = instance_factory(1, cores_per_rank=1)
+    ids = ids_of(inst.cli("submit", "--cc=1-2000", "sleep", "60", check=True, timeout=200))
+    assert len(ids) == 2000
+    inst.cli("job", "wait-event", "-t", "60s", ids[0], "start", check=True, timeout=70)
+    cp = inst.cli("cancel", "--all", check=True, timeout=120)
+    assert cp.stderr == "fluxlite cancel: Canceled 2000 jobs (0 errors)\n"
+    inst.cli("queue", "drain", "--timeout=120s", timeout=130, check=True)
+    stats = inst.handle().call("job-manager.stats")
+    assert (stats["pending"], stats["running"], stats["failed"]) == (0, 0, 2000)
+    sched = inst.handle().call("sched.resource-status")
+    assert sched["pending"] == 0 and sched["allocated"] == {}

@@ -251,10 +251,36 @@ def test_notify_dependents_judges_a_dependent_again(h):
         {"scheme": "afterany", "value": str(target.id)}]
     job = h.submit(spec)
     assert job.state == states.DEPEND and target.dependents == [job]
-    h.jm._handle(target, act.Raise("cancel", 0, "", None, OWNER))   # target ends
-    assert target.state == states.INACTIVE
+
+    async def run():
+        h.jm._handle(target, act.Raise("cancel", 0, "", None, OWNER))   # target ends
+        assert target.state == states.INACTIVE
+        assert job.state == states.DEPEND      # judged again on a later turn, not inside
+        while job.state == states.DEPEND:
+            await asyncio.sleep(0)             # one turn of the loop
+
+    asyncio.run(asyncio.wait_for(run(), 5))
     assert job.state == states.SCHED and "dependency-remove" in h.eventlog(job)
     assert target.dependents == []
+
+
+def test_a_chain_of_dependents_ends_in_turns_not_nested_calls(h):
+    """Two thousand jobs, each afterok the one before: the first is canceled and
+    every other one ends (dependency), none in a nested call."""
+    chain = [h.submit()]
+    for _ in range(2000):
+        spec = js.Jobspec.from_command(["true"]).jobspec
+        spec["attributes"]["system"]["dependencies"] = [
+            {"scheme": "afterok", "value": str(chain[-1].id)}]
+        chain.append(h.submit(spec))
+
+    async def run():
+        h.jm._handle(chain[0], act.Raise("cancel", 0, "", None, OWNER))
+        await asyncio.wait_for(h.jm._idle.wait(), 20)
+
+    asyncio.run(run())
+    assert {j.state for j in chain} == {states.INACTIVE}
+    assert {j.fatal["type"] for j in chain[1:]} == {"dependency"}
 
 
 def test_inactive_counts_the_job_out_and_answers_drain(h):

@@ -5,10 +5,12 @@ source hop, and checks where it went: to a local service, up to the parent,
 down to a child, back to a client, or an error answer naming why.  Then the
 things a table cannot say: responses retracing routes, in-flight requests
 failing when a link goes, forged responses, streams ended for vanished clients,
-events in order.
+events in order, and messages for this broker's services handed over on a later
+turn (the tests' `run` is that turn), never inside the call that sent them.
 """
 
 import errno
+import sys
 
 import pytest
 
@@ -30,6 +32,12 @@ class Links:
         self.down = set(down)
         self.dead = set(dead_clients)
         self.sent: list[tuple[object, Message]] = []
+        self.turns: list = []      # later turns the router asked for
+
+    def run(self):
+        """The loop's next turns, until nothing more is asked for."""
+        while self.turns:
+            self.turns.pop(0)()
 
     def parent_connected(self):
         return self.parent
@@ -74,7 +82,8 @@ class Service:
 
 def router(rank=0, size=7, k=2, **links):
     lk = Links(**links)
-    r = Router(rank=rank, topology=tree.Topology.kary(size, k), userid=1000, links=lk)
+    r = Router(rank=rank, topology=tree.Topology.kary(size, k), userid=1000, links=lk,
+               later=lk.turns.append)
     r.open()
     return r, lk
 
@@ -130,6 +139,8 @@ def test_routing_table(case):
     r.services.update(services)
     r.deliver(req(topic, nodeid, flags), source)
     if expect[0] == "service":
+        assert services[expect[1]].got == []       # not inside the call
+        links.run()
         got = services[expect[1]].got
         assert len(got) == 1 and got[0].topic == topic and not links.sent
         assert got[0].route == [source] if isinstance(source, bytes) else [source]
@@ -147,7 +158,8 @@ def test_requests_before_open_wait_for_the_services():
     """A parent counts a child online at its hello and may send at once: the child
     holds what comes before its services start, then routes it in order."""
     lk = Links(parent=False, down=[])
-    r = Router(rank=1, topology=tree.Topology.kary(7, 2), userid=1000, links=lk)
+    r = Router(rank=1, topology=tree.Topology.kary(7, 2), userid=1000, links=lk,
+               later=lk.turns.append)
     r.deliver(req("broker.getattr", nodeid=1, tag=1), PARENT)
     r.deliver(req("broker.ping", nodeid=1, tag=2), PARENT)
     assert lk.sent == []                       # not ENOSYS, and nothing lost upstream
@@ -155,10 +167,12 @@ def test_requests_before_open_wait_for_the_services():
     r.services["broker"] = svc
     lk.parent = True
     r.open()
+    lk.run()
     assert [(g.topic, g.matchtag) for g in svc.got] == [("broker.getattr", 1),
                                                          ("broker.ping", 2)]
     assert svc.got[0].route == [PARENT]
     r.deliver(req("broker.ping", nodeid=1, tag=3), PARENT)   # open: straight through
+    lk.run()
     assert [g.matchtag for g in svc.got] == [1, 2, 3]
 
 
@@ -212,12 +226,15 @@ def test_a_client_cannot_answer_a_request_not_routed_to_it():
     is dropped: the internal RPC it imitates never sees it."""
     r, links = router(rank=0)
     got = []
-    p = r.rpc("resource.acquire", streaming=True)   # no service: answered ENOSYS at once
+    p = r.rpc("resource.acquire", streaming=True)   # no service: answered ENOSYS
     p.on_response = got.append
+    links.run()
+    assert [g.errnum for g in got] == [errno.ENOSYS]
     got.clear()
     forged = Message(m.RESPONSE, "resource.acquire", {"shrink": "1-3"}, matchtag=p.matchtag,
                      route=[INTERNAL])
     r.deliver(forged, CLIENT)
+    links.run()
     assert got == [] and links.sent == []
 
 
@@ -240,6 +257,7 @@ def test_vanished_client_disconnects_every_service_it_talked_to():
     r.deliver(req("kvs.watch", flags=m.STREAMING), CLIENT)
     r.deliver(req("job-manager.wait"), CLIENT)            # not streaming: still told
     r.client_gone(CLIENT, "client connection closed")
+    links.run()
     assert [m_.topic for m_ in kvs.got] == ["kvs.watch", "kvs.disconnect"]
     assert [m_.topic for m_ in jm.got] == ["job-manager.wait", "job-manager.disconnect"]
     assert jm.got[-1].route == [CLIENT] and jm.got[-1].flags & m.NORESPONSE
@@ -253,6 +271,7 @@ def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
     r.services.update({"kvs": answered, "job-manager": held})
     r.deliver(req("kvs.get"), CLIENT)
     r.deliver(req("job-manager.wait"), CLIENT)
+    links.run()                                          # kvs answers, the wait is kept
     r.deliver(req("sched.alloc"), CLIENT)                # not on rank 1: sent up
     r.deliver(req("job-exec.kill", nodeid=3), CLIENT)    # down to rank 3
     r.deliver(req("kvs.lookup", nodeid=0, tag=8), CLIENT)  # sent up, and answered
@@ -261,6 +280,7 @@ def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
     assert links.sent[-1][0] == CLIENT
     links.sent.clear()
     r.client_gone(CLIENT, "client connection closed")
+    links.run()
     assert [m_.topic for m_ in held.got] == ["job-manager.wait", "job-manager.disconnect"]
     told = sorted((hop, msg.topic) for hop, msg in links.sent)
     assert told == [(PARENT, "sched.disconnect"), (3, "job-exec.disconnect")]
@@ -289,7 +309,9 @@ def test_an_answer_at_once_does_not_settle_a_kept_request():
     r.deliver(req("kvs.watch", flags=m.STREAMING, tag=1), CLIENT)
     r.deliver(req("kvs.get", tag=2), CLIENT)
     r.deliver(req("kvs.get", nodeid=9, tag=3), CLIENT)     # no rank 9: refused
+    links.run()
     r.client_gone(CLIENT, "client connection closed")
+    links.run()
     assert kvs.got == ["kvs.watch", "kvs.get", "kvs.disconnect"]
 
 
@@ -311,6 +333,7 @@ def test_send_failure_to_a_client_forgets_it():
     svc = Service()
     r.services["kvs"] = svc
     r.deliver(req("kvs.get"), CLIENT)
+    links.run()
     r.respond(svc.got[0].response({}))
     assert CLIENT not in r.clients
 
@@ -412,12 +435,17 @@ class _Net:
         self.cut: set[int] = set()
         self.hops: list[tuple[int, int]] = []
         self.routers = {}
+        self.turns: list = []
         for rank in range(size):
             r = Router(rank=rank, topology=self.topology, userid=1000,
-                       links=_TreeLinks(self, rank))
+                       links=_TreeLinks(self, rank), later=self.turns.append)
             r.services["echo"] = _Answer(r, rank)
             r.open()
             self.routers[rank] = r
+
+    def run(self):
+        while self.turns:
+            self.turns.pop(0)()
 
 
 # from rank, to rank, the hops the request takes (the response retraces them)
@@ -443,6 +471,7 @@ def test_response_retraces_every_hop(case, origin):
     else:
         p = r.rpc("echo.x", nodeid=dst)          # answered by a remote rank
         p.on_response = got.append
+    net.run()
     back = [(b, a) for a, b in reversed(hops)]
     assert net.hops == hops + back
     if origin == "client":
@@ -467,6 +496,7 @@ def test_losing_the_parent_fails_internal_rpcs_and_client_requests():
     links.sent.clear()
     links.parent = False
     r.fail_inflight(PARENT, "lost parent: rank 1 went away")
+    links.run()
     (resp,) = got
     assert resp.errnum == errno.EHOSTUNREACH and "lost parent" in resp.errstr
     with pytest.raises(HostUnreachable, match="lost parent"):
@@ -476,3 +506,88 @@ def test_losing_the_parent_fails_internal_rpcs_and_client_requests():
     assert PARENT not in r.inflight
     r.deliver(req("kvs.lookup", tag=33), CLIENT)      # and new ones fail at once
     assert links.sent[-1][1].errnum == errno.EHOSTUNREACH
+
+
+# ------------------------------------------ between services of one broker
+class _Relay:
+    """A service that, for each request, asks `next_topic` (another service of the
+    same broker) and notes when its handler ran and when the answer came."""
+
+    def __init__(self, router_, name, log, next_topic=None):
+        self.router, self.name, self.log, self.next_topic = router_, name, log, next_topic
+
+    def dispatch(self, msg):
+        self.log.append(f"{self.name} got {msg.topic}")
+        if self.next_topic:
+            p = self.router.rpc(self.next_topic)
+            p.on_response = lambda resp: self.log.append(f"{self.name} answered by "
+                                                         f"{resp.payload['by']}")
+            self.log.append(f"{self.name} asked {self.next_topic}")
+        self.router.respond(msg.response({"by": self.name}))
+        self.log.append(f"{self.name} done")
+        return False
+
+    def drop_streams(self, match):
+        pass
+
+
+def test_a_request_between_services_is_handed_over_on_a_later_turn():
+    r, links = router(rank=0)
+    log = []
+    r.services.update({"a": _Relay(r, "a", log, "b.work"), "b": _Relay(r, "b", log)})
+    r.deliver(req("a.go", tag=3), CLIENT)
+    assert log == [] and links.sent == []
+    links.run()
+    # a's handler ends before b's begins, and a hears b's answer after both
+    assert log == ["a got a.go", "a asked b.work", "a done", "b got b.work", "b done",
+                   "a answered by b"]
+    assert [(hop, msg.matchtag) for hop, msg in links.sent] == [(CLIENT, 3)]
+
+
+def test_an_rpc_is_never_answered_before_the_caller_holds_it():
+    r, links = router(rank=0)
+    got = []
+    p = r.rpc("nosuch.x")                       # refused (ENOSYS) by the router itself
+    assert got == [] and not p.ready()
+    p.on_response = got.append
+    links.run()
+    assert [g.errnum for g in got] == [errno.ENOSYS]
+
+
+def _stack_depth() -> int:
+    frame, n = sys._getframe(), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
+
+
+class _Chain:
+    """Each request asks the next service of the chain, down to zero."""
+
+    def __init__(self, router_):
+        self.router, self.depths, self.answers = router_, [], 0
+
+    def dispatch(self, msg):
+        self.depths.append(_stack_depth())
+        n = msg.payload["n"]
+        if n:
+            p = self.router.rpc("chain.next", {"n": n - 1})
+            p.on_response = self._answered
+        self.router.respond(msg.response({}))
+        return False
+
+    def _answered(self, resp):
+        self.answers += 1
+
+    def drop_streams(self, match):
+        pass
+
+
+def test_a_long_chain_of_requests_between_services_does_not_grow_the_stack():
+    r, links = router(rank=0)
+    chain = _Chain(r)
+    r.services["chain"] = chain
+    p = r.rpc("chain.next", {"n": 3000})      # deeper than Python's recursion limit
+    links.run()
+    assert p.ready() and chain.answers == 3000
+    assert len(chain.depths) == 3001 and len(set(chain.depths)) == 1

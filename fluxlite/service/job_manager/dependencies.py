@@ -57,7 +57,8 @@ class Dependencies:
         if job in waiting:      # a waiting singleton itself ended (canceled)
             waiting.remove(job)
         if waiting and left == len(waiting):
-            self._handle(waiting.popleft(), act.Verdicts(((depend.SINGLETON, depend.MET, ""),)))
+            self._handle_later(waiting.popleft(),
+                               act.Verdicts(((depend.SINGLETON, depend.MET, ""),)))
         if not waiting:
             del self._singletons[key]
 
@@ -72,5 +73,5 @@ class Dependencies:
             if depend.NEVER in verdicts or depend.WAIT not in verdicts:
                 target.dependents.remove(job)   # it no longer waits on target
             if items:
-                self._handle(job, act.Verdicts(tuple(items)))
+                self._handle_later(job, act.Verdicts(tuple(items)))
 

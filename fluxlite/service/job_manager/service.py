@@ -68,8 +68,6 @@ class JobManagerService(JobTable, Effects, Submit, Dependencies, Control, Waits,
         self.kvs = kvs
         self.level = int(ctx.attrs.get("instance-level") or 0)
         self.actions = act.Actions(ctx.hosts)   # the per-job machine (and the queue)
-        self._events: collections.deque = collections.deque()  # (job, event) to handle
-        self._handling = False
         self._idle = asyncio.Event()
         self._idle.set()
         queues = json.loads(ctx.attrs.get("queues") or "{}")

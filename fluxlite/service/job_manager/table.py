@@ -4,6 +4,7 @@ answers of sched and job-exec turned back into events."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import time
 
@@ -36,27 +37,23 @@ class JobTable:
     # ------------------------------------------------------ the one place
     def _handle(self, job: Job, event) -> None:
         """Feed one event to the job's state machine (job/actions.py) and carry out
-        the effects it returns.  An event that comes while effects are being carried
-        out (an answer the RPC tracker delivers inside the call that asked for it, a
-        dependent looked at again) waits its turn: effects apply in the order the
-        machine gave them, and a long chain of dependents never recurses."""
-        self._events.append((job, event))
-        if self._handling:
-            return
-        self._handling = True
-        debug = log_enabled("debug")
-        try:
-            while self._events:
-                job, event = self._events.popleft()
-                old = job.state
-                effects = self.actions.handle(job, event, time.time())
-                if debug:
-                    self.log.debug("job transition", jobid=fluid.f58_plain(job.id),
-                                   state=f"{old}->{job.state}", stimulus=type(event).__name__,
-                                   effects=act.describe(effects))
-                self._apply(job, old, effects)
-        finally:
-            self._handling = False
+        the effects it returns, in order.  Nothing it does calls back in: requests
+        and their answers are handed over on later turns of the loop (the router),
+        and so are events it makes for other jobs (`_handle_later`)."""
+        old = job.state
+        effects = self.actions.handle(job, event, time.time())
+        if log_enabled("debug"):
+            self.log.debug("job transition", jobid=fluid.f58_plain(job.id),
+                           state=f"{old}->{job.state}", stimulus=type(event).__name__,
+                           effects=act.describe(effects))
+        self._apply(job, old, effects)
+
+    def _handle_later(self, job: Job, event) -> None:
+        """An event for another job than the one whose effects are being carried out
+        (a dependent's verdict, a singleton let go), handled on a later turn of the
+        loop as a message would be: a chain of ten thousand dependents is then a
+        chain of turns, not of nested calls."""
+        asyncio.get_running_loop().call_soon(self._handle, job, event)
 
     def _stamp(self, ts: float) -> float:
         """An entry's timestamp, later than every one before it, as each of Flux's
