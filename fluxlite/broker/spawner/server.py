@@ -54,8 +54,6 @@ import tempfile
 import traceback
 from typing import Any, Literal, NamedTuple
 
-import msgspec
-
 from ...errors import FluxliteError, NoSuchProcess, ProtocolError
 from ...protocol.dispatch import Dispatcher, handler
 from ...protocol.message import REQUEST, Message, pack, unpack
@@ -80,17 +78,23 @@ class SignalRequest(Struct, kw_only=True):
     below: bool = False             # every process under it, not itself
 
 
-class ChildSpec(Struct, kw_only=True):
-    """What the new process does before it execs (or runs the shell entry)."""
+class ChildSpec(NamedTuple):
+    """What the new process does before it execs (or runs the shell entry).
+
+    Read in the child only, by plain Python (child_spec()): checking it with msgspec
+    there would fault msgspec's code into every job shell."""
     argv: list[str] | None = None   # kind exec
     env: dict[str, str] | None = None   # None: the spawner's environment
     cwd: str | None = None
     pgid: int | None = None
     setsid: bool = False
     ctty: bool = False
-    stdio: Literal["inherit", "null", "log", "connect"] = "inherit"
+    stdio: str = "inherit"          # inherit | null | log | connect
     stdio_path: str | None = None
     info: Any = None                # kind shell: the shell's, passed through unread
+
+
+STDIO_MODES = ("inherit", "null", "log", "connect")
 
 
 class _Child(NamedTuple):
@@ -333,7 +337,7 @@ class SpawnServer:
         what = "spawn"
         try:
             signal.set_wakeup_fd(-1)
-            spec = _child_spec(req.child)
+            spec = child_spec(req.child)
             what = spec.argv[0] if spec.argv else what
             self._setup(spec, req.kind, tmpdir)
             env = self.env if spec.env is None else spec.env
@@ -418,11 +422,27 @@ class SpawnServer:
         os.dup2(err, 2)
 
 
-def _child_spec(data: bytes) -> ChildSpec:
+def child_spec(data: bytes) -> ChildSpec:
+    """The child's part of a spawn request, checked: ProtocolError says what is wrong."""
     try:
-        return msgspec.convert(unpack(data), ChildSpec)
-    except (msgspec.ValidationError, ValueError, TypeError) as exc:
+        fields = unpack(data)
+        spec = ChildSpec(**fields)
+    except (ValueError, TypeError) as exc:
         raise ProtocolError(f"spawn: child: {exc}") from None
+    if spec.argv is not None and (type(spec.argv) is not list
+                                  or not all(type(a) is str for a in spec.argv)):
+        raise ProtocolError("spawn: child: argv must be a list of strings")
+    if spec.env is not None and (type(spec.env) is not dict or not all(
+            type(k) is str and type(v) is str for k, v in spec.env.items())):
+        raise ProtocolError("spawn: child: env must map strings to strings")
+    if spec.stdio not in STDIO_MODES:
+        raise ProtocolError(f"spawn: child: stdio must be one of {', '.join(STDIO_MODES)}")
+    for name in ("cwd", "stdio_path"):
+        if getattr(spec, name) is not None and type(getattr(spec, name)) is not str:
+            raise ProtocolError(f"spawn: child: {name} must be a string")
+    if spec.pgid is not None and type(spec.pgid) is not int:
+        raise ProtocolError("spawn: child: pgid must be an integer")
+    return spec
 
 
 def _child_error(what: str, exc: BaseException) -> FluxliteError:
