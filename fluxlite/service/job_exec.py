@@ -1,6 +1,7 @@
 """The `job-exec` service (rank 0): runs jobs by starting a job shell on every rank.
 
-For each job it asks `rexec` on every allocated rank to start one shell,
+For each job it asks `rexec` on every allocated rank to start one shell
+(its ShellInfo, fluxlite/job/shell_info.py, is built here, one per shell),
 holds the shells' init and start barriers, writes the exec eventlog (init,
 starting, shell.init, shell.start, shell-exit, complete, done), and reports
 start / exception / finish / release back to the job-manager.

@@ -113,16 +113,39 @@ def _plugin_name(cls: type) -> str:
     return getattr(cls, "name", None) or cls.__name__
 
 
+def _takes(cls: type, attr: str, nargs: int) -> bool:
+    """Whether the method `attr` of `cls`, called on an instance, can take `nargs`
+    positional arguments.  A plain function's code says it at once; anything else is
+    asked through inspect, and one with no signature to read is let through."""
+    fn = getattr(cls, attr)
+    static = isinstance(inspect.getattr_static(cls, attr), staticmethod)
+    if not inspect.isfunction(fn) or static:
+        try:   # a bound (class) method or a static one takes no instance
+            inspect.signature(fn).bind(*(() if static or inspect.ismethod(fn) else (None,)),
+                                       *range(nargs))
+        except TypeError:
+            return False
+        except ValueError:
+            pass
+        return True
+    code = fn.__code__
+    positional = code.co_argcount - 1                     # without self
+    required = positional - len(fn.__defaults__ or ())
+    kw_required = code.co_kwonlyargcount - len(fn.__kwdefaults__ or {})
+    varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    return kw_required == 0 and required <= nargs and (varargs or nargs <= positional)
+
+
 @functools.cache
 def hooks_of(cls: type) -> tuple[tuple[str, str], ...]:
     """(topic, attribute) of each hook `cls` defines.  Raises PluginError for a method
     in a topic's namespace that names no topic, or a hook that cannot take its
     topic's arguments.  Looked up once per class (shell.main.preload fills it for
     the built-ins before shells are forked)."""
+    names = {name for klass in cls.__mro__ if klass is not ShellPlugin
+             for name in vars(klass) if name.startswith(_NAMESPACES)}
     found = []
-    for attr in dir(cls):
-        if not attr.startswith(_NAMESPACES):
-            continue
+    for attr in sorted(names):
         fn = getattr(cls, attr)
         if not callable(fn):
             continue
@@ -132,14 +155,10 @@ def hooks_of(cls: type) -> tuple[tuple[str, str], ...]:
                               f"topic (hooks: {', '.join(_TOPIC_OF)})")
         if fn is HOOKS[topic]:
             continue  # the base's, which does nothing
-        try:
-            inspect.signature(fn).bind(None, *range(_ARITY[topic]))
-        except TypeError:
+        if not _takes(cls, attr, _ARITY[topic]):
             wanted = ", ".join(inspect.signature(HOOKS[topic]).parameters)
             raise PluginError(f"plugin '{_plugin_name(cls)}': {attr} cannot take the "
-                              f"arguments of {topic}: {attr}({wanted})") from None
-        except ValueError:
-            pass   # no signature to read (a builtin): it will be called as it is
+                              f"arguments of {topic}: {attr}({wanted})")
         found.append((topic, attr))
     return tuple(found)
 

@@ -1,18 +1,21 @@
 """The job shell's contract through real instances: rexec checks the ShellInfo it is
 given before any shell starts, a user plugin works through its ShellContext
-(subscribing to topics included), and one whose hook names no topic fails the
-job at load with one line listing the hooks."""
+(subscribing to topics and hearing signals included), and one whose hook names
+no topic fails the job at load with one line listing the hooks."""
 
 from __future__ import annotations
 
 import errno
+import signal
 import textwrap
 
 import pytest
 
 from fluxlite.errors import FluxliteError
-from fluxlite.job import taskmap
+from fluxlite.job import api, taskmap
 from fluxlite.job.shell_info import CriticalRanks, ShellInfo
+from fluxlite.testing import jobid_of, wait_event
+from fluxlite.util import fluid
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -111,3 +114,26 @@ def test_a_user_plugin_works_through_its_context(inst4, tmp_path):
     lines = sorted(log.read_text().splitlines())
     assert lines == ["0 exit 0 0", "0 exit 1 1", "0 info 2 4 [2, 2] 0",
                      "1 answered 1", "1 exit 2 2", "1 exit 3 3", "1 info 2 4 [2, 2] 1"]
+
+
+def test_a_plugin_hears_the_signals_the_shell_passes_on(inst1, tmp_path):
+    """`shell.signal`: a cancel's SIGTERM reaches the shell, which passes it on to its
+    task, then tells the plugins (the task is not reaped yet)."""
+    plugin = tmp_path / "sig.py"
+    plugin.write_text(textwrap.dedent("""
+        from fluxlite.shell.plugin import ShellPlugin
+        class Sig(ShellPlugin):
+            name = "sig"
+            def shell_signal(self, signum):
+                alive = [t.rank for t in self.shell.tasks if t.status is None]
+                self.shell.log(f"heard signal {signum}, tasks {alive}")
+    """))
+    h = inst1.handle()
+    jobid = jobid_of(inst1.cli("submit", "-o", f"plugins={plugin}", "sleep", "300"))
+    wait_event(h, jobid, "shell.start", "exec")
+    inst1.cli("cancel", fluid.f58(jobid), check=True)
+    r = api.wait(h, jobid, timeout=60)
+    assert r["result"] == "CANCELED"
+    logged = [e["context"]["message"] for e in api.event_watch(h, jobid, "output", follow=False)
+              if e["name"] == "log"]
+    assert logged == [f"heard signal {signal.SIGTERM.value}, tasks [0]"], logged

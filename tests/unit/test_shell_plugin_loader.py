@@ -58,6 +58,27 @@ def test_a_hook_that_cannot_take_its_topics_arguments_is_refused():
         hooks_of(Short)
 
 
+@pytest.mark.parametrize("hook, ok", [
+    ("def task_exit(self, task, extra): pass", False),
+    ("def task_exit(self, task, extra=1): pass", True),
+    ("def task_exit(self, *args): pass", True),
+    ("def task_exit(self, task, *, must): pass", False),
+    ("def task_exit(self, task, *, may=1): pass", True),
+    ("task_exit = staticmethod(lambda task: None)", True),
+    ("task_exit = staticmethod(lambda: None)", False),
+    ("task_exit = classmethod(lambda cls, task: None)", True),
+    ("task_exit = classmethod(lambda cls: None)", False),
+])
+def test_a_hooks_arguments_are_checked_whatever_its_form(hook, ok):
+    ns: dict = {}
+    exec(f"class P(ShellPlugin):\n    name = 'p'\n    {hook}\n", {"ShellPlugin": ShellPlugin}, ns)
+    if ok:
+        assert hooks_of(ns["P"]) == (("task.exit", "task_exit"),)
+    else:
+        with pytest.raises(PluginError, match="task_exit cannot take the arguments"):
+            hooks_of(ns["P"])
+
+
 def test_hooks_are_found_and_what_is_not_a_hook_is_left_alone():
     class Fine(ShellPlugin):
         name = "fine"
