@@ -170,9 +170,11 @@ class Store:
 
     # ------------------------------------------------------ commits
     def _begin(self) -> None:
-        if self.in_tx:
-            return
-        self.in_tx = True
+        if not self.in_tx:
+            self.in_tx = True
+            self._flush_soon()
+
+    def _flush_soon(self) -> None:
         if self.flush_later is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -239,9 +241,8 @@ class Store:
     def needed(self) -> int:
         """The write-out that what is known now will be on disk with: the next one while
         a change waits in memory, else the last one made."""
-        if self.in_tx or self.logs or self.blobs or self.deleted or self.tree_ops:
-            return self.committed + 1
-        return self.committed
+        return self.committed + bool(self.in_tx or self.logs or self.blobs or self.deleted
+                                     or self.tree_ops)
 
     def _sync(self) -> None:
         """Have every write-out made so far synced to disk (in a worker thread when a
@@ -371,11 +372,7 @@ class Store:
         """A durable store's summary of an inactive job (jm_restart.py; None: forget
         it), written out with the KVS changes of this loop turn."""
         self.summaries_out[jobid] = data
-        if self.flush_later is None and not self.in_tx:
-            try:
-                self.flush_later = asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:   # no event loop: at the next write-out
-                pass
+        self._flush_soon()
 
     def _retry(self) -> None:
         try:
