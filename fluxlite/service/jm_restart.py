@@ -11,6 +11,15 @@ eventlogs.  What the job-manager keeps that is not a job's is one KVS key,
      "queue": {"start": bool, "reason": str,    the queue, unless stopped --nocheckpoint;
                "enable": false, "disable_reason": str}}   a disabled queue
 
+An inactive job no longer changes, so replaying it at every restart would
+repeat the same work: when a job becomes inactive its table entry is kept
+whole beside the KVS (`summarize`: the store's `summaries` table, with the
+length of the eventlog it was made from), and a restart takes an inactive job
+from there (`from_summary`) when that length is still the eventlog's; any
+other job (active, or whose eventlog grew since, or with no summary: a
+database from an older fluxlite, or a restore) is replayed, and an inactive
+one so replayed is summarized then.  A summary whose job was purged is dropped.
+
 Then the links no eventlog holds are made again (dependents, singletons,
 begin-time timers), and every active job is looked at once more (Restarted):
 a pending job asks the scheduler again, in the order it was submitted; a job
@@ -23,12 +32,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import gc
+import sys
 import time
 
 from ..errors import FluxliteError
 from ..job import actions as act
 from ..job import depend, states
+from ..job import schema as jschema
+from ..protocol.message import pack, unpack
 from ..util import fluid
+from . import statedir
 
 CHECKPOINT = "checkpoint.job-manager"
 
@@ -40,30 +53,82 @@ def read_checkpoint(kvs) -> dict | None:
         return None
 
 
-RECORDS = "job.????.????.????.????.[Rej]*"   # a job's R, eventlog and jobspec keys
-WANTED = ("R", "eventlog", "jobspec")
+# what a summary keeps of a Job: every field but those no restart keeps (waiters,
+# dependents, a scheduler request in flight) and `waited` (true after a restart)
+SUMMARY_FIELDS = tuple(f for f in act.Job.__slots__ if f not in
+                       ("waiters", "dependents", "sched_req", "nreq", "waited", "req"))
+_SHARED_EMPTY = ("alloc", "memo", "deps", "gpus")   # act._NOTHING while empty
 
 
-def _records(kvs):
-    """(job id, {"jobspec", "eventlog", "R"}) of every job the KVS holds, in id order,
-    read in one pass and one job at a time (ten thousand jobspecs are never held at
-    once)."""
-    jobid, records = None, {}
-    for key, value in kvs.scan(RECORDS):
-        parts = key.split(".")
-        if len(parts) != 6 or parts[5] not in WANTED:
-            continue
-        try:
-            this = int("".join(parts[1:5]), 16)
-        except ValueError:
-            continue
-        if this != jobid:
-            if jobid is not None:
-                yield jobid, records
-            jobid, records = this, {}
-        records[parts[5]] = value
-    if jobid is not None:
-        yield jobid, records
+def summary(job: act.Job, nevents: int) -> bytes:
+    """An inactive job's table entry, made from an eventlog of `nevents` entries."""
+    fields = {f: getattr(job, f) for f in SUMMARY_FIELDS}
+    fields["req"] = job.req.wire()
+    return pack([nevents, fields])
+
+
+def from_summary(data: bytes) -> tuple[int, act.Job]:
+    """(eventlog length, the Job) a summary holds: the Job replay would make."""
+    nevents, fields = unpack(data)
+    job = act.Job.__new__(act.Job)
+    for f in SUMMARY_FIELDS:
+        setattr(job, f, fields[f])
+    job.req = jschema.Request(**fields["req"]).shared()
+    for f in _SHARED_EMPTY:
+        if not getattr(job, f):
+            setattr(job, f, act._NOTHING)
+    if job.deps:
+        job.deps = {d: tuple(v) for d, v in job.deps.items()}
+    job.exceptions = job.exceptions or ()
+    if job.fatal is not None and job.fatal in job.exceptions:
+        job.fatal = job.exceptions[job.exceptions.index(job.fatal)]
+    job.name, job.queue, job.cwd = (sys.intern(job.name), sys.intern(job.queue),
+                                    sys.intern(job.cwd))
+    job.waiters, job.dependents, job.sched_req, job.nreq = (), (), 0, 0
+    job.waited = True
+    return nevents, job
+
+
+def summarize(jm, job: act.Job) -> None:
+    """Keep an inactive job's summary (a durable KVS only), written out with the KVS
+    changes of the same loop turn, so it is never newer than the eventlog it names."""
+    log = _eventlog_node(jm.kvs, job.id)
+    if log is not None:
+        jm.kvs.store.keep_summary(job.id, summary(job, log.n))
+
+
+def _eventlog_node(kvs, jobid: int):
+    try:
+        node = kvs.root["job"]
+        for part in fluid.dothex(jobid).split("."):
+            node = node[part]
+        return node["eventlog"]
+    except (KeyError, TypeError):
+        return None
+
+
+def _job_dirs(kvs):
+    """(job id, its directory) of every job the KVS holds, in id order, from the tree
+    in memory (nothing is read from disk)."""
+    top = kvs.root.get("job")
+    for a in sorted(top or ()):
+        for b in sorted(top[a]):
+            for c in sorted(top[a][b]):
+                for d in sorted(top[a][b][c]):
+                    try:
+                        yield int(a + b + c + d, 16), top[a][b][c][d]
+                    except ValueError:
+                        continue
+
+
+def _replayed(kvs, jobid: int, records) -> tuple[act.Job, dict]:
+    """A job replayed from its directory's jobspec, eventlog and R (if it has one),
+    and its jobspec."""
+    spec = kvs._value(records["jobspec"])
+    R = records.get("R")
+    job = act.replay(jobid, spec, kvs._value(records["eventlog"]),
+                     None if R is None else kvs._value(R))
+    return job, spec
 
 
 def rebuild(jm) -> None:
@@ -87,10 +152,17 @@ def _rebuild(jm) -> None:
     top = jm.max_purged = cp.get("max_jobid", 0)
     jm.restore_queues(cp.get("queue") or {"start": True})
     inactive = []
-    for jobid, records in _records(kvs):
+    replayed = 0   # inactive jobs replayed (no summary, or an outdated one)
+    store = kvs.store
+    kept = dict(statedir.summaries(store.db))
+    for jobid, records in _job_dirs(kvs):
+        data = kept.pop(jobid, None)
+        spec = None
         try:
-            spec = records["jobspec"]
-            job = act.replay(jobid, spec, records["eventlog"], records.get("R"))
+            log = records["eventlog"]
+            nevents, job = from_summary(data) if data is not None else (None, None)
+            if nevents is None or nevents != getattr(log, "n", None):
+                job, spec = _replayed(kvs, jobid, records)
         except (KeyError, TypeError, ValueError, IndexError, FluxliteError) as exc:
             jm.log.error("restart: job left out (its records are incomplete)",
                          jobid=fluid.f58_plain(jobid), error=repr(exc))
@@ -102,6 +174,9 @@ def _rebuild(jm) -> None:
             # answers): purge limits apply to it as to any other
             job.waited = True
             inactive.append(job)
+            if spec is not None:   # replayed: summarized now, taken from there next time
+                summarize(jm, job)
+                replayed += 1
             continue
         jm.n_active += 1
         if job.state in (states.RUN, states.CLEANUP):
@@ -113,13 +188,15 @@ def _rebuild(jm) -> None:
             jm._named_active[key] = jm._named_active.get(key, 0) + 1
             if depend.SINGLETON in job.deps:
                 jm._singletons.setdefault(key, collections.deque()).append(job)
+    for jobid in kept:   # purged since it was summarized
+        store.keep_summary(jobid, None)
     for job in sorted(inactive, key=lambda j: j.t_inactive):
         jm.inactive[job.id] = job
     if jm.n_active:
         jm._idle.clear()
     jm.gen.after(top)
     jm.log.info("restart: jobs rebuilt from the state directory", jobs=len(jm.jobs),
-                active=jm.n_active)
+                active=jm.n_active, inactive_replayed=replayed)
 
 
 def resume(jm) -> None:

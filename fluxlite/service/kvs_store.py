@@ -1,48 +1,41 @@
 """Where the KVS keeps what is not a small scalar: an SQLite file in the run directory.
 
-A job's data would otherwise sit in rank 0's heap for as long as the job is
-remembered: its jobspec and R (maps), its eventlogs and output (lists made by
-appends).  With thousands of jobs pending at once, the heap would grow by
-megabytes, and a Python heap does not shrink back after such a peak (its
-arenas stay pinned by whatever outlives the peak).  So the KVS keeps every
-map value (`Blob`) and every appended list (`Log`) here from the start; the
-tree in the heap holds only directories, small nodes (an id, a length) and
-scalars.  Clients never see the difference: `kvs.get` and `kvs.watch` read
-the values back from here.
+A job's data would otherwise sit in rank 0's heap as long as the job is
+remembered (its jobspec and R, its eventlogs and output), and a Python heap
+does not shrink back after a peak of thousands of pending jobs.  So the KVS
+keeps every map value (`Blob`) and every appended list (`Log`) here from the
+start; the tree in the heap holds only directories, small nodes (an id, a
+length) and scalars.  Clients never see the difference: `kvs.get` and
+`kvs.watch` read the values back from here.
 
-The file is `<rundir>/content.sqlite`, owner-only (mode 0600, never a symlink),
-with no journal file and no fsync: it lives and dies with the instance (it is
-removed when the KVS stops, even from a run directory kept with --rundir).
-What commits add is kept in memory and written out together, in one SQLite
-transaction, FLUSH_DELAY after the first of them, or at once when it reaches
-FLUSH_BYTES (a job's dozen eventlog appends would otherwise cost a statement and
-a savepoint each, and a transaction per loop turn still cost rank 0 a third of
-a millisecond per job).  A commit that
-fails half way leaves nothing behind: its additions are taken back from that
-buffer, and what it removed is removed only once it has succeeded.  If writing
-out fails (the disk is full), the buffer is kept and written out again
-RETRY_DELAY later (not by every commit, which would retry the whole buffer
-each time); one line is logged when writing starts failing and one when it
-works again.  What is held so is bounded: past HELD_MAX bytes, `check_room`
-refuses new client commits with ENOSPC, while everything already acknowledged
-stays held until it can be written.
+The file is `<rundir>/content.sqlite`, owner-only (mode 0600, never a
+symlink), with no journal file and no fsync: it lives and dies with the
+instance.  What commits add is kept in memory and written out together, in
+one SQLite transaction, FLUSH_DELAY after the first of them, or at once at
+FLUSH_BYTES (a statement per eventlog append cost rank 0 a third of a
+millisecond per job).  A commit that fails half way leaves nothing behind:
+its additions are taken back from that buffer, and what it removed is removed
+only once it has succeeded.  If writing out fails (the disk is full), the
+buffer is kept and tried again RETRY_DELAY later; one line is logged when
+writing starts failing and one when it works again.  Past HELD_MAX bytes held
+so, `check_room` refuses new client commits with ENOSPC, while everything
+already acknowledged stays held until it can be written.
 
-A durable store (`-Sstatedir=DIR`, see statedir.py) keeps the whole tree, not
-only its large values: its database outlives the instance, and a restart
-loads it back (`load`).  Each key's node is a row of `nodes` (a scalar with
-its value, a map or list by its id in `entries`; directories are implied by
-the keys below them), written beside the entries in the same transaction.
-Writing out happens at the end of the loop turn that changed anything (not
-FLUSH_DELAY later): one transaction into the WAL (write-out number
-`committed`). It is on disk once the WAL file is synced, which a worker thread
-does (os.fsync) while the loop goes on; what the turns bring while a sync runs
-is written out in one transaction when it ends, and synced next (group commit):
-rank 0 never waits for the disk, and each transaction and sync carries as many
-turns as one sync takes. `needed()` says which write-out a message sent now
-depends on, `synced` which are on disk, and `on_durable` callbacks run as that
-grows (the broker holds back everything it sends until then). If writing out or
-syncing fails, it is tried again RETRY_DELAY later, and nothing waiting on it
-is acknowledged meanwhile.
+A durable store (`-Sstatedir=DIR`, see statedir.py) keeps the whole tree: its
+database outlives the instance and a restart loads it back (`load`).  Each
+key's node is a row of `nodes` (a scalar with its value, a map or list by its
+id in `entries`; directories are implied by the keys below them), written
+beside the entries in the same transaction, with the job-manager's summaries
+of inactive jobs (`keep_summary`, jm_restart.py).  Writing out happens at the
+end of the loop turn that changed anything: one transaction into the WAL
+(write-out number `committed`), on disk once the WAL file is synced by a
+worker thread (os.fsync) while the loop goes on; what the turns bring while a
+sync runs is written out in one transaction when it ends, and synced next
+(group commit): rank 0 never waits for the disk.  `needed()` says which
+write-out a message sent now depends on, `synced` which are on disk, and
+`on_durable` callbacks run as that grows (the broker holds back everything it
+sends until then).  A failed write-out or sync is tried again RETRY_DELAY
+later, and nothing waiting on it is acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -63,7 +56,6 @@ READ_BATCH = 1024           # entries per read (and per watch response)
 CACHE_KIB = 512             # SQLite page cache (its default is 2 MB, all of it in the heap)
 FLUSH_DELAY = 0.05          # seconds additions wait to be written out with later ones
 FLUSH_BYTES = 1 << 20       # ... unless they are this many bytes already
-
 RETRY_DELAY = 1.0           # seconds before a failed write-out is tried again
 HELD_MAX = 64 << 20         # bytes held while writing out fails, past which commits are refused
 
@@ -92,7 +84,7 @@ class Log:
 
 class Symlink:
     """A key that stands for another (Flux's symlink): `target`, in `namespace`
-    (None: the link's own).  Held in the tree like a scalar."""
+    (None: the link's own), held in the tree like a scalar."""
     __slots__ = ("target", "namespace")
 
     def __init__(self, target: str, namespace: str | None = None):
@@ -136,24 +128,20 @@ class Store:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.path = path
         # one connection, this broker's: hold the file lock for good rather than take and
-        # release it (and look for a hot journal) around every transaction
-        self.db.execute("PRAGMA locking_mode=EXCLUSIVE")
-        if self.durable:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            # the WAL is synced by _sync, off the loop; SQLite syncs around checkpoints
-            self.db.execute("PRAGMA synchronous=NORMAL")
-        else:
-            self.db.execute("PRAGMA journal_mode=MEMORY")
-            self.db.execute("PRAGMA synchronous=OFF")
-        self.db.execute("PRAGMA temp_store=MEMORY")
-        # recent pages are in the kernel's page cache anyway: keep SQLite's own small
-        self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        # release it (and look for a hot journal) around every transaction.  A durable
+        # store's WAL is synced by _sync, off the loop (SQLite syncs around checkpoints).
+        # Recent pages are in the kernel's page cache anyway: keep SQLite's own small.
+        journal, sync = ("WAL", "NORMAL") if self.durable else ("MEMORY", "OFF")
+        for pragma in ("locking_mode=EXCLUSIVE", f"journal_mode={journal}",
+                       f"synchronous={sync}", "temp_store=MEMORY", f"cache_size=-{CACHE_KIB}"):
+            self.db.execute(f"PRAGMA {pragma}")
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (log INTEGER, seq INTEGER, "
                         "data BLOB, PRIMARY KEY (log, seq)) WITHOUT ROWID")
         self.next_id = 1
         if self.durable:
             self.db.execute("CREATE TABLE IF NOT EXISTS nodes (key TEXT PRIMARY KEY, "
                             "kind INTEGER, ref INTEGER, data BLOB) WITHOUT ROWID")
+            statedir.create_summaries(self.db)
             top = self.db.execute("SELECT max(log) FROM entries").fetchone()[0]
             self.next_id = (top or 0) + 1
             flush_delay = 0.0
@@ -172,6 +160,7 @@ class Store:
         self.blobs: dict[int, bytes] = {}    # blob id -> compressed map
         self.deleted: list[int] = []         # ids whose rows go
         self.deleted_rows = 0                # how many rows those are
+        self.summaries_out: dict[int, bytes | None] = {}   # keep_summary's, to write
         self.flush_later: asyncio.Handle | None = None   # the write-out to come
         self.failing: str | None = None      # why writing out fails, while it does
         # the commit under way: how to take back what it added, what it removes
@@ -181,9 +170,11 @@ class Store:
 
     # ------------------------------------------------------ commits
     def _begin(self) -> None:
-        if self.in_tx:
-            return
-        self.in_tx = True
+        if not self.in_tx:
+            self.in_tx = True
+            self._flush_soon()
+
+    def _flush_soon(self) -> None:
         if self.flush_later is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -250,9 +241,8 @@ class Store:
     def needed(self) -> int:
         """The write-out that what is known now will be on disk with: the next one while
         a change waits in memory, else the last one made."""
-        if self.in_tx or self.logs or self.blobs or self.deleted or self.tree_ops:
-            return self.committed + 1
-        return self.committed
+        return self.committed + bool(self.in_tx or self.logs or self.blobs or self.deleted
+                                     or self.tree_ops)
 
     def _sync(self) -> None:
         """Have every write-out made so far synced to disk (in a worker thread when a
@@ -329,7 +319,8 @@ class Store:
         self._write_out()
 
     def _write_out(self) -> None:
-        if self.in_tx or not (self.logs or self.blobs or self.deleted or self.tree_ops):
+        if self.in_tx or not (self.logs or self.blobs or self.deleted or self.tree_ops
+                              or self.summaries_out):
             return
         rows = [(lg.id, seq, data) for lg in self.logs if lg.pending
                 for seq, data in enumerate(lg.pending, start=lg.written)]
@@ -343,6 +334,7 @@ class Store:
                                     [(i,) for i in self.deleted])
             if self.durable:
                 self._tree_rows()
+                statedir.write_summaries(self.db, self.summaries_out)
             self.db.execute("COMMIT")
         except sqlite3.Error as exc:
             try:
@@ -361,6 +353,7 @@ class Store:
                         was=self.failing)
             self.failing = None
         self.tree_ops.clear()
+        self.summaries_out.clear()
         for lg in self.logs:
             lg.pending = None
         self.logs.clear()
@@ -375,29 +368,11 @@ class Store:
             for callback in self.on_durable:
                 callback()
 
-    def scan(self, glob: str):
-        """A durable store's (key, value) for every key matching `glob` (SQLite GLOB),
-        in key order, in one pass over the file: a restart reads thousands of jobs'
-        records this way, not one key at a time.  What is not written out yet is
-        written out first, so the file holds every value."""
-        self._write_out()
-        rows = self.db.execute(
-            "SELECT n.key, n.kind, n.data, e.data FROM nodes n LEFT JOIN entries e "
-            "ON n.kind != 0 AND e.log = n.ref WHERE n.key GLOB ? ORDER BY n.key, e.seq",
-            (glob,))
-        key, kind, value = None, None, None
-        for k, kd, scalar, data in rows:
-            if k != key:
-                if key is not None:
-                    yield key, value
-                key, kind = k, kd
-                value = ([] if kd == LOG else unpack(scalar) if kd == SCALAR else None)
-            if kind == LOG and data is not None:
-                value.append(unpack(data))
-            elif kind == BLOB and data is not None:
-                value = unpack(zlib.decompress(data))
-        if key is not None:
-            yield key, value
+    def keep_summary(self, jobid: int, data: bytes | None) -> None:
+        """A durable store's summary of an inactive job (jm_restart.py; None: forget
+        it), written out with the KVS changes of this loop turn."""
+        self.summaries_out[jobid] = data
+        self._flush_soon()
 
     def _retry(self) -> None:
         try:

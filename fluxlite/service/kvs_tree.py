@@ -176,13 +176,6 @@ class KVSTree:
                 node = self._walk(node.target, there, msg, True, links)
         return node
 
-    def scan(self, glob: str):
-        """(key, value) of every key matching `glob`, in key order, read in one pass
-        (a durable KVS only: a restart's bulk read of every job's records)."""
-        if not self.store.durable:
-            raise UsageError("kvs scan needs a state directory")
-        return self.store.scan(glob)
-
     def exists(self, key: str) -> bool:
         try:
             self.lookup(key)

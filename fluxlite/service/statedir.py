@@ -14,6 +14,11 @@ This module owns what is checked before anything is trusted to the file:
     start fresh; nothing is half restored.
 `fluxlite start` runs the same checks (`preflight`) before it forks a broker,
 so a refusal is one line on its stderr and exit 1.
+
+Beside the KVS's tables (kvs_store.py) the file has one of its own,
+`summaries`: the job-manager's entry of each inactive job (jm_restart.py),
+which kvs_store writes out in the same transaction as the KVS changes of the
+loop turn that made it.
 """
 
 from __future__ import annotations
@@ -131,3 +136,20 @@ def preflight(attrs: dict) -> None:
             db.close()
     finally:
         os.close(fd)
+
+
+def create_summaries(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS summaries (id INTEGER PRIMARY KEY, data BLOB)")
+
+
+def write_summaries(db: sqlite3.Connection, pending: dict[int, bytes | None]) -> None:
+    """Write (or, for None, delete) job summaries, inside the caller's transaction."""
+    db.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?)",
+                   [(i, d) for i, d in pending.items() if d is not None])
+    db.executemany("DELETE FROM summaries WHERE id = ?",
+                   [(i,) for i, d in pending.items() if d is None])
+
+
+def summaries(db: sqlite3.Connection):
+    """(job id, summary) of every job summary written out, in id order."""
+    return db.execute("SELECT id, data FROM summaries ORDER BY id")

@@ -14,6 +14,7 @@ import pytest
 
 from fluxlite.broker.links import BrokerLinks
 from fluxlite.errors import UsageError
+from fluxlite.service import statedir
 from fluxlite.service.kvs_store import UNLINK, VERSION_KEY, Blob, Log, Store
 
 pytestmark = pytest.mark.timeout(30)
@@ -73,7 +74,23 @@ async def test_the_tree_loads_back_and_the_file_is_kept(path):
     assert isinstance(by_key["a.log"], Log) and by_key["a.log"].n == 3
     assert again.read(by_key["a.log"]) == [1, 2, 3]
     assert not isinstance(by_key["a.log"], Blob)
-    assert list(again.scan("a.*")) == [("a.log", [1, 2, 3]), ("a.value", [1, "x"])]
+    again.close()
+
+
+async def test_job_summaries_are_written_with_the_turn_s_changes_and_kept(path):
+    store = Store(None, durable_path=path)
+    store.keep_summary(7, b"seven")
+    store.keep_summary(3, b"three")
+    lg = store.new_log()
+    store.append(lg, [1])
+    store.finish(True, [("a.log", lg)], 1)
+    await synced(store)
+    assert store.committed == 1       # one write-out: the summaries and the commit
+    store.keep_summary(7, None)       # forgotten (the job was purged)
+    await synced(store)
+    store.close()
+    again = Store(None, durable_path=path)
+    assert list(statedir.summaries(again.db)) == [(3, b"three")]
     again.close()
 
 

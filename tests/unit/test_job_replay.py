@@ -139,3 +139,23 @@ def test_a_replayed_pending_job_asks_again_and_a_replayed_dependent_still_waits(
                               "begin-time=4000000000.000": (depend.BEGIN_TIME, None)}
     fx = m.handle(dependent, act.Verdicts((("after-success=4", depend.MET, ""),)), 5000.0)
     assert dependent.state == states.DEPEND and [e.name for e in fx] == ["dependency-remove"]
+
+
+@pytest.mark.timeout(30)
+def test_an_inactive_job_s_summary_is_the_replayed_job():
+    """A restart takes an inactive job from its summary (jm_restart.py) instead of
+    replaying it: the summary gives the same table entry as a replay."""
+    from fluxlite.service import jm_restart
+    lv = mixed()
+    inactive = [j for j in lv.jobs.values() if j.state == states.INACTIVE]
+    assert len(inactive) >= 5
+    for live in inactive:
+        again = act.replay(live.id, lv.spec[live.id], lv.logs[live.id], lv.R.get(live.id))
+        data = jm_restart.summary(again, len(lv.logs[live.id]))
+        nevents, kept = jm_restart.from_summary(data)
+        assert nevents == len(lv.logs[live.id])
+        again.waited = True   # as every inactive job is after a restart
+        assert snapshot(kept) == snapshot(again), f"job {live.id}"
+        assert kept.req is again.req   # the one shared copy of a request
+        for f in ("alloc", "memo", "deps", "gpus"):   # the shared empty map, unused
+            assert (getattr(kept, f) is act._NOTHING) == (getattr(again, f) is act._NOTHING)
