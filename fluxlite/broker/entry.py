@@ -1,9 +1,10 @@
 """What the CLI uses of the broker package, and all it uses (`fluxlite start`,
-`fluxlite broker`): the attributes an instance starts with, and the three ways
-brokers start: N on this machine (launcher.py), one under a PMI launcher or as
-a task of a batch/alloc job (nested.py), one of the hosts a config file lists
-(boot_config.py).  The CLI reaches the rest of the broker only by RPC, as it
-does services, the router and the overlay (tests/unit/test_layers.py).
+`fluxlite broker`, batch/alloc --conf): the attributes an instance starts with
+and their checks, and the three ways brokers start: N on this machine
+(launcher.py), one under a PMI launcher or as a task of a batch/alloc job
+(nested.py), one of the hosts a config file lists (boot_config.py).  The CLI
+reaches the rest of the broker only by RPC, as it does services, the router and
+the overlay (tests/unit/test_layers.py).
 
 Each function imports what it needs when it is called, so that importing the
 CLI does not load the broker.
@@ -28,6 +29,19 @@ def build_attrs(conf: str | None, setattrs, *, base: dict[str, str] | None = Non
         name, value = battrs.parse_setattr(item)
         values[name] = value
     return values
+
+
+def check_attr(name: str, value) -> str:
+    """An attribute's value as brokers will take it (UsageError if they would not):
+    what batch/alloc check at submit of the new instance's -S options."""
+    from . import attrs as battrs
+    return battrs.check(name, value)
+
+
+def structured_attrs() -> tuple[str, ...]:
+    """The attributes whose value is a whole table (JSON), not flattened into keys."""
+    from . import attrs as battrs
+    return battrs.STRUCTURED
 
 
 def launch(size: int, attrs: dict[str, str], command: list[str], **options) -> int:
