@@ -195,8 +195,6 @@ def test_callbacks_catch_classes_instead_of_comparing_errnos():
 
 # where an errno with a class is still compared as a number, and why
 COMPARED_ALLOWED = {
-    # the dispatcher turns a handler's errno into the answer
-    "protocol/dispatch.py",
     # sched's answer as job-manager event data (AllocAnswered.errnum), not an exception
     "job/actions.py",
     # exec(2)'s OSError in the job shell: EACCES, EISDIR and ENOEXEC (no class in
