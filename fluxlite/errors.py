@@ -29,6 +29,7 @@
      ├── EndOfStream           ENODATA: a streaming RPC ended cleanly (not a failure)
      ├── InvalidTransition     EINVAL: an event a state machine does not accept now
      ├── PluginError           EINVAL: a job shell plugin failed to load or to initialise
+     ├── TooManyLinks          ELOOP: more KVS symbolic links on a key's way than are followed
      ├── JobException          a job ended by a fatal exception (a job future's result())
      ├── WrongThread           EBUSY: a blocking Handle used from another thread
      ├── PMIError              a PMI server refused a command (pmi/client.py)
@@ -215,6 +216,10 @@ class PluginError(FluxliteError):
     default_errnum = _errno.EINVAL
 
 
+class TooManyLinks(FluxliteError):
+    default_errnum = _errno.ELOOP
+
+
 _BY_ERRNO = {
     _errno.EPROTO: ProtocolError,
     _errno.EINVAL: UsageError,
@@ -235,4 +240,5 @@ _BY_ERRNO = {
     _errno.EHOSTUNREACH: HostUnreachable,
     _errno.ETIMEDOUT: RPCTimeout,
     _errno.ENODATA: EndOfStream,
+    _errno.ELOOP: TooManyLinks,
 }

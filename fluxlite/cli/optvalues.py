@@ -137,11 +137,11 @@ def instance_conf(values: tuple[str, ...]) -> list[str]:
     config: dict = {}
     for value in values:
         _merge(config, _conf_value(value))
-    from ..broker import attrs
+    from ..broker import entry
     out: list[str] = []
-    for name, val in _flat(config, "", attrs.STRUCTURED):
+    for name, val in _flat(config, "", entry.structured_attrs()):
         try:
-            out.append(f"-S{name}={attrs.check(name, val)}")
+            out.append(f"-S{name}={entry.check_attr(name, val)}")
         except UsageError as exc:
             raise UsageError(f"--conf: {exc.message}") from None
     return out

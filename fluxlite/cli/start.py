@@ -14,23 +14,6 @@ import click
 from .common import NO_INTERSPERSED
 
 
-def _build_attrs(conf: str | None, setattrs: tuple[str, ...], *,
-                 base: dict[str, str] | None = None, bootstrap: bool = False,
-                 **direct) -> dict[str, str]:
-    from ..broker import attrs as battrs
-    values = battrs.defaults()
-    values.update(base or {})
-    if conf:
-        values.update(battrs.load_config(conf, bootstrap=bootstrap))
-    for name, value in direct.items():
-        if value is not None:
-            values[name] = battrs.check(name, value)
-    for item in setattrs:
-        name, value = battrs.parse_setattr(item)
-        values[name] = value
-    return values
-
-
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-s", "--size", "--test-size", "size", type=click.IntRange(1, 1024), default=None,
               help="Number of brokers (ranks), 1 to 1024 (default 1; under a PMI launcher, "
@@ -72,7 +55,7 @@ def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_c
     COMMAND.  Brokers on different hosts link over TCP with CURVE keys they
     exchange through PMI.
     """
-    from ..broker.launcher import launch
+    from ..broker import entry
     from ..errors import UsageError
     from ..pmi.client import in_environment
     env = dict(os.environ)   # what the instance hands its processes
@@ -81,19 +64,18 @@ def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_c
     if flux_compat:
         from ..util.compat import enable
         enable(env)  # the initial program and jobs get it
-    attrs = _build_attrs(conf, setattrs, **{
+    attrs = entry.build_attrs(conf, setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
     if in_environment():
         if rundir is not None:
             raise UsageError("--rundir cannot be used under a PMI launcher (each broker "
                              "makes its own)")
-        from ..broker.nested import run_pmi_broker
         if size is not None and size != int(os.environ.get("PMI_SIZE") or size):
             raise UsageError(f"--size={size}: the PMI launcher started "
                              f"{os.environ['PMI_SIZE']} brokers")
         command = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
-        return run_pmi_broker(attrs, command, nested=False, env=env)
+        return entry.run_pmi_broker(attrs, command, nested=False, env=env)
     size = 1 if size is None else size
     crit = attrs.get("broker.critical-ranks", "")
     if crit not in ("", "all"):
@@ -116,8 +98,8 @@ def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_c
         if verbose > 1:
             for name in sorted(attrs):
                 print(f"fluxlite start: {name}={attrs[name]}", file=sys.stderr)
-    return launch(size, attrs, command, rundir=rundir, interactive=interactive, env=env,
-                  hosts=hosts)
+    return entry.launch(size, attrs, command, rundir=rundir, interactive=interactive,
+                        env=env, hosts=hosts)
 
 
 def _test_hosts(text: str | None, size: int) -> tuple[str, ...] | None:
@@ -193,24 +175,18 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, co
                         ("--insecure-plain-tcp", insecure_plain_tcp or None)):
         if value is not None:
             raise UsageError(f"{name} is used only with --config-path")
-    from ..broker.nested import run_pmi_broker
-    return run_pmi_broker(_build_attrs(conf, setattrs), list(command), nested=True)
+    from ..broker import entry
+    return entry.run_pmi_broker(entry.build_attrs(conf, setattrs), list(command), nested=True)
 
 
 def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) -> int:
-    import socket
-
-    from ..broker import attrs as battrs
-    from ..broker import boot_config
+    from ..broker import entry
     from ..errors import UsageError
     if conf is not None:
         raise UsageError("--conf and --config-path cannot be used together (put the "
                          "attribute tables in the --config-path file)")
-    config = boot_config.load(path, insecure=insecure)
-    place = config.place(hostname or socket.gethostname())
-    base = battrs.TCP_DEFAULTS if boot_config.uses_tcp(place) else None
-    attrs = _build_attrs(path, setattrs, base=base, bootstrap=True)
-    return boot_config.run(config, place, attrs, command, rundir=rundir, insecure=insecure)
+    return entry.run_config_broker(path, setattrs, command, hostname=hostname,
+                                   rundir=rundir, insecure=insecure)
 
 
 def split_broker_opts(values) -> list[str]:
@@ -238,8 +214,9 @@ def check_broker_opts(opts: list[str]) -> None:
         if ctx.params[name]:
             raise UsageError(f"--broker-opts: --{name.replace('_', '-')} is not for a "
                              "batch or alloc instance (allowed: -S NAME=VALUE, --conf FILE)")
+    from ..broker import entry
     try:
-        _build_attrs(ctx.params["conf"], ctx.params["setattrs"])
+        entry.build_attrs(ctx.params["conf"], ctx.params["setattrs"])
     except UsageError as exc:
         raise UsageError(f"--broker-opts: {exc.message}") from None
 

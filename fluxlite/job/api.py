@@ -15,11 +15,10 @@ the (topic, payload) a handle's `call` or `rpc` takes.
 from __future__ import annotations
 
 import collections
-import errno
 import itertools
 import time
 
-from ..errors import FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
+from ..errors import EndOfStream, FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
 from ..util import fluid, hostlist
 from . import eventlog as jel
 from . import states
@@ -331,10 +330,11 @@ class Follower:
         return key, p
 
     def _failed(self, msg) -> bool:
-        if not msg.errnum:
+        err = msg.error()
+        if err is None:
             return False
-        if msg.errnum != errno.ENODATA:  # ENODATA: the key was removed, nothing more
-            self.error = msg.error()
+        if not isinstance(err, EndOfStream):  # the key was removed, nothing more
+            self.error = err
         self._end()
         return True
 

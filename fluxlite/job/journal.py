@@ -20,7 +20,6 @@ is left, and None.
 from __future__ import annotations
 
 import collections
-import errno
 import time
 
 from ..errors import EndOfStream, RPCTimeout, UsageError
@@ -104,10 +103,7 @@ class Journal:
         self._p.on_response = self._on_response
 
     def _on_response(self, msg) -> None:
-        if msg.errnum and msg.errnum != errno.ENODATA:
-            self._absorb(None)
-        else:
-            self._absorb(None if msg.errnum else msg.payload)
+        self._absorb(None if msg.errnum else msg.payload)   # an error, or the clean end
         self._deliver()
 
     def _deliver(self) -> None:

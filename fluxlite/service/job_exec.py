@@ -29,10 +29,17 @@ into its events and carries out the effects it returns, in one place (_apply).
 from __future__ import annotations
 
 import asyncio
-import errno
 import time
 
-from ..errors import Canceled, InvalidValue, NotFound, TryAgain, UsageError
+from ..errors import (
+    Canceled,
+    EndOfStream,
+    HostUnreachable,
+    InvalidValue,
+    NotFound,
+    TryAgain,
+    UsageError,
+)
 from ..job import execution as ex
 from ..job import rset, taskmap
 from ..job import schema as jschema
@@ -218,11 +225,12 @@ class JobExecService(Service):
         return self.no_reply
 
     def _rexec(self, job: ExecJob, sr: int, resp) -> None:
-        if resp.errnum == errno.ENODATA:
+        err = resp.error()
+        if isinstance(err, EndOfStream):
             return
-        if resp.errnum == errno.EHOSTUNREACH:
+        if isinstance(err, HostUnreachable):
             self._handle(job, ex.ShellUnreachable(sr))
-        elif resp.errnum:
+        elif err is not None:
             self._handle(job, ex.ShellStartFailed(sr, resp.errstr))
         elif resp.payload.get("type") == "started":
             self._handle(job, ex.ShellStarted(sr, resp.payload["pid"]))

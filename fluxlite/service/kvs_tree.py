@@ -10,12 +10,18 @@ node for each.
 
 from __future__ import annotations
 
-import errno
 import functools
 import gc
 import sys
 
-from ..errors import FluxliteError, IsADirectory, NotFound, ProtocolError, UsageError
+from ..errors import (
+    FluxliteError,
+    IsADirectory,
+    NotFound,
+    ProtocolError,
+    TooManyLinks,
+    UsageError,
+)
 from .kvs_store import MKDIR, UNLINK, Blob, Log, Store, Symlink
 
 _MISSING = object()
@@ -170,8 +176,8 @@ class KVSTree:
             while isinstance(node, Symlink) and (follow_last or i < len(parts) - 1):
                 links[0] += 1
                 if links[0] > MAX_LINKS:
-                    raise FluxliteError(f"key {key!r}: more than {MAX_LINKS} symbolic "
-                                        "links on the way (a cycle?)", errno.ELOOP)
+                    raise TooManyLinks(f"key {key!r}: more than {MAX_LINKS} symbolic "
+                                       "links on the way (a cycle?)")
                 there = root if node.namespace is None else self._ns(msg, node.namespace)[1]
                 node = self._walk(node.target, there, msg, True, links)
         return node

@@ -23,7 +23,6 @@ loop turn that made it.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import sqlite3
@@ -57,13 +56,14 @@ def lock(path: str) -> int:
                  0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
+    except BlockingIOError:     # EWOULDBLOCK: another process holds the lock
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise UsageError(f"state database {path} is in use by another instance "
-                             f"(broker pid {holder}): stop that instance first, or start "
-                             "with another statedir") from None
+        raise UsageError(f"state database {path} is in use by another instance "
+                         f"(broker pid {holder}): stop that instance first, or start "
+                         "with another statedir") from None
+    except OSError:
+        os.close(fd)
         raise
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -8,7 +8,9 @@
                                         job data imports neither client nor that API)
     service, shell                     (in-broker services; the job shell on a client)
     broker                             (the one place that wires the parts)
-    cli, testing                       (commands, test helpers)
+    cli, testing                       (commands, test helpers; the CLI reaches services,
+                                        the router and the overlay only by RPC, and the
+                                        broker only through broker/entry.py)
     compat                             (the Flux compatibility layer, on the CLI)
 
 The check reads every module's imports (also those inside functions) with `ast`,
@@ -91,6 +93,46 @@ def test_imports_point_down():
             if LAYER.get(dst, 99) >= LAYER[src]:
                 upward.append(f"{mod} imports {target} ({src} -> {dst})")
     assert not upward, "imports that point up or sideways:\n" + "\n".join(upward)
+
+
+# The CLI (and the compatibility layer on it) reaches services, the router and the
+# overlay only by RPC, and the broker only through its one entry point: the
+# commands that start brokers (`fluxlite start`, `fluxlite broker`) and the check
+# of batch/alloc --conf
+BY_RPC_ONLY = {"service", "router", "overlay"}
+BROKER_ENTRY = "fluxlite.broker.entry"
+BROKER_ENTRY_USERS = {"fluxlite.cli.start", "fluxlite.cli.optvalues"}
+
+
+def test_cli_reaches_services_router_and_overlay_only_by_rpc():
+    bad = [f"{mod} imports {target}" for path, mod in modules()
+           if room_of(mod) in ("cli", "compat")
+           for target in imports(path, mod) if room_of(target) in BY_RPC_ONLY]
+    assert not bad, "the CLI reaches these by RPC only:\n" + "\n".join(bad)
+
+
+def test_cli_starts_brokers_through_one_entry_point():
+    bad, users = [], set()
+    for path, mod in modules():
+        if room_of(mod) not in ("cli", "compat"):
+            continue
+        for target in imports(path, mod):
+            if room_of(target) != "broker":
+                continue
+            if target in (BROKER_ENTRY, "fluxlite.broker"):
+                users.add(mod)
+            else:
+                bad.append(f"{mod} imports {target}")
+    assert not bad, f"the CLI uses the broker through {BROKER_ENTRY} only:\n" + \
+        "\n".join(bad)
+    assert users == BROKER_ENTRY_USERS, f"{BROKER_ENTRY} used by {sorted(users)}"
+
+
+def test_the_broker_entry_point_is_what_the_cli_starts_brokers_with():
+    from fluxlite.broker import entry
+    public = {n for n in vars(entry) if not n.startswith("_") and callable(getattr(entry, n))}
+    assert public == {"build_attrs", "check_attr", "structured_attrs", "launch",
+                      "run_pmi_broker", "run_config_broker"}
 
 
 # the job room: job data (what a job is and how its states move, pure) sits below

@@ -1,0 +1,72 @@
+"""What the CLI uses of the broker package, and all it uses (`fluxlite start`,
+`fluxlite broker`, batch/alloc --conf): the attributes an instance starts with
+and their checks, and the three ways brokers start: N on this machine
+(launcher.py), one under a PMI launcher or as a task of a batch/alloc job
+(nested.py), one of the hosts a config file lists (boot_config.py).  The CLI
+reaches the rest of the broker only by RPC, as it does services, the router and
+the overlay (tests/unit/test_layers.py).
+
+Each function imports what it needs when it is called, so that importing the
+CLI does not load the broker.
+"""
+
+from __future__ import annotations
+
+
+def build_attrs(conf: str | None, setattrs, *, base: dict[str, str] | None = None,
+                bootstrap: bool = False, **direct) -> dict[str, str]:
+    """The attributes brokers start with: the defaults, then `base`, the config file
+    `conf`, the named options (`direct`, None: not given), and -S NAME=VALUE."""
+    from . import attrs as battrs
+    values = battrs.defaults()
+    values.update(base or {})
+    if conf:
+        values.update(battrs.load_config(conf, bootstrap=bootstrap))
+    for name, value in direct.items():
+        if value is not None:
+            values[name] = battrs.check(name, value)
+    for item in setattrs:
+        name, value = battrs.parse_setattr(item)
+        values[name] = value
+    return values
+
+
+def check_attr(name: str, value) -> str:
+    """An attribute's value as brokers will take it (UsageError if they would not):
+    what batch/alloc check at submit of the new instance's -S options."""
+    from . import attrs as battrs
+    return battrs.check(name, value)
+
+
+def structured_attrs() -> tuple[str, ...]:
+    """The attributes whose value is a whole table (JSON), not flattened into keys."""
+    from . import attrs as battrs
+    return battrs.STRUCTURED
+
+
+def launch(size: int, attrs: dict[str, str], command: list[str], **options) -> int:
+    """`size` brokers on this machine; rank 0 runs `command` (launcher.launch)."""
+    from .launcher import launch as launch_here
+    return launch_here(size, attrs, command, **options)
+
+
+def run_pmi_broker(attrs: dict[str, str], command: list[str], **options) -> int:
+    """This process as one broker whose rank and size come from PMI (nested.py)."""
+    from .nested import run_pmi_broker as run_under_pmi
+    return run_under_pmi(attrs, command, **options)
+
+
+def run_config_broker(path: str, setattrs, command: list[str], *, hostname: str | None,
+                      rundir: str | None, insecure: bool) -> int:
+    """This process as the broker of this host (or `hostname`) among those of the
+    config's [bootstrap] table (a file, or a directory of them); its other tables
+    are attributes."""
+    import socket
+
+    from . import attrs as battrs
+    from . import boot_config
+    config = boot_config.load(path, insecure=insecure)
+    place = config.place(hostname or socket.gethostname())
+    base = battrs.TCP_DEFAULTS if boot_config.uses_tcp(place) else None
+    attrs = build_attrs(path, setattrs, base=base, bootstrap=True)
+    return boot_config.run(config, place, attrs, command, rundir=rundir, insecure=insecure)
