@@ -202,7 +202,7 @@ COMPARED_ALLOWED = {
     "shell/task.py",
     # a stream's clean end (ENODATA) read off the response; files other work is
     # rewriting now
-    "service/job_manager.py", "cli/execcmd.py", "cli/pty.py",
+    "cli/execcmd.py", "cli/pty.py",
 }
 
 

@@ -5,10 +5,9 @@ answers of sched and job-exec turned back into events."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import time
 
-from ...errors import NotFound
+from ...errors import EndOfStream, NotFound
 from ...job import actions as act
 from ...job.actions import Job
 from ...job.eventlog import job_key
@@ -109,7 +108,7 @@ class JobTable:
 
     def _exec_answer(self, job: Job, resp) -> None:
         if resp.errnum:
-            if resp.errnum != errno.ENODATA:   # ENODATA: the stream's clean end
+            if not isinstance(resp.error(), EndOfStream):   # the stream's clean end
                 self._handle(job, act.ExecFailed(resp.errstr))
             return
         kind, data = resp.payload.get("type"), resp.payload.get("data") or {}
