@@ -223,18 +223,18 @@ class Broker:
                rexec.RexecService(ctx, spawner=self.spawner, local_uri=self.local_uri,
                                   rundir=self.rundir)]
         if self.rank == 0:
-            from ..service import job_exec, job_manager, kvs, resource, sched
+            from ..service import job_exec, job_manager, kvs, kvs_direct, resource, sched
             store = kvs.KVSService(ctx)
             if store.durable:
                 self.links.hold_until_durable(store.store)
-            jm = job_manager.JobManagerService(ctx, kvs=store)
+            records = kvs_direct.view(store)   # the services' one direct way into the KVS
             out += [store,
                     resource.ResourceService(ctx, inventory=self._inventory(),
                                              membership=lambda: self.overlay.membership,
-                                             on_membership=self.on_membership, kvs=store),
+                                             on_membership=self.on_membership, kvs=records),
                     sched.SchedService(ctx),
-                    job_exec.JobExecService(ctx, kvs=store, known_job=lambda i: i in jm.jobs),
-                    jm]
+                    job_exec.JobExecService(ctx, kvs=records),
+                    job_manager.JobManagerService(ctx, kvs=records)]
         out.append(overlay.OverlayService(ctx, overlay=self.overlay,
                                           on_membership=self.on_membership))
         out += [admin.ModuleService(ctx, services=lambda: self.router.services),

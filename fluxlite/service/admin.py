@@ -15,6 +15,8 @@ They own nothing but what they read: the broker hands each one a callable.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Protocol
 
 from ..errors import UsageError
 from ..protocol.schema import Name, Struct, Text
@@ -24,12 +26,19 @@ from .base import ANY, Service, handler
 SEVERITIES = {"emerg": "critical", "alert": "critical", "crit": "critical", "err": "error",
               "warning": "warning", "notice": "info", "info": "info", "debug": "debug"}
 
+class Module(Protocol):
+    """What `module list` reads of each service of the rank (and nothing else)."""
+    name: str
+    aliases: tuple[str, ...]
+    last_active: float
+
+
 class ModuleService(Service):
     name = "module"
 
-    def __init__(self, ctx, *, services):
+    def __init__(self, ctx, *, services: Callable[[], dict[str, Module]]):
         super().__init__(ctx)
-        self.services = services            # () -> {name: Service} of this rank
+        self.services = services            # this rank's services by topic
 
     @handler("module.list", schema=None, roles=ANY)
     def list(self, msg, req):
@@ -39,7 +48,7 @@ class ModuleService(Service):
                   if isinstance(svc, Service)}.values()
         mods = []
         for svc in sorted(unique, key=lambda s: s.name):
-            idle = int(now - getattr(svc, "last_active", now))
+            idle = int(now - svc.last_active)
             mods.append({"name": svc.name, "path": "builtin", "idle": idle, "status": 2,
                          "services": [svc.name, *svc.aliases], "sendqueue": 0,
                          "recvqueue": 0})

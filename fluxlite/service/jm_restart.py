@@ -124,10 +124,10 @@ def _job_dirs(kvs):
 def _replayed(kvs, jobid: int, records) -> tuple[act.Job, dict]:
     """A job replayed from its directory's jobspec, eventlog and R (if it has one),
     and its jobspec."""
-    spec = kvs._value(records["jobspec"])
+    spec = kvs.value(records["jobspec"])
     R = records.get("R")
-    job = act.replay(jobid, spec, kvs._value(records["eventlog"]),
-                     None if R is None else kvs._value(R))
+    job = act.replay(jobid, spec, kvs.value(records["eventlog"]),
+                     None if R is None else kvs.value(R))
     return job, spec
 
 

@@ -62,6 +62,7 @@ from ..protocol.schema import (
 from ..util import fluid, fsd, idset
 from ..util.log import enabled as log_enabled
 from .base import ANY, Service, handler
+from .kvs_direct import KVSDirect
 
 
 class StartRequest(Struct, kw_only=True):
@@ -137,12 +138,11 @@ class ExecJob:
 class JobExecService(Service):
     name = "job-exec"
 
-    def __init__(self, ctx, *, kvs, known_job):
+    def __init__(self, ctx, *, kvs: KVSDirect):
         super().__init__(ctx)
         self.jobs: dict[int, ExecJob] = {}
         self.hosts = ctx.hosts      # rank -> host name: each shell is told its own
-        self.kvs = kvs
-        self.known_job = known_job   # (jobid) -> bool: the job-manager knows it
+        self.kvs = kvs              # its exec eventlogs (kvs_direct.py)
 
     # ------------------------------------------------------ the one place
     def _handle(self, job: ExecJob, event) -> None:
@@ -297,8 +297,8 @@ class JobExecService(Service):
     def critical_ranks(self, msg, r):
         job = self.jobs.get(r.id)
         if job is None:
-            raise NotFound(f"job {fluid.f58(r.id)} is not running" if self.known_job(r.id)
-                           else f"unknown job id {fluid.f58(r.id)}")
+            self._not_running(msg, r.id)
+            return self.no_reply
         self.authorize(msg, job.userid, f"job {fluid.f58(r.id)}")
         try:
             ranks = set(range(job.nshells)) if r.ranks == "all" else \
@@ -313,6 +313,15 @@ class JobExecService(Service):
                 f"{fluid.f58(r.id)} (its shell ranks are 0-{job.nshells - 1})")
         self._handle(job, ex.SetCritical(frozenset(ranks)))
         return {}
+
+    def _not_running(self, msg, jobid: int) -> None:
+        """Refuse a request about a job not running here: ENOENT, saying whether the
+        job-manager knows the job (asked by a message)."""
+        def known(resp):
+            self.respond_exception(msg, NotFound(
+                f"unknown job id {fluid.f58(jobid)}" if resp.errnum
+                else f"job {fluid.f58(jobid)} is not running"))
+        self.rpc("job-manager.info", {"id": jobid}).on_response = known
 
     @handler("job-exec.critical-ranks-get", schema=JobRequest, roles=ANY)
     def critical_ranks_get(self, msg, r):

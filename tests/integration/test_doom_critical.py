@@ -6,6 +6,9 @@ winning over a critical-ranks broker option."""
 import os
 import textwrap
 
+import pytest
+
+from fluxlite.errors import NotFound
 from fluxlite.job import api
 from fluxlite.testing import jobid_of, wait_event
 from fluxlite.util import fluid
@@ -140,3 +143,16 @@ def test_no_persist_wins_over_a_critical_ranks_broker_option(instance_factory):
     finally:
         inst.cli("cancel", fluid.f58(jobid), check=True)
         api.wait(h, jobid, timeout=60)
+
+
+def test_critical_ranks_of_a_job_not_running_says_whether_it_exists(inst1):
+    """job-exec asks the job-manager (by a message) whether a job that is not
+    running exists: an ended job is "not running", an id never given "unknown"."""
+    jobid = jobid_of(inst1.cli("submit", "true", check=True))
+    inst1.cli("job", "wait", jobid, check=True, timeout=60)
+    h, known = inst1.handle(), fluid.parse(jobid)
+    with pytest.raises(NotFound, match=f"job {fluid.f58(known)} is not running"):
+        h.call("job-exec.critical-ranks", {"id": known, "ranks": "0"})
+    unknown = known + 1000
+    with pytest.raises(NotFound, match=f"unknown job id {fluid.f58(unknown)}"):
+        h.call("job-exec.critical-ranks", {"id": unknown, "ranks": "0"})

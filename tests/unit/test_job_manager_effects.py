@@ -17,6 +17,7 @@ from fluxlite.job import jobspec as js
 from fluxlite.job.eventlog import job_key
 from fluxlite.protocol.message import ROLE_OWNER, Message
 from fluxlite.protocol.rpc import RPCTracker
+from fluxlite.service import kvs_direct
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.job_manager import JobManagerService, effects
 from fluxlite.service.job_manager.submit import SubmitRequest
@@ -43,9 +44,10 @@ class Harness:
                              respond=self.responses.append, publish=None,
                              state=lambda: "run", at_least=lambda s: False)
         self.kvs = KVSService(ctx)
-        self.jm = JobManagerService(ctx, kvs=self.kvs)
-        commit = self.kvs.commit
-        self.kvs.commit = lambda ops: (self.log.append("commit"), commit(ops))[1]
+        records = kvs_direct.view(self.kvs)      # what the broker gives the job-manager
+        commit = records.commit
+        records.commit = lambda ops: (self.log.append("commit"), commit(ops))[1]
+        self.jm = JobManagerService(ctx, kvs=records)
 
     def _rpc(self, topic, payload=None, *, nodeid=None, streaming=False):
         p = self.tracker.new(topic, streaming)

@@ -14,6 +14,7 @@ from fluxlite.job import jobspec as js
 from fluxlite.protocol import message as m
 from fluxlite.protocol.message import ROLE_OWNER, Message
 from fluxlite.router.router import Router
+from fluxlite.service import kvs_direct
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.job_manager import JobManagerService
 from fluxlite.service.kvs import KVSService
@@ -80,7 +81,7 @@ def test_submit_is_answered_before_job_exec_is_asked_to_start():
                              publish=r.publish, state=lambda: "run",
                              at_least=lambda s: False)
         kvs, sched = KVSService(ctx), SchedService(ctx)
-        jm = JobManagerService(ctx, kvs=kvs)
+        jm = JobManagerService(ctx, kvs=kvs_direct.view(kvs))
         r.services.update({"kvs": kvs, "sched": sched, "job-manager": jm,
                            "job-exec": JobExec(order, started)})
         r.open()

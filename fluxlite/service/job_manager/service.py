@@ -37,6 +37,7 @@ from ...job.actions import Job
 from ...util import fluid
 from .. import jm_restart
 from ..base import Service
+from ..kvs_direct import KVSDirect
 from .control import Control
 from .dependencies import Dependencies
 from .effects import Effects
@@ -54,7 +55,7 @@ class JobManagerService(JobTable, Effects, Submit, Dependencies, Control, Waits,
     name = "job-manager"
     aliases = ("job-list", "job-ingest")   # Flux's job-list and job-ingest topics
 
-    def __init__(self, ctx, *, kvs):
+    def __init__(self, ctx, *, kvs: KVSDirect):
         super().__init__(ctx)
         self.jobs: dict[int, Job] = {}
         self._last_stamp = 0.0   # the latest eventlog entry's timestamp (_stamp)
@@ -65,7 +66,7 @@ class JobManagerService(JobTable, Effects, Submit, Dependencies, Control, Waits,
         self._singletons: dict[tuple[int, str], collections.deque] = {}
         self.any_waiters: list = []   # job-manager.wait without an id, in arrival order
         self.gen = fluid.FluidGenerator(0)
-        self.kvs = kvs
+        self.kvs = kvs   # jobspecs, eventlogs, the checkpoint (kvs_direct.py)
         self.level = int(ctx.attrs.get("instance-level") or 0)
         self.actions = act.Actions(ctx.hosts)   # the per-job machine (and the queue)
         self._idle = asyncio.Event()
