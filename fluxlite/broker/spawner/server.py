@@ -339,7 +339,7 @@ class SpawnServer:
             signal.set_wakeup_fd(-1)
             spec = child_spec(req.child)
             what = spec.argv[0] if spec.argv else what
-            self._setup(spec, req.kind, tmpdir)
+            self._setup(spec)
             env = self.env if spec.env is None else spec.env
             if req.kind == "shell":
                 self._run_shell(spec, env, errpipe_w, tmpdir)
@@ -354,7 +354,7 @@ class SpawnServer:
                 pass
         os._exit(127)
 
-    def _setup(self, spec: ChildSpec, kind: str, tmpdir: str | None) -> None:
+    def _setup(self, spec: ChildSpec) -> None:
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                     signal.SIGPIPE, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
