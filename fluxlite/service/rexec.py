@@ -5,12 +5,12 @@ spawner, given its ShellInfo, checked here, fluxlite/job/shell_info.py) and
 could start plain commands (kind "exec").  Each shell gets a private directory
 in the broker's run directory (the batch script, a nested instance's run
 directories), which the spawner removes once the shell is reaped, before the
-exit is reported.  `rexec.exec` is a
-streaming RPC: {type: started, pid}, then {type: exited, status}, then the
-end of the stream.  A command started with `output` (kind exec: `fluxlite
-exec`) also streams what it writes, {type: output, stream: stdout|stderr,
-data}, all of it before `exited`, and reads what `rexec.write` sends it
-({label, data, eof}); a client that goes away takes its command with it.
+exit is reported.  `rexec.exec` is a streaming RPC: {type: started, pid},
+then {type: exited, status}, then the end of the stream.  A command started
+with `output` (kind exec: `fluxlite exec`) also streams what it writes,
+{type: output, stream: stdout|stderr, data}, all of it before `exited`, and
+reads what `rexec.write` sends it ({label, data, eof}); a client that goes
+away takes its command with it.
 Processes are named by a label so they can be signalled without knowing
 their pid.  SIGKILL takes a shell's whole process tree.
 When the broker shuts down, its spawner kills everything it started.
