@@ -11,6 +11,7 @@ ProtocolError, happen in the owner's dispatch so the peer can be named.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import zmq
@@ -18,8 +19,10 @@ import zmq
 from ..util.log import get_logger
 from .frames import has_input, recv_frames, send_frames
 
-# how many messages one drain handles before yielding to other work
+# how many messages one drain handles, and for how long, before yielding to other work
+# (a flood of requests on one socket must not hold up a ping on another, or a timer)
 _DRAIN_BUDGET = 256
+_DRAIN_SLICE = 0.01   # seconds
 
 
 class Channel:
@@ -60,7 +63,11 @@ class Channel:
     def _drain_some(self, budget: int) -> int:
         sock, recv = self.sock, self.recv
         n = 0
+        # drain_backlog's larger budget is "everything waiting, now": no time limit
+        deadline = None if budget > _DRAIN_BUDGET else time.monotonic() + _DRAIN_SLICE
         while n < budget:
+            if deadline is not None and time.monotonic() > deadline:
+                break
             if self._closed:
                 return n
             try:
