@@ -133,3 +133,7 @@ update_sync
 resource_walk
 resource_counts
 get_dict
+
+# broker/attrs.py Attr.help: each attribute's one-line description, the table's
+# own documentation (Flux's attr.list answers names only, so no topic sends it)
+help

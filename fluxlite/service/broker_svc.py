@@ -80,18 +80,28 @@ class BrokerService(Service):
             raise PermissionDenied(f"{msg.topic} is only for clients of this rank")
         return msg.route[0]
 
-    @handler("broker.getattr", schema=NameRequest, roles=ANY)
-    def getattr(self, msg, req):
+    # Flux's attr.* topics, the one way to read and change attributes (the CLI's
+    # getattr/setattr/lsattr and flux.Flux's attr_get/attr_set/attr_remove).  As in
+    # Flux, a name outside the table of attributes is a user's own attribute:
+    # attr.set creates it, attr.rm removes it; the table's are read-only or writable
+    # as they say, and cannot be removed.
+    @handler("attr.get", schema=NameRequest, roles=ANY)
+    def attr_get(self, msg, req):
         name = req.name
+        if name in self.user_attrs:
+            return {"value": self.user_attrs[name], "flags": 0}
         if name not in self.attributes:
             raise NotFound(f"unknown attribute {name!r} (see `fluxlite lsattr`)")
         value = self.ctx.attrs.get(name)
         if value is None:
             raise NotFound(f"attribute {name!r} is not set on rank {self.ctx.rank}")
-        return {"name": name, "value": value}
+        return {"value": value, "flags": 0}
 
-    @handler("broker.setattr", schema=SetattrRequest)
-    def setattr(self, msg, req):
+    @handler("attr.set", schema=SetattrRequest)
+    def attr_set(self, msg, req):
+        if req.name not in self.attributes:
+            self.user_attrs[req.name] = req.value
+            return None
         value = self.check_attr(req.name, req.value)
         self.ctx.attrs[req.name] = value
         if self.logs is not None and req.name == "log-level":
@@ -100,29 +110,6 @@ class BrokerService(Service):
             self.logs.set_levels(stderr_level=value)
         self.on_setattr(req.name, value)
         self.log.info("attribute set", name=req.name, value=value)
-        return {}
-
-    @handler("broker.lsattr", schema=None, roles=ANY)
-    def lsattr(self, msg, req):
-        return {"attrs": [{"name": n, "value": self.ctx.attrs.get(n),
-                           "writable": a.writable, "help": a.help}
-                          for n, a in sorted(self.attributes.items())]}
-
-    # Flux's attr.* topics.  As in Flux, a name outside the table of attributes is a
-    # user's own attribute: attr.set creates it, attr.rm removes it; the table's are
-    # read-only or writable as they say, and cannot be removed.
-    @handler("attr.get", schema=NameRequest, roles=ANY)
-    def attr_get(self, msg, req):
-        if req.name in self.user_attrs:
-            return {"value": self.user_attrs[req.name], "flags": 0}
-        return {"value": self.getattr(msg, req)["value"], "flags": 0}
-
-    @handler("attr.set", schema=SetattrRequest)
-    def attr_set(self, msg, req):
-        if req.name in self.attributes:
-            self.setattr(msg, req)
-        else:
-            self.user_attrs[req.name] = req.value
         return None
 
     @handler("attr.rm", schema=NameRequest)
@@ -136,8 +123,9 @@ class BrokerService(Service):
 
     @handler("attr.list", schema=None, roles=ANY)
     def attr_list(self, msg, req):
-        names = [n for n in self.attributes if self.ctx.attrs.get(n) is not None]
-        return {"names": sorted([*names, *self.user_attrs])}
+        """Every attribute's name, as Flux's: those of the table (an unset one's
+        attr.get is ENOENT) and the user's."""
+        return {"names": sorted([*self.attributes, *self.user_attrs])}
 
     @handler("broker.dmesg", schema=DmesgRequest)
     def dmesg(self, msg, req):

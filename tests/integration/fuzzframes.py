@@ -18,12 +18,12 @@ from fluxlite.protocol import message as m
 
 # methods a client may call, with a valid sample payload each; methods that a
 # well-formed request could use to take the instance down on purpose
-# (broker.shutdown, broker.setattr, resource.drain, rexec.exec) are left out:
+# (broker.shutdown, attr.set, resource.drain, rexec.exec) are left out:
 # the owner may do that, and it is not what a fuzzer is after
 METHODS = {
     "broker.ping": {"pad": "x"},
-    "broker.getattr": {"name": "size"},
-    "broker.lsattr": {},
+    "attr.get": {"name": "size"},
+    "attr.list": {},
     "broker.dmesg": {},
     "broker.service-add": {"name": "fuzzsvc"},
     "broker.service-remove": {"name": "fuzzsvc"},

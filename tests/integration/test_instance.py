@@ -229,7 +229,7 @@ def test_garbage_on_every_socket_is_survived(inst4):
         s.send_multipart([msgpack.packb([1, 0, "kvs.ping", 0, 9, 0, 0, "", 0, 0, []]), b"\xc1"])
         if path == "local-0":
             # a valid header with an undecodable payload: answered with EPROTO
-            s.send_multipart([msgpack.packb([1, 0, "broker.getattr", 0, 7, 0, 0, "", 0, 0, []]),
+            s.send_multipart([msgpack.packb([1, 0, "attr.get", 0, 7, 0, 0, "", 0, 0, []]),
                               b"\xc1"])
             # the negative nodeid was refused as a malformed frame; the bad kvs.ping
             # payload was answered with EPROTO, and so was the getattr

@@ -1,0 +1,49 @@
+"""One set of service topics: the services answer Flux's topics with Flux's payloads,
+and fluxlite's own CLI uses the same ones (no second, fluxlite-only name for the
+same thing)."""
+
+import pytest
+
+from fluxlite.errors import NoService, NotFound, PermissionDenied
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_attr_topics_answer_in_flux_shapes(inst1):
+    h = inst1.handle()
+    assert h.call("attr.get", {"name": "size"}) == {"value": "1", "flags": 0}
+    names = h.call("attr.list")["names"]
+    assert {"rank", "size", "local-uri", "rundir"} <= set(names)
+    assert h.call("attr.set", {"name": "site.label", "value": "blue"}) is None
+    assert h.call("attr.get", {"name": "site.label"})["value"] == "blue"
+    assert "site.label" in h.call("attr.list")["names"]
+    h.call("attr.rm", {"name": "site.label"})
+    with pytest.raises(NotFound):
+        h.call("attr.get", {"name": "site.label"})
+    with pytest.raises(PermissionDenied):
+        h.call("attr.rm", {"name": "rank"})
+    # the names fluxlite once had for the same thing are gone
+    for topic in ("broker.getattr", "broker.setattr", "broker.lsattr"):
+        with pytest.raises(NoService):
+            h.call(topic, {"name": "size"})
+
+
+def test_attr_cli_goes_through_flux_topics(inst1):
+    # setattr of a name outside the broker's table makes a user attribute, as Flux's
+    inst1.cli("setattr", "site.color", "green", check=True)
+    assert inst1.cli("getattr", "site.color", check=True).stdout == "green\n"
+    lines = inst1.cli("lsattr", "-v", check=True).stdout.splitlines()
+    values = {name: value.strip() for name, _, value in
+              (line.partition(" ") for line in lines)}
+    assert values["site.color"] == "green"
+    assert values["size"] == "1"
+    h = inst1.handle()
+    for name, shown in values.items():     # an unset one (attr.get: ENOENT) shows '-'
+        try:
+            assert shown == h.call("attr.get", {"name": name})["value"].strip()
+        except NotFound:
+            assert shown == "-"
+    names = inst1.cli("lsattr", check=True).stdout.split()
+    assert names == sorted(values)
+    cp = inst1.cli("setattr", "size", "9")
+    assert cp.returncode != 0 and "cannot be changed" in cp.stderr
