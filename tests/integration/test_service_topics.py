@@ -4,7 +4,7 @@ same thing)."""
 
 import pytest
 
-from fluxlite.errors import NoService, NotFound, PermissionDenied
+from fluxlite.errors import NoService, NotFound, PermissionDenied, UsageError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,3 +47,28 @@ def test_attr_cli_goes_through_flux_topics(inst1):
     assert names == sorted(values)
     cp = inst1.cli("setattr", "size", "9")
     assert cp.returncode != 0 and "cannot be changed" in cp.stderr
+
+
+def test_config_load_replaces_the_config_object(inst1):
+    h = inst1.handle()
+    assert h.call("config.get") == {}
+    doc = {"site": {"rack": {"row": 4}, "name": "lab"},
+           "tbon": {"torpid-timeout": "5s", "color": "red"}}
+    assert h.call("config.load", doc) is None
+    # the attribute changed (through attr.set), the rest is kept as given
+    assert h.call("attr.get", {"name": "tbon.torpid-timeout"})["value"] == "5s"
+    assert h.call("config.get") == doc
+    assert inst1.cli("config", "get", "site.rack.row", check=True).stdout.strip() == "4"
+    # a change to what is fixed at start refuses the whole object: nothing changes
+    with pytest.raises(UsageError, match="tbon.topo cannot change while the instance runs"):
+        h.call("config.load", {"tbon": {"topo": "kary:3", "torpid-timeout": "7s"},
+                               "other": 1})
+    assert h.call("config.get") == doc
+    with pytest.raises(UsageError, match="invalid value for tbon.lost-timeout"):
+        h.call("config.load", {"tbon": {"lost-timeout": "soon"}})
+    with pytest.raises(UsageError, match="payload must be a config object"):
+        h.call("config.load", [1, 2])
+    # a new object replaces the tables fluxlite does not read
+    h.call("config.load", {"site": {"name": "lab2"}})
+    assert h.call("config.get") == {"site": {"name": "lab2"},
+                                    "tbon": {"torpid-timeout": "5s"}}
