@@ -843,3 +843,31 @@ def test_a_full_kvs_watch_reports_a_removed_directory_above_it(inst, tmp_path):
     import errno
     assert run_program(inst, tmp_path, WATCH_FULL_PROGRAM) == [
         "plain [1, 'end']", f"full [1, {errno.ENOENT}]"]
+
+
+CHECKPOINT_PROGRAM = r'''
+import errno, flux, flux.kvs
+h = flux.Flux()
+try:
+    flux.kvs.kvs_checkpoint_lookup(h)
+except OSError as exc:
+    print("none", errno.errorcode[exc.errno])
+else:
+    flux.kvs.put(h, "ck.a", 1)
+    flux.kvs.commit(h)
+    version = h.rpc("kvs.stats").get()["version"]
+    for bypass in (False, True):
+        (c,) = flux.kvs.kvs_checkpoint_lookup(h, cache_bypass=bypass)
+        print("checkpoint", c["version"], c["sequence"] >= version, c["timestamp"] > 0,
+              c["rootref"] != "")
+'''
+
+
+def test_kvs_checkpoint_lookup_with_and_without_a_state_directory(instance_factory,
+                                                                  tmp_path):
+    # a commit is answered once on disk: the checkpoint has it by then
+    durable = instance_factory(1, setattrs=[f"statedir={tmp_path / 'state'}"])
+    assert run_program(durable, tmp_path, CHECKPOINT_PROGRAM) == [
+        "checkpoint 1 True True True", "checkpoint 1 True True True"]
+    # without a backing store, as Flux's: ENOSYS
+    assert run_program(instance_factory(1), tmp_path, CHECKPOINT_PROGRAM) == ["none ENOSYS"]
