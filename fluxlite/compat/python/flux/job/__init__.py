@@ -149,17 +149,16 @@ class JobspecV1(Jobspec):
 
 class JobID(int):
     """A job id from any of Flux's forms (decimal, f58, hex, dothex, kvs path, mnemonic
-    words) or an int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`, `.words`;
-    str() is the f58 form.  `.emoji` raises NotImplementedError (Flux's emoji table is
-    not carried)."""
+    words, emoji) or an int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`,
+    `.words`, `.emoji`; str() is the f58 form."""
 
     def __new__(cls, value):
         if isinstance(value, bytes):
             value = value.decode()
         if isinstance(value, str):
             text = value.strip()
-            if text.startswith("job."):   # the KVS directory form
-                text = "0x" + text[4:].replace(".", "")
+            if text.startswith("job."):   # the KVS directory form: job.DOTHEX
+                text = text[4:]
             try:
                 value = fluid.parse(text)
             except FluxliteError:
@@ -173,10 +172,7 @@ class JobID(int):
     dothex = property(lambda self: fluid.dothex(int(self)))
     kvs = property(lambda self: "job." + fluid.dothex(int(self)))
     words = property(lambda self: fluid.words(int(self)))
-
-    @property
-    def emoji(self) -> str:
-        raise NotImplementedError(f"flux.job.JobID.emoji: {fluid.EMOJI_UNSUPPORTED}")
+    emoji = property(lambda self: fluid.emoji(int(self)))
 
     def __str__(self) -> str:
         return self.f58
