@@ -868,3 +868,27 @@ def test_kvs_checkpoint_lookup_with_and_without_a_state_directory(instance_facto
         "checkpoint 1 True True True", "checkpoint 1 True True True"]
     # without a backing store, as Flux's: ENOSYS
     assert run_program(instance_factory(1), tmp_path, CHECKPOINT_PROGRAM) == ["none ENOSYS"]
+
+
+CANCEL_DURING_START_PROGRAM = r'''
+import time, flux, flux.job
+from flux.job import JobspecV1
+h = flux.Flux()
+results = []
+for i in range(16):
+    jobid = flux.job.submit(h, JobspecV1.from_command(["sleep", "1000"]), waitable=True)
+    time.sleep(0.002 * (i % 8))    # the cancel lands at each moment of the job's start
+    flux.job.cancel(h, jobid)
+    results.append(flux.job.wait_async(h, jobid).wait_for(60).get_status()[1])
+print("ended", len(results), any(results))
+'''
+
+
+def test_a_job_cancelled_during_its_start_ends_without_the_kill_timeout(instance_factory,
+                                                                        tmp_path):
+    """A cancel that reaches job-exec before a shell is up (no process yet, or one
+    that has not put back its signal handlers) is not lost: with an hour's kill
+    timeout, every job still ends (t0010's test_15_job_cancel)."""
+    inst = instance_factory(1, setattrs=["exec.kill-timeout=1h"])
+    assert run_program(inst, tmp_path, CANCEL_DURING_START_PROGRAM,
+                       timeout=110) == ["ended 16 False"]
