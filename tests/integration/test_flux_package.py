@@ -892,3 +892,30 @@ def test_a_job_cancelled_during_its_start_ends_without_the_kill_timeout(instance
     inst = instance_factory(1, setattrs=["exec.kill-timeout=1h"])
     assert run_program(inst, tmp_path, CANCEL_DURING_START_PROGRAM,
                        timeout=110) == ["ended 16 False"]
+
+
+ENOSYS_PROGRAM = r'''
+import errno, flux, flux.job.watcher, flux.security
+from flux.core.inner import ffi
+calls = {
+    "loop": lambda: flux.Flux("loop://"),
+    "flags": lambda: flux.Flux(flags=4),
+    "security": lambda: flux.security.SecurityContext(),
+    "ffi": lambda: ffi.new,
+    "watcher": lambda: flux.job.watcher.JobWatcher(flux.Flux(), progress=True),
+}
+for what, call in calls.items():
+    try:
+        call()
+    except OSError as exc:
+        print(what, errno.errorcode[exc.errno], str(exc).split(":")[0])
+'''
+
+
+def test_what_fluxlite_cannot_do_is_enosys_naming_the_call(inst, tmp_path):
+    """Each call guide section 10 lists as impossible here: OSError(ENOSYS) whose
+    message starts with the call's name."""
+    assert run_program(inst, tmp_path, ENOSYS_PROGRAM) == [
+        "loop ENOSYS flux.Flux('loop", "flags ENOSYS flux.Flux(flags=...)",
+        "security ENOSYS flux.security.SecurityContext", "ffi ENOSYS flux.core.inner.ffi.new",
+        "watcher ENOSYS flux.job.watcher.JobWatcher(progress)"]
