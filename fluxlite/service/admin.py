@@ -43,7 +43,7 @@ class ModuleService(Service):
     @handler("module.list", schema=None, roles=ANY)
     def list(self, msg, req):
         now = time.monotonic()
-        # the table also routes to clients' services (broker.service-add): not modules
+        # the table also routes to clients' services (service.add): not modules
         unique = {id(svc): svc for svc in self.services().values()
                   if isinstance(svc, Service)}.values()
         mods = []

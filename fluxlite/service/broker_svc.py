@@ -1,19 +1,25 @@
 """The `broker` service, on every rank: ping, attributes, the log ring, client
-service registration, event subscription and publishing, shutdown."""
+service registration, event subscription and publishing, shutdown.
+
+Where Flux has a topic for it, that topic is the one: `attr.get/set/rm/list`,
+`service.add/remove` {service}, `event.subscribe/unsubscribe` {topic} and
+`event.publish` {topic, flags, payload?: base64} (Flux's broker answers those
+itself too)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
+from ..protocol.message import event_payload
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
 
 
 class ClientRegistry(Protocol):
-    """What broker.service-add/-remove and event.subscribe change: the services and
+    """What service.add/remove and event.subscribe change: the services and
     subscriptions of this rank's local clients (the broker passes its Router)."""
 
     def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None: ...
@@ -40,8 +46,12 @@ class DmesgFollowRequest(Struct, kw_only=True):
 
 
 class ServiceAddRequest(Struct, kw_only=True):
-    name: Name
-    pid: Pid | None = None
+    service: Name
+    pid: Pid | None = None      # fluxlite's: the process that answers (a job shell)
+
+
+class ServiceRemoveRequest(Struct, kw_only=True):
+    service: Name
 
 
 class TopicRequest(Struct, kw_only=True):
@@ -50,7 +60,8 @@ class TopicRequest(Struct, kw_only=True):
 
 class PublishRequest(Struct, kw_only=True):
     topic: Topic
-    payload: Any = None
+    flags: int = 0              # Flux's FLUX_MSGFLAG_PRIVATE: events reach the owner only here
+    payload: str | None = None  # base64 of the event's raw payload (JSON text for JSON)
 
 
 class ShutdownRequest(Struct, kw_only=True):
@@ -59,7 +70,7 @@ class ShutdownRequest(Struct, kw_only=True):
 
 class BrokerService(Service):
     name = "broker"
-    aliases = ("attr",)   # Flux's attr.* topics
+    aliases = ("attr", "service", "event")   # Flux's attr.*, service.*, event.* topics
 
     def __init__(self, ctx, *, attributes: dict, check_attr, clients: ClientRegistry,
                  on_setattr, request_shutdown, start_time: float, logs=None):
@@ -171,30 +182,30 @@ class BrokerService(Service):
                 follower[1] = newest
                 self.respond(follower[0], {"entries": fresh})
 
-    @handler("broker.service-add", schema=ServiceAddRequest)
+    @handler("service.add", schema=ServiceAddRequest)
     def service_add(self, msg, req):
-        self.clients.add_client_service(self._client_ident(msg), req.name, req.pid)
+        self.clients.add_client_service(self._client_ident(msg), req.service, req.pid)
         return {}
 
-    @handler("broker.service-remove", schema=NameRequest)
+    @handler("service.remove", schema=ServiceRemoveRequest)
     def service_remove(self, msg, req):
-        self.clients.remove_client_service(self._client_ident(msg), req.name)
+        self.clients.remove_client_service(self._client_ident(msg), req.service)
         return {}
 
-    @handler("broker.subscribe", schema=TopicRequest, roles=ANY)
+    @handler("event.subscribe", schema=TopicRequest, roles=ANY)
     def subscribe(self, msg, req):
         self.clients.subscribe_client(self._client_ident(msg), req.topic)
         return {}
 
-    @handler("broker.unsubscribe", schema=TopicRequest, roles=ANY)
+    @handler("event.unsubscribe", schema=TopicRequest, roles=ANY)
     def unsubscribe(self, msg, req):
         if not self.clients.unsubscribe_client(self._client_ident(msg), req.topic):
             raise NotFound(f"not subscribed to {req.topic!r} (No such file or directory)")
         return {}
 
-    @handler("broker.publish", schema=PublishRequest)
+    @handler("event.publish", schema=PublishRequest)
     def publish(self, msg, req):
-        seq = self.ctx.publish(req.topic, req.payload)
+        seq = self.ctx.publish(req.topic, event_payload(req.payload))
         return {} if seq is None else {"seq": seq}
 
     @handler("broker.state", schema=None, roles=ANY)

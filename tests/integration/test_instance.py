@@ -63,7 +63,7 @@ def test_events_reach_every_rank_in_order(instance_factory):
         handles.append((h, got))
     pub = inst.handle()
     for n in range(50):
-        pub.call("broker.publish", {"topic": "test.count", "payload": {"n": n}})
+        pub.call("event.publish", m.event_publish_payload("test.count", {"n": n}))
     for h, got in handles:
         assert h.run_until(lambda got=got: len(got) >= 50, timeout=10)
         assert [n for _, n in got] == list(range(50))
@@ -202,7 +202,7 @@ def test_inflight_rpc_fails_with_ehostunreach(instance_factory):
         pending.take()
     # ...so use a request that rank 2 never answers: a ping to a service a client registers
     owner = Handle(inst.getattr("local-uri", 2))
-    owner.call("broker.service-add", {"name": "sink"})
+    owner.call("service.add", {"service": "sink"})
     owner.on_request = lambda msg: None  # never answers
     pending = h.rpc("sink.anything", nodeid=2)
     assert owner.run_until(lambda: False, timeout=0.2) is False  # the request is parked there

@@ -4,7 +4,7 @@ same thing)."""
 
 import pytest
 
-from fluxlite.errors import NoService, NotFound, PermissionDenied, UsageError
+from fluxlite.errors import NoService, NotFound, PermissionDenied, ProtocolError, UsageError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,3 +72,41 @@ def test_config_load_replaces_the_config_object(inst1):
     h.call("config.load", {"site": {"name": "lab2"}})
     assert h.call("config.get") == {"site": {"name": "lab2"},
                                     "tbon": {"torpid-timeout": "5s"}}
+
+
+def test_event_and_service_topics_are_fluxs(inst1):
+    import base64
+    sub, pub = inst1.handle(), inst1.handle()
+    got = []
+    sub.on_event = got.append
+    assert sub.call("event.subscribe", {"topic": "lab."}) == {}
+    # Flux's event.publish: the payload is base64 of its JSON text (or of raw bytes)
+    for raw in (b'{"n": 1}', b"plain words", b"\xff\xfe"):
+        r = pub.call("event.publish", {"topic": "lab.x", "flags": 0,
+                                       "payload": base64.b64encode(raw).decode()})
+        assert r["seq"] > 0
+    pub.call("event.publish", {"topic": "lab.empty", "flags": 0})
+    assert sub.run_until(lambda: len(got) == 4, timeout=30)
+    assert [(e.topic, e.payload) for e in got] == [
+        ("lab.x", {"n": 1}), ("lab.x", "plain words"), ("lab.x", b"\xff\xfe"),
+        ("lab.empty", None)]
+    with pytest.raises(ProtocolError):
+        pub.call("event.publish", {"topic": "lab.x", "payload": "not base64!"})
+    assert sub.call("event.unsubscribe", {"topic": "lab."}) == {}
+    with pytest.raises(NotFound):
+        sub.call("event.unsubscribe", {"topic": "lab."})
+    # a client's service, registered by Flux's service.add {service}
+    asked = []
+    sub.on_request = lambda msg: (sub.respond(msg, {"echo": msg.payload}), asked.append(1))
+    assert sub.call("service.add", {"service": "labsvc"}) == {}
+    pending = pub.rpc("labsvc.hello", {"a": 1})
+    assert sub.run_until(lambda: asked, timeout=30)
+    pub.wait(pending, 30)
+    assert pending.take() == {"echo": {"a": 1}}
+    assert sub.call("service.remove", {"service": "labsvc"}) == {}
+    with pytest.raises(NoService):
+        pub.call("labsvc.hello", {"a": 1})
+    for topic in ("broker.publish", "broker.subscribe", "broker.unsubscribe",
+                  "broker.service-add", "broker.service-remove"):
+        with pytest.raises(NoService):
+            pub.call(topic, {"topic": "lab.", "name": "x"})
