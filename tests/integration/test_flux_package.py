@@ -416,6 +416,7 @@ h = flux.Flux()
 print("hex", JobID(0).hex, JobID(255).hex)
 print("words", JobID(2**64 - 1).words, JobID("academy-academy-academy--academy-academy-academy"))
 print("emoji", JobID(65535).emoji, JobID("💁📚") == 65535, JobID(2**64 - 1).emoji)
+print("orig", JobID(JobID("1234")).orig, JobID(7).encode("hex"))
 ok = flux.job.submit(h, JobspecV1.from_command(["true"]))
 flux.job.wait(h, ok)
 bad = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 3"]))  # inactive last
@@ -470,6 +471,7 @@ def test_job_list_topics_event_futures_and_executor_semantics(inst, tmp_path):
         "hex 0x0 0xff",
         "words natural-analyze-verbal--natural-analyze-verbal ƒ1",
         "emoji 💁📚 True 🚹💗💧👗😷📷📚",
+        "orig 1234 0x7",
         "attrs ['id', 'userid'] 2",
         "newest first True",
         "failed [True]",
