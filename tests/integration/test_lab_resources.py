@@ -264,7 +264,7 @@ allow-root-owner = true
     assert r.returncode != 0
     assert "rank 3 is excluded by the configuration (resource.exclude)" in r.stderr
     # the debug queue has one node left
-    r = inst.cli("submit", "-q", "debug", "-N2", "true")
+    r = inst.cli("run", "-q", "debug", "-N2", "true")   # denied by the scheduler
     assert r.returncode != 0 and "need 2 exclusive node(s) with 1 core(s) each, only 1 " \
         "eligible" in r.stderr
     r = inst.cli("run", "-q", "debug", "-N1", "hostname", check=True)

@@ -5,12 +5,11 @@ and only then a job made, with its dependencies judged from the table."""
 from __future__ import annotations
 
 import collections
-import errno
 import functools
 import time
 from typing import Annotated
 
-from ...errors import PermissionDenied, TryAgain, UsageError
+from ...errors import PermissionDenied, TryAgain, Unsatisfiable, UsageError
 from ...job import actions as act
 from ...job import depend, signed
 from ...job import schema as jschema
@@ -101,9 +100,11 @@ class Submit:
     def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
         """sched's feasibility answer: refuse the submission, or make the job (an
         unsatisfiable one too: sched.alloc denies it)."""
-        if resp.errnum and resp.errnum != errno.EOVERFLOW:
-            self.respond_exception(msg, resp.error())
-            return
+        if resp.errnum:
+            error = resp.error()
+            if not isinstance(error, Unsatisfiable):
+                self.respond_exception(msg, error)
+                return
         try:
             self._open(msg, r)   # the instance may have begun shutting down meanwhile
             self.respond(msg, self._new_job(msg.userid, r, req))
