@@ -18,6 +18,7 @@ f58plain
 add_filter
 add_event_callback      # also fluxlite's own FluxExecutor futures
 from_batch_command      # Jobspec constructor Flux programs (and the tests) use
+SecurityContext         # flux.security: made only to say OSError(ENOSYS) why not
 
 # overrides of click's Group, and shlex settings read by shlex itself
 get_command
@@ -133,3 +134,7 @@ update_sync
 resource_walk
 resource_counts
 get_dict
+
+# broker/attrs.py Attr.help: each attribute's one-line description, the table's
+# own documentation (Flux's attr.list answers names only, so no topic sends it)
+help

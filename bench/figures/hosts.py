@@ -70,7 +70,7 @@ def _hosts_lost_sample(hosts, conf: str, rundir: str, how: str) -> float:
         threading.Thread(target=procs[0].stderr.read, daemon=True).start()
         h = Handle(f"local://{rundir}/local")
         # before the stream (one RPC at a time), bounded: a hang becomes an error row
-        pid3 = int(h.call("broker.getattr", {"name": "broker.pid"}, nodeid=3,
+        pid3 = int(h.call("attr.get", {"name": "broker.pid"}, nodeid=3,
                           timeout=30)["value"])
         stream = h.stream("overlay.watch", nodeid=0, timeout=180)
         deadline = time.monotonic() + 60

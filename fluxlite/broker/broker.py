@@ -238,7 +238,9 @@ class Broker:
         out.append(overlay.OverlayService(ctx, overlay=self.overlay,
                                           on_membership=self.on_membership))
         out += [admin.ModuleService(ctx, services=lambda: self.router.services),
-                admin.LogService(ctx), admin.ConfigService(ctx, config=self._config_in_effect)]
+                admin.LogService(ctx), admin.ConfigService(
+                    ctx, config=self._config_in_effect, attributes=battrs.ATTRIBUTES,
+                    check=battrs.check)]
         return out
 
     def _config_in_effect(self) -> dict[str, str]:

@@ -404,16 +404,14 @@ def purge(age_limit, num_limit, force, jobids):
 @click.argument("jobids", nargs=-1, required=False)
 def id_(to, jobids):
     """Convert job ids between forms (decimal, F58, hex, dotted hex, KVS path, mnemonic
-    words); with no JOBIDS, read them from stdin, one a line."""
+    words, emoji); with no JOBIDS, read them from stdin, one a line."""
     from ..util import fluid
-    if to == "emoji":
-        raise UsageError(f"--to=emoji: {fluid.EMOJI_UNSUPPORTED}")
     if not jobids:
         import sys as _sys
         jobids = tuple(line.strip() for line in _sys.stdin if line.strip())
     encode = {"dec": str, "f58": fluid.f58, "f58plain": fluid.f58_plain, "hex": hex,
               "dothex": fluid.dothex, "kvs": lambda i: f"job.{fluid.dothex(i)}",
-              "words": fluid.words}[to]
+              "words": fluid.words, "emoji": fluid.emoji}[to]
     for text in jobids:
         click.echo(encode(parse_jobid(text)))
 

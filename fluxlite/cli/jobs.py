@@ -424,7 +424,8 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
         for j, values in pairs:
             values[field] = _annotation(j, field)
     if out is not None and "id.emoji" in out.fields:
-        raise UsageError(f"--format: {{id.emoji}}: {fluid.EMOJI_UNSUPPORTED}")
+        for j, values in pairs:
+            values["id.emoji"] = fluid.emoji(j["id"])
     if out is not None and "id.words" in out.fields:   # only when asked: one import
         for j, values in pairs:
             values["id.words"] = fluid.words(j["id"])

@@ -96,7 +96,7 @@ def setattr(rank, name, value):  # noqa: A001
     A VALUE that starts with '-' (e.g. -1) is a value, not an option.
     """
     with handle() as h:
-        h.call("broker.setattr", {"name": name, "value": value}, nodeid=rank)
+        h.call("attr.set", {"name": name, "value": value}, nodeid=rank)
 
 
 @click.command(context_settings=HELP)
@@ -104,15 +104,21 @@ def setattr(rank, name, value):  # noqa: A001
 @click.option("-r", "--rank", type=RANK, default=None, help="Ask this rank (default: local).")
 def lsattr(values, rank):
     """List broker attributes."""
+    from ..errors import NotFound
     with handle() as h:
-        attrs = h.call("broker.lsattr", nodeid=rank)["attrs"]
-    width = max(len(a["name"]) for a in attrs)
-    for a in attrs:
-        if values:
-            v = "-" if a["value"] is None else a["value"]
-            click.echo(f"{a['name']:<{width}}  {v}")
-        else:
-            click.echo(a["name"])
+        names = h.call("attr.list", nodeid=rank)["names"]
+        if not values:
+            click.echo("\n".join(names))
+            return
+        shown = {}
+        for name in names:     # as Flux's: one attr.get each, '-' for an unset one
+            try:
+                shown[name] = h.call("attr.get", {"name": name}, nodeid=rank)["value"]
+            except NotFound:
+                shown[name] = "-"
+    width = max(map(len, names))
+    for name in names:
+        click.echo(f"{name:<{width}}  {shown[name]}")
 
 
 @click.command(context_settings=HELP)

@@ -4,7 +4,7 @@ hostlist, env, logger, event pub/sub, pgrep and pkill.
 Each prints what its flux(1) namesake prints (flux-core's doc/man1) and exits
 as it does; each reaches the instance only through service methods
 (`config.get`, `job-manager.jobtap`, `module.list`, `log.append`,
-`broker.publish`/`broker.subscribe`, `job-manager.list`).
+`event.publish`/`event.subscribe`, `job-manager.list`).
 """
 
 from __future__ import annotations
@@ -194,6 +194,7 @@ def event():
 @click.argument("payload", nargs=-1)
 def event_pub(raw, synchronous, loopback, private, topic, payload):
     """Publish an event TOPIC to the whole instance, with an optional JSON PAYLOAD."""
+    from ..protocol.message import event_publish_payload
     del private   # events here reach only the instance owner's clients anyway
     text = " ".join(payload)
     body = None
@@ -211,7 +212,7 @@ def event_pub(raw, synchronous, loopback, private, topic, payload):
         if loopback:
             h.on_event = lambda msg: got.append(msg) if msg.topic == topic else None
             h.subscribe(topic)
-        r = h.call("broker.publish", {"topic": topic, "payload": body},
+        r = h.call("event.publish", event_publish_payload(topic, body),
                    nodeid=0 if synchronous else None)
         if loopback:
             h.run_until(lambda: got)

@@ -56,7 +56,7 @@ class AsyncHandle(HandleCore):
         return await asyncio.wait_for(p.get(), timeout)
 
     async def subscribe(self, topic: str) -> None:
-        await self.call("broker.subscribe", {"topic": topic})
+        await self.call("event.subscribe", {"topic": topic})
 
     def close(self) -> None:
         if self.connected:

@@ -185,7 +185,7 @@ class Handle(HandleCore):
 
     # ------------------------------------------------------------ services
     def subscribe(self, topic: str) -> None:
-        self.call("broker.subscribe", {"topic": topic})
+        self.call("event.subscribe", {"topic": topic})
 
     def getattr(self, name: str, rank: int | None = None) -> str:
         return self.call("attr.get", {"name": name}, nodeid=rank)["value"]

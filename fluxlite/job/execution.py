@@ -188,6 +188,7 @@ class Execution:
         self.critical: set[int] = set(range(len(self.ranks)))
         self.crit_seq = 0
         self.fatal: dict | None = None
+        self.term_signal = 0                    # the last signal _terminate sent (0: none)
         self.waiting: dict[str, set[int]] = {"init": set(), "start": set()}
         self.timers: set[str] = set()
         self.history: collections.deque = collections.deque(maxlen=history)
@@ -228,6 +229,11 @@ class Execution:
         s.pid = ev.pid
         if s.phase == PENDING:
             s.phase = SHELL_RUNNING
+            if self.term_signal:
+                # the job is being terminated: the signal sent while this shell was
+                # still being started found no process, so it goes again now (a job
+                # cancelled during its start must not wait for the kill timeout)
+                fx.append(Signal(self.term_signal, (ev.shell_rank,), False))
 
     def _on_ShellStartFailed(self, ev: ShellStartFailed, fx: list) -> None:
         s = self.shells[ev.shell_rank]
@@ -313,6 +319,7 @@ class Execution:
                         f"{fsd.format(limit)} after leader shell exit",
                         {"active_ranks": ranks})
         elif ev.name == "kill":
+            self.term_signal = signal.SIGKILL
             fx.append(self._signal(signal.SIGKILL))
 
     def _on_FatalException(self, ev: FatalException, fx: list) -> None:
@@ -368,6 +375,7 @@ class Execution:
         for t in ("expire", "shell-exit"):
             if t in self.timers:
                 fx.append(self._timer(t, None))
+        self.term_signal = sig
         fx.append(self._signal(sig))
         fx.append(self._timer("kill", self.config.kill_timeout))
 

@@ -106,9 +106,16 @@ def order(rec: dict):
     return (0, -rec.get("t_submit", 0))
 
 
-def select(rec: dict, attrs: list[str] | None) -> dict:
+def select(rec: dict, attrs: list[str] | None, hosts: tuple[str, ...] = ()) -> dict:
     """The fields a request asked for: ["all"] (or no attrs in the request) is every
-    one; `id` always comes ([] is the id alone)."""
-    if attrs is None or "all" in attrs:
+    one; `id` always comes ([] is the id alone).  With `hosts` (every rank's host
+    name), a job with ranks has its `nodelist` (an RFC 29 hostlist), made only here:
+    for the records that are sent."""
+    every = attrs is None or "all" in attrs
+    if hosts and rec["ranks"] and (every or "nodelist" in attrs):
+        from ..util import hostlist, idset
+        names = [hosts[r] for r in sorted(idset.decode(rec["ranks"])) if r < len(hosts)]
+        rec = {**rec, "nodelist": hostlist.encode(names)}
+    if every:
         return rec
     return {k: rec[k] for k in ("id", *attrs) if k in rec}

@@ -214,3 +214,42 @@ def pack(value) -> bytes:
 def unpack(data: bytes):
     """The value `pack` made."""
     return _unpackb(data)
+
+
+# Flux's event.publish request carries the event's payload as base64 of its raw
+# bytes (JSON text for a JSON payload); these two are its ends.
+def event_publish_payload(topic: str, payload=None, flags: int = 0) -> dict:
+    """The payload of an `event.publish` request, as Flux's flux_event_publish sends
+    it: {topic, flags, payload?}; a str is sent as its text, bytes as they are,
+    anything else as its JSON text."""
+    import base64
+    import json
+    out = {"topic": topic, "flags": flags}
+    if payload is not None:
+        raw = payload if isinstance(payload, bytes) else \
+            (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        out["payload"] = base64.b64encode(raw).decode("ascii")
+    return out
+
+
+def event_payload(encoded: str | None):
+    """An `event.publish` request's payload as the event carries it: the JSON value
+    if the bytes are JSON text, else the text, else the bytes (ProtocolError if it
+    is not base64)."""
+    import base64
+    import binascii
+    import json
+    if encoded is None:
+        return None
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ProtocolError("event.publish: payload is not base64") from None
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return raw
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -146,7 +146,7 @@ class LocalEndpoint:
                 self.on_client_gone(ident, "client closed its connection")
             return
         if msg.type == m.EVENT:
-            log.warning("event from local client dropped (publish with broker.publish)")
+            log.warning("event from local client dropped (publish with event.publish)")
             return
         dropped = self._overflowed.get(ident)
         if dropped is not None:

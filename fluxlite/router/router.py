@@ -404,7 +404,7 @@ class Router:
             self.distribute_event(Message.event(topic, payload, self.event_seq))
             return self.event_seq
         else:
-            self.send_noresponse("broker.publish", {"topic": topic, "payload": payload},
+            self.send_noresponse("event.publish", m.event_publish_payload(topic, payload),
                                  nodeid=0)
 
     def distribute_event(self, msg: Message) -> None:

@@ -38,7 +38,7 @@ class ServiceContext:
     owner: int                         # the instance owner's uid
     hostname: str
     hosts: tuple[str, ...]             # every rank's host name, in rank order
-    attrs: dict[str, str]              # read; broker.setattr is the one writer
+    attrs: dict[str, str]              # read; attr.set is the one writer
     rpc: Callable                      # rpc(topic, payload=None, *, nodeid=None, streaming=False)
     send: Callable                     # send(topic, payload=None, *, nodeid=None): no answer
     respond: Callable[[Message], None]  # a response message on its way back

@@ -1,19 +1,25 @@
 """The `broker` service, on every rank: ping, attributes, the log ring, client
-service registration, event subscription and publishing, shutdown."""
+service registration, event subscription and publishing, shutdown.
+
+Where Flux has a topic for it, that topic is the one: `attr.get/set/rm/list`,
+`service.add/remove` {service}, `event.subscribe/unsubscribe` {topic} and
+`event.publish` {topic, flags, payload?: base64} (Flux's broker answers those
+itself too)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
+from ..protocol.message import event_payload
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
 
 
 class ClientRegistry(Protocol):
-    """What broker.service-add/-remove and event.subscribe change: the services and
+    """What service.add/remove and event.subscribe change: the services and
     subscriptions of this rank's local clients (the broker passes its Router)."""
 
     def add_client_service(self, ident: bytes, name: str, pid: int | None) -> None: ...
@@ -40,8 +46,12 @@ class DmesgFollowRequest(Struct, kw_only=True):
 
 
 class ServiceAddRequest(Struct, kw_only=True):
-    name: Name
-    pid: Pid | None = None
+    service: Name
+    pid: Pid | None = None      # fluxlite's: the process that answers (a job shell)
+
+
+class ServiceRemoveRequest(Struct, kw_only=True):
+    service: Name
 
 
 class TopicRequest(Struct, kw_only=True):
@@ -50,7 +60,8 @@ class TopicRequest(Struct, kw_only=True):
 
 class PublishRequest(Struct, kw_only=True):
     topic: Topic
-    payload: Any = None
+    flags: int = 0              # Flux's FLUX_MSGFLAG_PRIVATE: events reach the owner only here
+    payload: str | None = None  # base64 of the event's raw payload (JSON text for JSON)
 
 
 class ShutdownRequest(Struct, kw_only=True):
@@ -59,7 +70,7 @@ class ShutdownRequest(Struct, kw_only=True):
 
 class BrokerService(Service):
     name = "broker"
-    aliases = ("attr",)   # Flux's attr.* topics
+    aliases = ("attr", "service", "event")   # Flux's attr.*, service.*, event.* topics
 
     def __init__(self, ctx, *, attributes: dict, check_attr, clients: ClientRegistry,
                  on_setattr, request_shutdown, start_time: float, logs=None):
@@ -80,18 +91,28 @@ class BrokerService(Service):
             raise PermissionDenied(f"{msg.topic} is only for clients of this rank")
         return msg.route[0]
 
-    @handler("broker.getattr", schema=NameRequest, roles=ANY)
-    def getattr(self, msg, req):
+    # Flux's attr.* topics, the one way to read and change attributes (the CLI's
+    # getattr/setattr/lsattr and flux.Flux's attr_get/attr_set/attr_remove).  As in
+    # Flux, a name outside the table of attributes is a user's own attribute:
+    # attr.set creates it, attr.rm removes it; the table's are read-only or writable
+    # as they say, and cannot be removed.
+    @handler("attr.get", schema=NameRequest, roles=ANY)
+    def attr_get(self, msg, req):
         name = req.name
+        if name in self.user_attrs:
+            return {"value": self.user_attrs[name], "flags": 0}
         if name not in self.attributes:
             raise NotFound(f"unknown attribute {name!r} (see `fluxlite lsattr`)")
         value = self.ctx.attrs.get(name)
         if value is None:
             raise NotFound(f"attribute {name!r} is not set on rank {self.ctx.rank}")
-        return {"name": name, "value": value}
+        return {"value": value, "flags": 0}
 
-    @handler("broker.setattr", schema=SetattrRequest)
-    def setattr(self, msg, req):
+    @handler("attr.set", schema=SetattrRequest)
+    def attr_set(self, msg, req):
+        if req.name not in self.attributes:
+            self.user_attrs[req.name] = req.value
+            return None
         value = self.check_attr(req.name, req.value)
         self.ctx.attrs[req.name] = value
         if self.logs is not None and req.name == "log-level":
@@ -100,29 +121,6 @@ class BrokerService(Service):
             self.logs.set_levels(stderr_level=value)
         self.on_setattr(req.name, value)
         self.log.info("attribute set", name=req.name, value=value)
-        return {}
-
-    @handler("broker.lsattr", schema=None, roles=ANY)
-    def lsattr(self, msg, req):
-        return {"attrs": [{"name": n, "value": self.ctx.attrs.get(n),
-                           "writable": a.writable, "help": a.help}
-                          for n, a in sorted(self.attributes.items())]}
-
-    # Flux's attr.* topics.  As in Flux, a name outside the table of attributes is a
-    # user's own attribute: attr.set creates it, attr.rm removes it; the table's are
-    # read-only or writable as they say, and cannot be removed.
-    @handler("attr.get", schema=NameRequest, roles=ANY)
-    def attr_get(self, msg, req):
-        if req.name in self.user_attrs:
-            return {"value": self.user_attrs[req.name], "flags": 0}
-        return {"value": self.getattr(msg, req)["value"], "flags": 0}
-
-    @handler("attr.set", schema=SetattrRequest)
-    def attr_set(self, msg, req):
-        if req.name in self.attributes:
-            self.setattr(msg, req)
-        else:
-            self.user_attrs[req.name] = req.value
         return None
 
     @handler("attr.rm", schema=NameRequest)
@@ -136,8 +134,9 @@ class BrokerService(Service):
 
     @handler("attr.list", schema=None, roles=ANY)
     def attr_list(self, msg, req):
-        names = [n for n in self.attributes if self.ctx.attrs.get(n) is not None]
-        return {"names": sorted([*names, *self.user_attrs])}
+        """Every attribute's name, as Flux's: those of the table (an unset one's
+        attr.get is ENOENT) and the user's."""
+        return {"names": sorted([*self.attributes, *self.user_attrs])}
 
     @handler("broker.dmesg", schema=DmesgRequest)
     def dmesg(self, msg, req):
@@ -183,30 +182,30 @@ class BrokerService(Service):
                 follower[1] = newest
                 self.respond(follower[0], {"entries": fresh})
 
-    @handler("broker.service-add", schema=ServiceAddRequest)
+    @handler("service.add", schema=ServiceAddRequest)
     def service_add(self, msg, req):
-        self.clients.add_client_service(self._client_ident(msg), req.name, req.pid)
+        self.clients.add_client_service(self._client_ident(msg), req.service, req.pid)
         return {}
 
-    @handler("broker.service-remove", schema=NameRequest)
+    @handler("service.remove", schema=ServiceRemoveRequest)
     def service_remove(self, msg, req):
-        self.clients.remove_client_service(self._client_ident(msg), req.name)
+        self.clients.remove_client_service(self._client_ident(msg), req.service)
         return {}
 
-    @handler("broker.subscribe", schema=TopicRequest, roles=ANY)
+    @handler("event.subscribe", schema=TopicRequest, roles=ANY)
     def subscribe(self, msg, req):
         self.clients.subscribe_client(self._client_ident(msg), req.topic)
         return {}
 
-    @handler("broker.unsubscribe", schema=TopicRequest, roles=ANY)
+    @handler("event.unsubscribe", schema=TopicRequest, roles=ANY)
     def unsubscribe(self, msg, req):
         if not self.clients.unsubscribe_client(self._client_ident(msg), req.topic):
             raise NotFound(f"not subscribed to {req.topic!r} (No such file or directory)")
         return {}
 
-    @handler("broker.publish", schema=PublishRequest)
+    @handler("event.publish", schema=PublishRequest)
     def publish(self, msg, req):
-        seq = self.ctx.publish(req.topic, req.payload)
+        seq = self.ctx.publish(req.topic, event_payload(req.payload))
         return {} if seq is None else {"seq": seq}
 
     @handler("broker.state", schema=None, roles=ANY)

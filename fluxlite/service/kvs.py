@@ -42,6 +42,13 @@ namespace's owner (or the instance owner) may read, write and watch it,
 nobody else (EPERM).  A namespace that does not exist is ENOTSUP, as Flux's.
 With a state directory a namespace is kept like a key (its record and keys are
 rows named `NS_ROW` + name, then NUL and the key).
+
+Checkpoints (Flux's `content.checkpoint-get`, and `content-backing.checkpoint-get`
+where a backing store answers it): with a state directory, the KVS version last
+synced to disk and when, as Flux's checkpoint object {version: 1, rootref,
+sequence, timestamp}; the rootref names that version of the state database
+(fluxlite's store is not content-addressed: no blobref).  Without one, as Flux
+without a backing store: ENOSYS.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from typing import Annotated
 from ..errors import (
     AlreadyExists,
     FluxliteError,
+    NoService,
     NotADirectory,
     NotFound,
     NotSupported,
@@ -130,6 +138,9 @@ class KVSService(KVSTree, Service):
         self.store = Store(ctx.attrs.get("rundir"), durable_path=statedir.db_path(ctx.attrs))
         if self.store.durable:
             self._load()
+        # Flux's content service answers checkpoint-get; content-backing only with a
+        # backing store (a state directory)
+        self.aliases = ("content", "content-backing") if self.store.durable else ("content",)
 
     @property
     def durable(self) -> bool:
@@ -342,6 +353,23 @@ class KVSService(KVSTree, Service):
                 "watchers": sum(len(w) for w in self.watchers.values()),
                 "store_entries": self.store.count(),
                 "namespaces": len(self.roots)}
+
+    @handler("content.checkpoint-get", schema=None)
+    def checkpoint_get(self, msg, req):
+        """The checkpoint a restart would start from: {value: [checkpoint]}."""
+        if not self.store.durable:
+            raise NoService("checkpoint get unavailable, no backing store (fluxlite "
+                            "keeps the KVS on disk only with -Sstatedir=DIR)")
+        if self.store.checkpoint is None:
+            raise NotFound("no KVS checkpoint yet: nothing is on disk in the state "
+                           "directory so far")
+        version, when = self.store.checkpoint
+        return {"value": [{"version": 1, "rootref": f"statedir:kvs-version-{version}",
+                           "sequence": version, "timestamp": when}]}
+
+    @handler("content-backing.checkpoint-get", schema=None)
+    def backing_checkpoint_get(self, msg, req):
+        return self.checkpoint_get(msg, req)
 
     @handler("kvs.unwatch", schema=UnwatchRequest, roles=ANY)
     def unwatch(self, msg, req):

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 import zlib
 from collections.abc import Callable
 
@@ -150,6 +151,8 @@ class Store:
         self.on_durable: list[Callable[[], None]] = []
         self.committed = 0          # write-outs in the WAL
         self.synced = 0             # of those, the ones known on disk
+        self.written = 0            # the KVS version the last write-out holds
+        self.checkpoint: tuple[int, float] | None = None  # (version, when) last on disk
         self.syncing = False        # a sync runs in a worker thread
         self.closed = False
         self.wal_fd: int | None = None
@@ -251,18 +254,18 @@ class Store:
             return
         if self.wal_fd is None:
             self.wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-        target = self.committed
+        target, version = self.committed, self.written
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:   # no event loop (a store driven directly): here and now
             os.fsync(self.wal_fd)
-            self._synced_to(target)
+            self._synced_to(target, version)
             return
         self.syncing = True
         fut = loop.run_in_executor(None, os.fsync, self.wal_fd)
-        fut.add_done_callback(lambda f: self._after_sync(f, target))
+        fut.add_done_callback(lambda f: self._after_sync(f, target, version))
 
-    def _after_sync(self, fut, target: int) -> None:
+    def _after_sync(self, fut, target: int, version: int) -> None:
         self.syncing = False
         if self.closed:
             return
@@ -272,12 +275,13 @@ class Store:
                       path=self.path)
             self.flush_later = asyncio.get_running_loop().call_later(RETRY_DELAY, self._sync)
             return
-        self._synced_to(target)
+        self._synced_to(target, version)
         self.flush()   # what came during the sync: written out, and synced in turn
         self._sync()
 
-    def _synced_to(self, target: int) -> None:
+    def _synced_to(self, target: int, version: int) -> None:
         self.synced = target
+        self.checkpoint = (version, time.time())
         for callback in self.on_durable:
             callback()
 
@@ -363,6 +367,7 @@ class Store:
         self.pending_bytes = 0
         if self.durable:
             self.committed += 1
+            self.written = self.version
             self._sync()
         else:   # written out is all a store without a state directory does
             for callback in self.on_durable:
@@ -389,7 +394,8 @@ class Store:
         for key, kind, ref, data in self.db.execute("SELECT key, kind, ref, data FROM nodes "
                                                     "ORDER BY key"):
             if key == VERSION_KEY:
-                self.version = unpack(data)
+                self.version = self.written = unpack(data)
+                self.checkpoint = (self.version, os.stat(self.path).st_mtime)
             elif kind == BLOB:
                 out.append((key, Blob(ref)))
             elif kind == LOG:

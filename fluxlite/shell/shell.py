@@ -276,7 +276,7 @@ class JobShell:
         registered = None
         if self.is_leader:
             # pipelined: the broker handles it before the init barrier request that follows
-            registered = self.h.rpc("broker.service-add", {"name": self.service,
+            registered = self.h.rpc("service.add", {"service": self.service,
                                                            "pid": os.getpid()})
             self.dispatcher.add_object(self, prefix=f"{self.service}.")
             self.append_eventlog("output", [jel.entry("header", {

@@ -3,13 +3,18 @@
 A FLUID packs [timestamp ms:40 | generator id:14 | sequence:10] into 64 bits,
 so ids sort by submit time.  F58 is base58 with a "ƒ" prefix ("f" when the
 locale cannot print it).  `parse()` accepts F58 (either prefix), decimal,
-0x-hex, dotted hex ("0000.0004.b200.0000", the KVS form) and mnemonic words.
+0x-hex, dotted hex ("0000.0004.b200.0000", the KVS form), mnemonic words and
+emoji.
 
 The words form is Flux's: the id's eight bytes in little-endian order, spelled
 with the mnemonicode scheme (Oren Tirosh's word list, from the `mnemonicode`
 package, imported only when words are asked for) as two groups of three words,
-"academy-academy-academy--academy-academy-academy" for 0.  Flux's emoji form
-needs Flux's own emoji table, which no package carries: `EMOJI_UNSUPPORTED` says so.
+"academy-academy-academy--academy-academy-academy" for 0.
+
+The emoji form is RFC 19's: the id in base 576, most significant digit first,
+each digit one of the 576 emoji RFC 19 lists (Unicode 6.0 emoji, four UTF-8
+bytes starting F0 9F, in CLDR order), digit 0 being U+1F603; so 0 is one emoji
+and 2**64-1 is seven.  A string that starts with such an emoji decodes as one.
 """
 
 from __future__ import annotations
@@ -94,9 +99,59 @@ def dothex(fluid: int) -> str:
     return f"{h[:4]}.{h[4:8]}.{h[8:12]}.{h[12:]}"
 
 
-EMOJI_UNSUPPORTED = ("the emoji encoding of job ids is not available: it needs Flux's own "
-                     "emoji table, which fluxlite does not carry (use f58, dec, hex, "
-                     "dothex, kvs or words)")
+# RFC 19's emoji digits, value 0 first (the RFC's table of 576, in its order)
+_EMOJI = (
+    "😃😄😁😆😅😂😉😊😍😘😚😋😜😝😏😒😌😔😪😷😵😲😳😨"
+    "😰😥😢😭😱😖😣😞😓😩😫😤😡😠👿💀💩👹👺👻👽👾😺😸"
+    "😹😻😼😽🙀😿😾🙈🙉🙊💌💘💝💖💗💓💞💕💟💔💛💚💙💜"
+    "💋💯💢💥💫💦💨💬💤👋👌👈👉👆👇👍👎👊👏🙌👐🙏💅💪"
+    "👂👃👀👅👄👶👦👧👱👨👩👴👵🙍🙎🙅🙆💁🙋🙇👮💂👷👸"
+    "👳👲👰👼🎅💆💇🚶🏃💃👯🏂🏄🏊🛀👫💏💑👪👤👣🐵🐒🐶"
+    "🐩🐺🐱🐯🐴🐎🐮🐷🐗🐽🐑🐫🐘🐭🐹🐰🐻🐨🐼🐾🐔🐣🐤🐥"
+    "🐦🐧🐸🐢🐍🐲🐳🐬🐟🐠🐡🐙🐚🐌🐛🐜🐝🐞💐🌸💮🌹🌺🌻"
+    "🌼🌷🌱🌴🌵🌾🌿🍀🍁🍂🍃🍄🍇🍈🍉🍊🍌🍍🍎🍏🍑🍒🍓🍅"
+    "🍆🌽🌰🍞🍖🍗🍔🍟🍕🍳🍲🍱🍘🍙🍚🍛🍜🍝🍠🍢🍣🍤🍥🍡"
+    "🍦🍧🍨🍩🍪🎂🍰🍫🍬🍭🍮🍯🍵🍶🍷🍸🍹🍺🍻🍴🔪🌏🗾🌋"
+    "🗻🏠🏡🏢🏣🏥🏦🏨🏩🏪🏫🏬🏭🏯🏰💒🗼🗽🌁🌃🌄🌅🌆🌇"
+    "🌉🎠🎡🎢💈🎪🚃🚄🚅🚇🚉🚌🚑🚒🚓🚕🚗🚙🚚🚲🚏🚨🚥🚧"
+    "🚤🚢💺🚀🕛🕐🕑🕒🕓🕔🕕🕖🕗🕘🕙🕚🌑🌓🌔🌕🌙🌛🌟🌠"
+    "🌌🌀🌈🌂🔥💧🌊🎃🎄🎆🎇🎈🎉🎊🎋🎍🎎🎏🎐🎑🎀🎁🎫🏆"
+    "🏀🏈🎾🎳🎣🎽🎿🎯🔫🎱🔮🎮🎰🎲🃏🀄🎴🎭🎨👓👔👕👖👗"
+    "👘👙👚👛👜👝🎒👞👟👠👡👢👑👒🎩🎓💄💍💎🔊📢📣🔔🎼"
+    "🎵🎶🎤🎧📻🎷🎸🎹🎺🎻📱📲📞📟📠🔋🔌💻💽💾💿📀🎥🎬"
+    "📺📷📹📼🔍🔎💡🔦🏮📔📕📖📗📘📙📚📓📒📃📜📄📰📑🔖"
+    "💰💴💵💸💳💹📧📨📩📤📥📦📫📪📮📝💼📁📂📅📆📇📈📉"
+    "📊📋📌📍📎📏📐🔒🔓🔏🔐🔑🔨💣🔧🔩🔗📡💉💊🚪🚽🚬🗿"
+    "🏧🚹🚺🚻🚼🚾🚫🚭🔞🔃🔙🔚🔛🔜🔝🔯🔼🔽🎦📶📳📴💱💲"
+    "🔱📛🔰🔟🔠🔡🔢🔣🔤🆎🆑🆒🆓🆔🆕🆖🆗🆘🆙🆚🈁🈶🈯🉐"
+    "🈹🈚🈲🉑🈸🈴🈳🈺🈵🔴🔵🔶🔷🔸🔹🔺🔻💠🔘🔳🔲🏁🚩🎌"
+)
+_EMOJI_INDEX = {c: i for i, c in enumerate(_EMOJI)}
+
+
+def emoji(fluid: int) -> str:
+    """The emoji form of a job id (RFC 19): '😃' for 0."""
+    _check(fluid)
+    digits = []
+    while True:
+        fluid, digit = divmod(fluid, len(_EMOJI))
+        digits.append(_EMOJI[digit])
+        if not fluid:
+            return "".join(reversed(digits))
+
+
+def parse_emoji(text: str) -> int:
+    """Decode the emoji form of a job id; ValueError otherwise."""
+    value = 0
+    for c in text.strip():
+        digit = _EMOJI_INDEX.get(c)
+        if digit is None:
+            raise ValueError(f"invalid job id {text!r}: {c!r} is not one of RFC 19's "
+                             "emoji digits")
+        value = value * len(_EMOJI) + digit
+    return _validate(value, text)
+
+
 _WORD_GROUP = re.compile(r"[a-z]+(-[a-z]+){0,2}")
 
 
@@ -125,8 +180,8 @@ def parse_words(text: str) -> int:
 
 
 def parse(text: str) -> int:
-    """Decode a job id given as F58, decimal, 0x-hex, dotted hex or mnemonic words;
-    ValueError otherwise."""
+    """Decode a job id given as F58, decimal, 0x-hex, dotted hex, mnemonic words or
+    emoji; ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         return _validate(text, text)
     if not isinstance(text, str):
@@ -150,6 +205,8 @@ def parse(text: str) -> int:
                 for c in body:
                     value = value * 58 + _B58_INDEX[c]
                 return _validate(value, text)
+    if s.encode()[:2] == b"\xf0\x9f":       # RFC 19: an emoji id starts so
+        return parse_emoji(s)
     if s.startswith("0x") and _is_hex(s[2:]) and len(s) > 2:
         return _validate(int(s, 16), text)
     if s.isascii() and s.isdigit():

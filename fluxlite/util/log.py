@@ -9,7 +9,7 @@ Components log through `get_logger(component)`; `rank` is bound once per
 process.  Entries below `log-level` are filtered before any processor runs.
 `configure()` returns the process's LogSink, which owns the ring, the file
 and the stderr threshold; the broker hands it to the service that answers
-`broker.dmesg` and `broker.setattr log-*`.
+`broker.dmesg` and `attr.set log-*`.
 """
 
 from __future__ import annotations

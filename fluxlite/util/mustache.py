@@ -3,7 +3,8 @@
 
 Tags (flux-submit(1) "MUSTACHE TEMPLATES"):
   {{id}} / {{jobid}}          the job id in F58; {{id.f58}}, {{id.f58plain}},
-                              {{id.dec}}, {{id.hex}}, {{id.dothex}}, {{id.kvs}}, {{id.words}}
+                              {{id.dec}}, {{id.hex}}, {{id.dothex}}, {{id.kvs}}, {{id.words}},
+                              {{id.emoji}}
   {{name}}                    the job name (the command's basename by default)
   {{nnodes}}                  nodes (shells) of the job
   {{size}} / {{ntasks}}       tasks of the job
@@ -26,7 +27,7 @@ from . import fluid
 
 _TAG = re.compile(r"\{\{([^{}]*)\}\}")
 
-ID_ENCODINGS = ("f58", "f58plain", "dec", "hex", "dothex", "kvs", "words")
+ID_ENCODINGS = ("f58", "f58plain", "dec", "hex", "dothex", "kvs", "words", "emoji")
 JOB_TAGS = ("name", "nnodes", "size", "ntasks", "tmpdir")
 NODE_TAGS = ("node.id", "node.name", "node.broker_rank", "node.cores", "node.ncores")
 TASK_TAGS = ("taskid", "task.id", "task.rank", "task.index", "task.localid")
@@ -43,9 +44,7 @@ def check(template: str, where: str) -> None:
     """ValueError naming the first tag of `template` that no job can expand."""
     for tag in tags(template):
         if tag not in KNOWN:
-            hint = f" ({fluid.EMOJI_UNSUPPORTED})" \
-                if tag in ("id.emoji", "jobid.emoji") else ""
-            raise ValueError(f"{where}: unknown mustache template '{{{{{tag}}}}}'{hint}")
+            raise ValueError(f"{where}: unknown mustache template '{{{{{tag}}}}}'")
 
 
 def per_task(template: str) -> bool:
@@ -57,7 +56,8 @@ def id_forms(jobid: int) -> dict[str, str]:
     f58 = fluid.f58(jobid)
     forms = {"f58": f58, "f58plain": fluid.f58_plain(jobid), "dec": str(jobid),
              "hex": f"0x{jobid:x}", "dothex": fluid.dothex(jobid),
-             "kvs": "job." + fluid.dothex(jobid), "words": fluid.words(jobid)}
+             "kvs": "job." + fluid.dothex(jobid), "words": fluid.words(jobid),
+             "emoji": fluid.emoji(jobid)}
     out = {"id": f58, "jobid": f58}
     for enc, val in forms.items():
         out[f"id.{enc}"] = out[f"jobid.{enc}"] = val

@@ -18,18 +18,18 @@ from fluxlite.protocol import message as m
 
 # methods a client may call, with a valid sample payload each; methods that a
 # well-formed request could use to take the instance down on purpose
-# (broker.shutdown, broker.setattr, resource.drain, rexec.exec) are left out:
+# (broker.shutdown, attr.set, resource.drain, rexec.exec) are left out:
 # the owner may do that, and it is not what a fuzzer is after
 METHODS = {
     "broker.ping": {"pad": "x"},
-    "broker.getattr": {"name": "size"},
-    "broker.lsattr": {},
+    "attr.get": {"name": "size"},
+    "attr.list": {},
     "broker.dmesg": {},
-    "broker.service-add": {"name": "fuzzsvc"},
-    "broker.service-remove": {"name": "fuzzsvc"},
-    "broker.subscribe": {"topic": "fuzz."},
-    "broker.unsubscribe": {"topic": "fuzz."},
-    "broker.publish": {"topic": "fuzz.event", "payload": {"a": 1}},
+    "service.add": {"service": "fuzzsvc"},
+    "service.remove": {"service": "fuzzsvc"},
+    "event.subscribe": {"topic": "fuzz."},
+    "event.unsubscribe": {"topic": "fuzz."},
+    "event.publish": m.event_publish_payload("fuzz.event", {"a": 1}),
     "broker.state": {},
     "kvs.get": {"key": "fuzz.a"},
     "kvs.commit": {"ops": [{"key": "fuzz.a", "value": 1}]},

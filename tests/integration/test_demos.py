@@ -46,7 +46,8 @@ def test_resilience_demo_runs_to_its_end():
     # the persisting batch job survived with a non-fatal loss, the other did not
     assert "loop.sh COMPLETED 2 node-failure 2" in out
     assert "loop.sh FAILED 2 node-failure 0" in out
-    # the full-size job in the shrunk parent is refused at submit: an error, no job
+    # the full-size job in the shrunk parent is denied at once: an alloc exception
     step3 = out.split("=== 3.", 1)[1]
-    assert "(exit code 1)" in step3 and "true FAILED 4" not in step3
-    assert "fluxlite run: unsatisfiable request: need 4 exclusive node(s)" in out + cp.stderr
+    assert "(exit code 1)" in step3 and "true FAILED 4 alloc 0" in step3
+    assert "type=alloc severity=0 unsatisfiable request: need 4 exclusive node(s)" in \
+        out + cp.stderr

@@ -415,10 +415,8 @@ from flux.job import FluxExecutor, FluxExecutorFuture, JobException, JobID, Jobs
 h = flux.Flux()
 print("hex", JobID(0).hex, JobID(255).hex)
 print("words", JobID(2**64 - 1).words, JobID("academy-academy-academy--academy-academy-academy"))
-try:
-    JobID(1).emoji
-except NotImplementedError as exc:
-    print("emoji", "emoji table" in str(exc))
+print("emoji", JobID(65535).emoji, JobID("💁📚") == 65535, JobID(2**64 - 1).emoji)
+print("orig", JobID(JobID("1234")).orig, JobID(7).encode("hex"))
 ok = flux.job.submit(h, JobspecV1.from_command(["true"]))
 flux.job.wait(h, ok)
 bad = flux.job.submit(h, JobspecV1.from_command(["sh", "-c", "exit 3"]))  # inactive last
@@ -472,7 +470,8 @@ def test_job_list_topics_event_futures_and_executor_semantics(inst, tmp_path):
     assert out == [
         "hex 0x0 0xff",
         "words natural-analyze-verbal--natural-analyze-verbal ƒ1",
-        "emoji True",
+        "emoji 💁📚 True 🚹💗💧👗😷📷📚",
+        "orig 1234 0x7",
         "attrs ['id', 'userid'] 2",
         "newest first True",
         "failed [True]",
@@ -843,3 +842,82 @@ def test_a_full_kvs_watch_reports_a_removed_directory_above_it(inst, tmp_path):
     import errno
     assert run_program(inst, tmp_path, WATCH_FULL_PROGRAM) == [
         "plain [1, 'end']", f"full [1, {errno.ENOENT}]"]
+
+
+CHECKPOINT_PROGRAM = r'''
+import errno, flux, flux.kvs
+h = flux.Flux()
+try:
+    flux.kvs.kvs_checkpoint_lookup(h)
+except OSError as exc:
+    print("none", errno.errorcode[exc.errno])
+else:
+    flux.kvs.put(h, "ck.a", 1)
+    flux.kvs.commit(h)
+    version = h.rpc("kvs.stats").get()["version"]
+    for bypass in (False, True):
+        (c,) = flux.kvs.kvs_checkpoint_lookup(h, cache_bypass=bypass)
+        print("checkpoint", c["version"], c["sequence"] >= version, c["timestamp"] > 0,
+              c["rootref"] != "")
+'''
+
+
+def test_kvs_checkpoint_lookup_with_and_without_a_state_directory(instance_factory,
+                                                                  tmp_path):
+    # a commit is answered once on disk: the checkpoint has it by then
+    durable = instance_factory(1, setattrs=[f"statedir={tmp_path / 'state'}"])
+    assert run_program(durable, tmp_path, CHECKPOINT_PROGRAM) == [
+        "checkpoint 1 True True True", "checkpoint 1 True True True"]
+    # without a backing store, as Flux's: ENOSYS
+    assert run_program(instance_factory(1), tmp_path, CHECKPOINT_PROGRAM) == ["none ENOSYS"]
+
+
+CANCEL_DURING_START_PROGRAM = r'''
+import time, flux, flux.job
+from flux.job import JobspecV1
+h = flux.Flux()
+results = []
+for i in range(16):
+    jobid = flux.job.submit(h, JobspecV1.from_command(["sleep", "1000"]), waitable=True)
+    time.sleep(0.002 * (i % 8))    # the cancel lands at each moment of the job's start
+    flux.job.cancel(h, jobid)
+    results.append(flux.job.wait_async(h, jobid).wait_for(60).get_status()[1])
+print("ended", len(results), any(results))
+'''
+
+
+def test_a_job_cancelled_during_its_start_ends_without_the_kill_timeout(instance_factory,
+                                                                        tmp_path):
+    """A cancel that reaches job-exec before a shell is up (no process yet, or one
+    that has not put back its signal handlers) is not lost: with an hour's kill
+    timeout, every job still ends (t0010's test_15_job_cancel)."""
+    inst = instance_factory(1, setattrs=["exec.kill-timeout=1h"])
+    assert run_program(inst, tmp_path, CANCEL_DURING_START_PROGRAM,
+                       timeout=110) == ["ended 16 False"]
+
+
+ENOSYS_PROGRAM = r'''
+import errno, flux, flux.job.watcher, flux.security
+from flux.core.inner import ffi
+calls = {
+    "loop": lambda: flux.Flux("loop://"),
+    "flags": lambda: flux.Flux(flags=4),
+    "security": lambda: flux.security.SecurityContext(),
+    "ffi": lambda: ffi.new,
+    "watcher": lambda: flux.job.watcher.JobWatcher(flux.Flux(), progress=True),
+}
+for what, call in calls.items():
+    try:
+        call()
+    except OSError as exc:
+        print(what, errno.errorcode[exc.errno], str(exc).split(":")[0])
+'''
+
+
+def test_what_fluxlite_cannot_do_is_enosys_naming_the_call(inst, tmp_path):
+    """Each call guide section 10 lists as impossible here: OSError(ENOSYS) whose
+    message starts with the call's name."""
+    assert run_program(inst, tmp_path, ENOSYS_PROGRAM) == [
+        "loop ENOSYS flux.Flux('loop", "flags ENOSYS flux.Flux(flags=...)",
+        "security ENOSYS flux.security.SecurityContext", "ffi ENOSYS flux.core.inner.ffi.new",
+        "watcher ENOSYS flux.job.watcher.JobWatcher(progress)"]

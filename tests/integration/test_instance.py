@@ -63,7 +63,7 @@ def test_events_reach_every_rank_in_order(instance_factory):
         handles.append((h, got))
     pub = inst.handle()
     for n in range(50):
-        pub.call("broker.publish", {"topic": "test.count", "payload": {"n": n}})
+        pub.call("event.publish", m.event_publish_payload("test.count", {"n": n}))
     for h, got in handles:
         assert h.run_until(lambda got=got: len(got) >= 50, timeout=10)
         assert [n for _, n in got] == list(range(50))
@@ -202,7 +202,7 @@ def test_inflight_rpc_fails_with_ehostunreach(instance_factory):
         pending.take()
     # ...so use a request that rank 2 never answers: a ping to a service a client registers
     owner = Handle(inst.getattr("local-uri", 2))
-    owner.call("broker.service-add", {"name": "sink"})
+    owner.call("service.add", {"service": "sink"})
     owner.on_request = lambda msg: None  # never answers
     pending = h.rpc("sink.anything", nodeid=2)
     assert owner.run_until(lambda: False, timeout=0.2) is False  # the request is parked there
@@ -229,7 +229,7 @@ def test_garbage_on_every_socket_is_survived(inst4):
         s.send_multipart([msgpack.packb([1, 0, "kvs.ping", 0, 9, 0, 0, "", 0, 0, []]), b"\xc1"])
         if path == "local-0":
             # a valid header with an undecodable payload: answered with EPROTO
-            s.send_multipart([msgpack.packb([1, 0, "broker.getattr", 0, 7, 0, 0, "", 0, 0, []]),
+            s.send_multipart([msgpack.packb([1, 0, "attr.get", 0, 7, 0, 0, "", 0, 0, []]),
                               b"\xc1"])
             # the negative nodeid was refused as a malformed frame; the bad kvs.ping
             # payload was answered with EPROTO, and so was the getattr

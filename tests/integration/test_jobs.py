@@ -229,18 +229,23 @@ def test_bad_time_limit(inst1):
     assert cp.returncode == 2 and "is not MINUTES or a Flux Standard Duration" in cp.stderr
 
 
-def test_unsatisfiable_at_submit(inst4):
-    # as flux-core's job-ingest (feasibility check): a submit error, and no job
+def test_unsatisfiable_is_denied_by_the_scheduler(inst4):
+    # as Flux's (job-ingest without a feasibility validator, the default): the job is
+    # taken, then denied by the scheduler, a fatal alloc exception
     known = len(api.list_jobs(inst4.handle(), "all"))
     cp = inst4.cli("run", "-N", "99", "true")
     assert cp.returncode == 1
-    assert one_error_line(cp) == "fluxlite run: unsatisfiable request: need 99 exclusive " \
-                                 "node(s) with 1 core(s) each, only 4 eligible"
+    assert re.fullmatch(r"\d+\.\d{3}s: job\.exception \S+ type=alloc severity=0 "
+                        r"unsatisfiable request: need 99 exclusive node\(s\) with 1 core\(s\) "
+                        r"each, only 4 eligible", one_error_line(cp))
     cp = inst4.cli("submit", "-n", "9999", "true")
-    assert cp.returncode == 1 and cp.stdout == ""
-    assert one_error_line(cp) == "fluxlite submit: unsatisfiable request: need 9999 slot(s) " \
-                                 "of 1 core(s), only 8 such slot(s) available (total cores: 8)"
-    assert len(api.list_jobs(inst4.handle(), "all")) == known
+    assert cp.returncode == 0 and cp.stderr == ""
+    jobid = fluid.parse(cp.stdout.strip())
+    result = api.wait(inst4.handle(), jobid)
+    assert not result["success"]
+    assert result["errstr"] == "unsatisfiable request: need 9999 slot(s) of 1 core(s), " \
+                               "only 8 such slot(s) available (total cores: 8)"
+    assert len(api.list_jobs(inst4.handle(), "all")) == known + 2
     cp = inst4.cli("run", "-N2", "-n1", "true")
     assert cp.returncode != 0 and "must not be greater than task count" in cp.stderr
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from fluxlite.job import api
-from fluxlite.testing import jobid_of, one_error_line
+from fluxlite.testing import jobid_of
 from fluxlite.util import fluid, hostlist
 
 HEADER = "       JOBID USER     NAME       ST NTASKS NNODES     TIME INFO"
@@ -41,8 +41,9 @@ def test_default_table_has_flux_columns(inst4):
     host = inst4.getattr("hostname")
     ok = submit_wait(inst4, "-N2", "hostname")
     bad = submit_wait(inst4, "nosuchcommand")
-    # a request that can never fit is refused at submit: no job (as Flux's ingest)
-    assert "unsatisfiable request" in one_error_line(inst4.cli("submit", "-N", "99", "true"))
+    # a request that can never fit is a job denied by the scheduler (as Flux's)
+    denied = inst4.cli("submit", "-N", "99", "true", check=True).stdout.strip()
+    api.wait(inst4.handle(), fluid.parse(denied))
     # a job that ends before it runs keeps the node count it asked for
     cp = inst4.cli("submit", "-N3", f"--dependency=afterok:{bad}", "true")
     assert cp.returncode == 1 and "can never be satisfied" in cp.stderr
@@ -53,7 +54,7 @@ def test_default_table_has_flux_columns(inst4):
     lines = inst4.cli("jobs", "-a", check=True).stdout.splitlines()
     assert lines[0] == HEADER
     rows = {columns(line)["id"]: columns(line) for line in lines[1:]}
-    assert list(rows) == [never, bad, ok]  # newest first
+    assert list(rows) == [never, denied, bad, ok]  # newest first
     user = pwd.getpwuid(os.getuid()).pw_name[:8]
     r = rows[ok]
     assert (r["user"], r["name"], r["st"], r["ntasks"], r["nnodes"], r["info"]) == \

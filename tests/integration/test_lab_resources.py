@@ -63,12 +63,12 @@ def test_gpus_properties_and_queues(lab):
     # a constraint inside the queue
     jobid = submit(lab, "-q", "debug", "--requires=host:node3", "true")
     assert R_of(lab, jobid)["execution"]["nodelist"] == ["node3"]
-    # unsatisfiable in that queue: refused at submit, one line
-    r = lab.cli("submit", "-q", "batch", "-N3", "true")
-    assert r.returncode != 0 and r.stdout == ""
-    assert r.stderr.strip().splitlines() == [
-        "fluxlite submit: unsatisfiable request in queue batch: need 3 exclusive node(s) "
-        "with 1 core(s) each, only 2 eligible"]
+    # unsatisfiable in that queue: the scheduler denies it (as Flux's), one line
+    r = lab.cli("run", "-q", "batch", "-N3", "true")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip().splitlines()[-1].endswith(
+        "type=alloc severity=0 unsatisfiable request in queue batch: need 3 exclusive "
+        "node(s) with 1 core(s) each, only 2 eligible")
     r = lab.cli("submit", "-q", "nosuch", "true")
     assert r.returncode != 0 and "invalid queue 'nosuch' (queues: batch, debug)" in r.stderr
 
@@ -264,7 +264,7 @@ allow-root-owner = true
     assert r.returncode != 0
     assert "rank 3 is excluded by the configuration (resource.exclude)" in r.stderr
     # the debug queue has one node left
-    r = inst.cli("submit", "-q", "debug", "-N2", "true")
+    r = inst.cli("run", "-q", "debug", "-N2", "true")   # denied by the scheduler
     assert r.returncode != 0 and "need 2 exclusive node(s) with 1 core(s) each, only 1 " \
         "eligible" in r.stderr
     r = inst.cli("run", "-q", "debug", "-N1", "hostname", check=True)

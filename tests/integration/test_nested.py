@@ -69,8 +69,10 @@ def test_batch_bad_input(parent, tmp_path):
     noshebang = write_script(tmp_path / "x.sh", "echo hi\n")
     cp = parent.cli("batch", noshebang)
     assert cp.returncode != 0 and "must start with '#!'" in cp.stderr
-    cp = parent.cli("batch", "-N", "9", "--wrap", "true")
-    assert cp.returncode != 0 and "unsatisfiable request: need 9 exclusive node(s)" in cp.stderr
+    # a request that can never fit is a job (as Flux's), denied by the scheduler
+    cp = parent.cli("batch", "-N", "9", "--wrap", "true", check=True)
+    r = api.wait(parent.handle(), fluid.parse(cp.stdout.strip()))
+    assert "unsatisfiable request: need 9 exclusive node(s)" in r["errstr"]
     cp = parent.cli("batch", "--broker-opts=oops", "--wrap", "true")
     assert cp.returncode != 0 and "broker options start with '-'" in cp.stderr
 

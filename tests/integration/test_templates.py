@@ -92,11 +92,12 @@ def test_unknown_template_in_file_name_is_refused_at_submit(inst1, tmp_path, opt
     assert os.listdir(tmp_path) == []
 
 
-def test_emoji_encoding_is_refused_with_a_reason(inst1):
-    cp = inst1.cli("run", "--output", "{{id.emoji}}", "true")
-    assert cp.returncode != 0
-    assert len(cp.stderr.strip().splitlines()) == 1
-    assert "emoji table" in cp.stderr
+def test_emoji_encoding_names_the_file(inst1, tmp_path):
+    cp = inst1.cli("run", "--cwd", str(tmp_path), "--output", "{{id.emoji}}", "-v", "echo",
+                   "hi", check=True)
+    jobid = cp.stderr.split()[1]
+    emoji = inst1.cli("job", "id", "--to=emoji", jobid, check=True).stdout.strip()
+    assert (tmp_path / emoji).read_text() == "hi\n"
 
 
 def test_words_encoding_names_the_file(inst1, tmp_path):

@@ -226,6 +226,23 @@ def test_kill_during_startup_ends_when_the_shells_do():
     assert of(fx, ex.Report)[-2].data["status"] != 0
 
 
+def test_signal_sent_before_a_shell_is_up_goes_again_once_it_is():
+    """Cancelled before rexec has a process for a shell: the signal then reaches
+    nothing, so it is sent again when that shell is reported started (and only to it);
+    after the kill timeout, the signal sent again is SIGKILL."""
+    e = job(2)
+    fx = run(e, ex.FatalException("cancel"))
+    assert of(fx, ex.Signal) == [ex.Signal(signal.SIGTERM, (0, 1))]
+    fx = run(e, ex.ShellStarted(1, 101))
+    assert of(fx, ex.Signal) == [ex.Signal(signal.SIGTERM, (1,))]
+    assert run(e, ex.ShellStarted(1, 101)) == []       # already up: nothing again
+    run(e, ex.TimerFired("kill"))
+    fx = run(e, ex.ShellStarted(0, 100))
+    assert of(fx, ex.Signal) == [ex.Signal(signal.SIGKILL, (0,))]
+    # without a fatal exception, a shell starting is sent nothing
+    assert of(run(job(2), ex.ShellStarted(0, 100)), ex.Signal) == []
+
+
 def test_shell_failing_to_start_fails_the_job():
     e = job(2)
     fx = run(e, ex.ShellStartFailed(1, "No such file or directory"))

@@ -109,6 +109,21 @@ def test_fluid_words_bit_layout():
             fluid.parse_words(bad)
 
 
+def test_fluid_emoji_is_base_576_most_significant_first():
+    """RFC 19: digit 0 is U+1F603, digit 1 U+1F604; 2**64-1 takes seven digits."""
+    assert fluid.emoji(0) == "\U0001F603" and fluid.emoji(1) == "\U0001F604"
+    assert fluid.emoji(576) == "\U0001F604\U0001F603"
+    assert len(fluid.emoji(2**64 - 1)) == 7
+    for value in (0, 1, 575, 576, 65535, 0x0123456789abcdef, 2**64 - 1):
+        assert fluid.parse(fluid.emoji(value)) == value
+    # RFC 19's decoding rule: a leading F0 9F sequence means emoji; a stray one is refused
+    for bad in ("\U0001F603x", "\U0001F9FF", fluid.emoji(2**64 - 1) + "\U0001F603"):
+        with pytest.raises(ValueError):
+            fluid.parse(bad)
+    with pytest.raises(ValueError):
+        fluid.emoji(-1)
+
+
 @pytest.mark.parametrize("bad", ["nosuchjob", "ƒ0OIl", "", "1.2.3", "f"])
 def test_fluid_rejects(bad):
     with pytest.raises(ValueError):

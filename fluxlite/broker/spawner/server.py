@@ -64,6 +64,8 @@ from ...util import procs
 SPAWN, KILL, KILLALL = "spawner.spawn", "spawner.kill", "spawner.killall"
 # a shell's info and a job's environment, with room to spare over what rexec takes
 MAX_SPAWN_PAYLOAD = 2 * CARRY_PAYLOAD
+# held back from a child between fork and its own handlers (see _fork)
+_FORK_BLOCKED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
 
 
 class SpawnRequest(Struct, kw_only=True):
@@ -312,7 +314,15 @@ class SpawnServer:
         """Fork and start the process; its pid, or the error tree's exception for why
         it did not exec (a shell reports nothing here: it runs no exec)."""
         errpipe_r, errpipe_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
+        # a signal sent to the child before it has put back the default handlers would
+        # run the spawner's (and be lost): it stays pending until then (_setup)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_BLOCKED)
+        pid = None
+        try:
+            pid = os.fork()
+        finally:
+            if pid != 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORK_BLOCKED)
         if pid == 0:
             os.close(errpipe_r)
             self._child(req, tmpdir, errpipe_w)   # never returns
@@ -358,6 +368,7 @@ class SpawnServer:
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                     signal.SIGPIPE, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORK_BLOCKED)   # now they may come
         procs.set_pdeathsig(signal.SIGKILL)
         if spec.setsid:
             os.setsid()

@@ -62,7 +62,7 @@ class Listing:
                        key=joblist.order)
         if r.max_entries:
             found = found[:r.max_entries]
-        return {"jobs": [joblist.select(e, r.attrs) for e in found]}
+        return {"jobs": [joblist.select(e, r.attrs, self.ctx.hosts) for e in found]}
 
     @handler("job-list.job-stats", schema=None, roles=ANY)
     def job_list_stats(self, msg, r):
@@ -90,7 +90,7 @@ class Listing:
     @handler("job-list.list-id", schema=JobListIdRequest, roles=ANY)
     def job_list_id(self, msg, r):
         return {"job": joblist.select(joblist.entry(self._job(r.id).info(self.level)),
-                                      r.attrs)}
+                                      r.attrs, self.ctx.hosts)}
 
     @handler("job-manager.stats", schema=None, roles=ANY)
     def stats(self, msg, r):

@@ -9,7 +9,7 @@ import functools
 import time
 from typing import Annotated
 
-from ...errors import PermissionDenied, TryAgain, UsageError
+from ...errors import PermissionDenied, TryAgain, Unsatisfiable, UsageError
 from ...job import actions as act
 from ...job import depend, signed
 from ...job import schema as jschema
@@ -36,9 +36,11 @@ class Submit:
 
     @handler("job-manager.submit", schema=SubmitRequest, roles=ANY, max_payload=BULK_PAYLOAD)
     def submit(self, msg, r):
-        """As flux-core's job-ingest, a job gets an id only once the scheduler says its
-        request could ever fit (sched.feasibility): one that never can is a submit
-        error, EOVERFLOW "unsatisfiable request: ...", and no job."""
+        """A job gets an id once sched.feasibility has checked its request against the
+        instance (an unknown queue, a malformed constraint: a submit error, no job).
+        One that can never fit is taken, as Flux's job-ingest takes it (no feasibility
+        validator by default): the scheduler denies it, a fatal `alloc` exception
+        "unsatisfiable request: ..."."""
         req = jschema.validate(r.jobspec)
         self._open(msg, r)
         system = r.jobspec["attributes"]["system"]
@@ -96,10 +98,13 @@ class Submit:
             raise UsageError(f"submit: unknown flags 0x{r.flags & ~WAITABLE:x}")
 
     def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
-        """sched's feasibility answer: refuse the submission, or make the job."""
+        """sched's feasibility answer: refuse the submission, or make the job (an
+        unsatisfiable one too: sched.alloc denies it)."""
         if resp.errnum:
-            self.respond_exception(msg, resp.error())
-            return
+            error = resp.error()
+            if not isinstance(error, Unsatisfiable):
+                self.respond_exception(msg, error)
+                return
         try:
             self._open(msg, r)   # the instance may have begun shutting down meanwhile
             self.respond(msg, self._new_job(msg.userid, r, req))
@@ -124,7 +129,9 @@ class Submit:
         self._idle.clear()
         self._handle(job, act.Submitted(spec, deps))
         out = {"id": jobid}
-        if job.fatal is not None:  # ended at submit: a dependency that can never be met
+        if job.fatal is not None and job.fatal["type"] == "dependency":
+            # ended at submit: a dependency that can never be met (a scheduler's denial
+            # is the job's, as in Flux: the submission itself succeeded)
             out["exception"] = {"type": job.fatal["type"], "note": job.fatal["note"]}
         return out
 

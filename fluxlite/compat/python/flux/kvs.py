@@ -8,8 +8,9 @@ Flux does (JSON if it parses, else text, else the bytes).  KVSDir reads a
 directory and stages writes below it.  Every call takes Flux's `namespace`
 (None: the primary one), sent with the request; namespace_create, _remove and
 _list are kvs.namespace-create, -remove and -list.  Symbolic links are Flux's
-(reads follow them).  fluxlite's KVS has no checkpoints: kvs_checkpoint_lookup
-raises OSError(ENOSYS) saying so."""
+(reads follow them).  kvs_checkpoint_lookup asks Flux's content.checkpoint-get
+(an instance with a state directory keeps one; else ENOSYS, as Flux without a
+backing store)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import errno
 import json
 from collections import abc
 
-from fluxlite.errors import EndOfStream, IsADirectory, NoService, NotFound, UsageError
+from fluxlite.errors import EndOfStream, IsADirectory, NotFound, UsageError
 
 from .future import Future, FutureState
 
@@ -398,9 +399,14 @@ def namespace_list(flux_handle) -> list[str]:
             _h(flux_handle).call("kvs.namespace-list")["namespaces"]]
 
 
-def kvs_checkpoint_lookup(flux_handle, cache_bypass: bool = False):
-    raise NoService("flux.kvs.kvs_checkpoint_lookup: fluxlite's KVS keeps no checkpoints "
-                    "(a state directory keeps the KVS itself)")
+def kvs_checkpoint_lookup(flux_handle, cache_bypass: bool = False) -> list[dict]:
+    """The KVS checkpoints (content.checkpoint-get; with cache_bypass, straight from
+    the backing store): a list of {version, rootref, sequence, timestamp}.  Only an
+    instance with a state directory keeps one (else OSError ENOSYS, as Flux without
+    a backing store)."""
+    topic = "content-backing.checkpoint-get" if cache_bypass else "content.checkpoint-get"
+    value = _h(flux_handle).call(topic)["value"]
+    return [value] if isinstance(value, dict) else value
 
 
 def __getattr__(name):

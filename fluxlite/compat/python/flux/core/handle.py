@@ -16,6 +16,7 @@ import time
 
 from fluxlite.client.sync import Handle
 from fluxlite.errors import NoService
+from fluxlite.protocol.message import event_publish_payload
 
 from .. import future as _future
 from ..constants import (
@@ -120,10 +121,10 @@ class Flux:
         return 0
 
     def service_register(self, name) -> Future:
-        return Future(self.rpc("broker.service-add", {"name": _text(name, "name")}))
+        return Future(self.rpc("service.add", {"service": _text(name, "name")}))
 
     def service_unregister(self, name) -> Future:
-        return Future(self.rpc("broker.service-remove", {"name": _text(name, "name")}))
+        return Future(self.rpc("service.remove", {"service": _text(name, "name")}))
 
     # -- attributes and config --------------------------------------------------
     def attr_get(self, name) -> str:
@@ -178,12 +179,12 @@ class Flux:
         return 0
 
     def event_unsubscribe(self, topic) -> int:
-        self.rpc("broker.unsubscribe", {"topic": _text(topic, "topic")}).get()
+        self.rpc("event.unsubscribe", {"topic": _text(topic, "topic")}).get()
         return 0
 
     def event_send(self, topic, payload=None) -> int:
-        self.rpc("broker.publish", {"topic": _text(topic, "topic"),
-                                    "payload": _payload(payload)}).get()
+        self.rpc("event.publish", event_publish_payload(_text(topic, "topic"),
+                                                        _payload(payload))).get()
         return 0
 
     def event_recv(self, topic=None):

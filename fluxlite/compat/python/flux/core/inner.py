@@ -3,7 +3,7 @@ libflux; `ffi.NULL` (None) is what Python code passes for "no pointer" to the
 calls of fluxlite's `flux` package that accept one (future_create, fulfill,
 future_get).  Any other use of the C layer is not available."""
 
-import errno
+from fluxlite.errors import NoService
 
 
 class _FFI:
@@ -12,8 +12,8 @@ class _FFI:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        raise OSError(errno.ENOSYS, f"flux.core.inner.ffi.{name}: fluxlite has no "
-                      "libflux C layer (see the Flux compatibility section of the guide)")
+        raise NoService(f"flux.core.inner.ffi.{name}: fluxlite has no libflux C layer "
+                        "(see the Flux compatibility section of the guide)")
 
 
 ffi = _FFI()

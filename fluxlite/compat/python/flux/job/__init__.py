@@ -13,7 +13,7 @@ import signal as _signal
 
 from fluxlite.errors import FluxliteError, UsageError
 from fluxlite.job import Jobspec as _Jobspec
-from fluxlite.job import api, states
+from fluxlite.job import api
 from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
 from fluxlite.util import fluid
 
@@ -149,22 +149,39 @@ class JobspecV1(Jobspec):
 
 class JobID(int):
     """A job id from any of Flux's forms (decimal, f58, hex, dothex, kvs path, mnemonic
-    words) or an int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`, `.words`;
-    str() is the f58 form.  `.emoji` raises NotImplementedError (Flux's emoji table is
-    not carried)."""
+    words, emoji) or an int; `.dec`, `.f58`, `.f58plain`, `.hex`, `.dothex`, `.kvs`,
+    `.words`, `.emoji` (or `encode(NAME)`); str() is the f58 form, `orig` the text
+    it was made from (a JobID made from a JobID keeps the first one's)."""
 
     def __new__(cls, value):
+        if isinstance(value, JobID):
+            return cls(value.orig)
         if isinstance(value, bytes):
             value = value.decode()
+        number = value
         if isinstance(value, str):
             text = value.strip()
-            if text.startswith("job."):   # the KVS directory form
-                text = "0x" + text[4:].replace(".", "")
+            if text.startswith("job."):   # the KVS directory form: job.DOTHEX
+                text = text[4:]
             try:
-                value = fluid.parse(text)
-            except FluxliteError:
-                raise ValueError(f"{value!r} is not a job id") from None
-        return super().__new__(cls, int(value))
+                number = fluid.parse(text)
+            except (FluxliteError, ValueError):
+                raise ValueError(f"{value} is not a valid Flux jobid") from None
+        self = super().__new__(cls, int(number))
+        self._orig = str(value)
+        return self
+
+    @property
+    def orig(self) -> str:
+        return self._orig
+
+    def encode(self, encoding: str = "dec") -> str:
+        """This id in one of Flux's encodings (dec, hex, dothex, kvs, f58, f58plain,
+        words, emoji)."""
+        if encoding not in ("dec", "hex", "dothex", "kvs", "f58", "f58plain", "words",
+                            "emoji"):
+            raise ValueError(f"unknown job id encoding {encoding!r}")
+        return getattr(self, encoding)
 
     dec = property(lambda self: str(int(self)))
     f58 = property(lambda self: fluid.f58(int(self)))
@@ -173,10 +190,7 @@ class JobID(int):
     dothex = property(lambda self: fluid.dothex(int(self)))
     kvs = property(lambda self: "job." + fluid.dothex(int(self)))
     words = property(lambda self: fluid.words(int(self)))
-
-    @property
-    def emoji(self) -> str:
-        raise NotImplementedError(f"flux.job.JobID.emoji: {fluid.EMOJI_UNSUPPORTED}")
+    emoji = property(lambda self: fluid.emoji(int(self)))
 
     def __str__(self) -> str:
         return self.f58
@@ -250,14 +264,6 @@ def wait(flux_handle, jobid=None, timeout: float | None = None):
     return JobWaitResult(JobID(res["id"]), bool(res["success"]), res.get("errstr", ""))
 
 
-class _Result:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.__dict__})"
-
-
 def cancel(flux_handle, jobid, reason: str | None = None) -> None:
     api.cancel(_handle(flux_handle), _id(jobid), reason or "")
 
@@ -289,63 +295,6 @@ def kill_async(flux_handle, jobid, signum: int | None = None) -> _Done:
     return _Done(lambda: kill(flux_handle, jobid, signum))
 
 
-def _info(job: dict, hosts: list[str]):
-    """A JobInfo-like object: the `flux jobs` fields (status_abbrev, name, state,
-    result, returncode, nodelist from `hosts`...) as attributes, `id` a JobID."""
-    import time
-
-    from fluxlite.cli.jobs import job_values
-    values = job_values(job, hosts, time.time())
-    attrs = {k.replace(".", "_"): v for k, v in values.items() if "." not in k}
-    ex = job.get("exception") or {}
-    attrs.update(id=JobID(job["id"]), exception=_Result(
-        occurred=bool(ex.get("occurred")), type=ex.get("type", ""),
-        note=ex.get("note", ""), severity=ex.get("severity", "")),
-        success=job.get("result") == "COMPLETED", t_submit=job.get("t_submit") or 0.0)
-    return _Result(**attrs)
-
-
-class JobList:
-    """Flux's JobList: `jobs()` lists the instance's jobs (newest first) as JobInfo
-    objects; `filters` are state or result names (pending, running, inactive,
-    completed, failed...), `ids` restricts to those ids."""
-
-    def __init__(self, flux_handle, attrs=None, filters=None, ids=None, user=None,
-                 max_entries: int = 1000, since: float = 0.0, name=None, queue=None):
-        if name is not None or queue is not None:
-            raise NotImplementedError("flux.job.JobList(name=/queue=): not in fluxlite")
-        self._h = _handle(flux_handle)
-        self.errors = []   # as Flux's: errors met by jobs() (none here: it raises)
-        self.filters = {f.strip().upper() for f in (filters or []) for f in f.split(",")
-                        if f.strip()}
-        self.ids = [_id(i) for i in ids or []]
-        self.max_entries, self.since = max_entries, since
-
-    def add_filter(self, fname: str) -> None:
-        self.filters.add(fname.upper())
-
-    def _wanted(self, job: dict) -> bool:
-        if not self.filters:
-            return job["state"] != states.INACTIVE if not self.ids else True
-        groups = {"PENDING": states.PENDING, "RUNNING": states.RUNNING,
-                  "ACTIVE": tuple(s for s in states.ORDER if s != states.INACTIVE)}
-        for f in self.filters:
-            if job["state"] in groups.get(f, ()) or f in (job["state"], job.get("result")):
-                return True
-        return False
-
-    def jobs(self) -> list:
-        payload = {"states": "all"}
-        if self.ids:
-            payload["ids"] = self.ids
-        found = self._h.call("job-manager.list", payload)["jobs"]
-        hosts = api.hosts(self._h) if found else []
-        out = [_info(j, hosts) for j in found if self._wanted(j)
-               and (not self.since or (j.get("t_inactive") or 0) > self.since
-                    or j["state"] != states.INACTIVE)]
-        return out[:self.max_entries] if self.max_entries else out
-
-
 from .event import (  # noqa: E402,F401
     MAIN_EVENTS,
     EventLogEvent,
@@ -358,7 +307,15 @@ from .event import (  # noqa: E402,F401
 from .executor import FluxExecutor, FluxExecutorFuture  # noqa: E402,F401
 from .info import JobInfo  # noqa: E402,F401
 from .journal import SENTINEL_EVENT, JournalConsumer, JournalEvent  # noqa: E402
-from .list import JobListIdRPC, JobListRPC, get_job, job_list, job_list_id, job_list_inactive  # noqa: E402,F401
+from .list import (  # noqa: E402,F401
+    JobList,
+    JobListIdRPC,
+    JobListRPC,
+    get_job,
+    job_list,
+    job_list_id,
+    job_list_inactive,
+)
 from .output import (  # noqa: E402,F401
     job_output,
     output_event_watch,
