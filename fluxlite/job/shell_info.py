@@ -1,12 +1,12 @@
 """ShellInfo: what job-exec tells each job shell, as one typed, checked record.
 
 job-exec builds one per shell (service/job_exec.py) and sends it in `rexec.exec`
-to that shell's broker.  rexec's dispatcher converts the payload to this Struct,
+to that shell's broker.  rexec's dispatcher converts the payload to this record,
 so a missing field or one of the wrong type is refused with a message naming it
 ("rexec.exec: info.jobid: ..."), and `__post_init__` refuses fields that
 contradict each other.  rexec adds the one fact only the broker knows (its local
-URI, `with_local_uri`) and hands the record to the spawner as msgpack bytes
-(`encode`), which the spawner passes to the forked shell unread; the shell
+URI, `with_local_uri`) and hands the record to the spawner as bytes in the wire
+codec (`encode`), which the spawner passes to the forked shell unread; the shell
 decodes it once (`decode`) and reads typed fields.  Nothing else travels: what
 follows from these fields (the number of shells and tasks, the leader's rank,
 this shell's first task, the eventlog keys) is computed, never sent.
@@ -17,26 +17,35 @@ shell and gives it its path beside this record (shell/main.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import msgspec
 
-from ..protocol.schema import AnyMap, Idset, JobId, Name, Rank, Seq, Struct, Text, UserId
+from ..protocol.message import pack, unpack
+from ..protocol.schema import AnyMap, Idset, JobId, Name, Rank, Seq, Text, UserId
 
 TaskCount = Annotated[int, msgspec.Meta(ge=0, le=1 << 24)]
 ResourceId = Annotated[int, msgspec.Meta(ge=0, le=1 << 24)]   # a core's or GPU's id in R
 Level = Annotated[int, msgspec.Meta(ge=0, le=1 << 10)]
 
+# Plain frozen dataclasses, which msgspec checks (rexec's dispatcher converts its
+# payload to them, bounds and all) but which a shell builds in plain Python: msgspec's
+# code run in a shell would be faulted into every shell's memory
+_record = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 
-class CriticalRanks(Struct, frozen=True, kw_only=True):
+
+@_record
+class CriticalRanks:
     """The job's critical shell ranks when the shell starts (job-exec's current set)."""
     ranks: Idset
     seq: Seq = 0
 
 
-class ShellInfo(Struct, frozen=True, kw_only=True):
-    """One job shell's start-up information (the fields are RFC-style facts of the
-    job; the properties below follow from them)."""
+@_record
+class ShellInfo:
+    """One job shell's start-up information (the fields are facts of the job and of
+    this shell; the properties below follow from them)."""
     jobid: JobId
     userid: UserId
     shell_rank: Rank               # this shell's index among the job's shells
@@ -47,7 +56,7 @@ class ShellInfo(Struct, frozen=True, kw_only=True):
     jobspec: AnyMap                # the job's jobspec, as submitted
     R: AnyMap                      # the job's resource set
     cores: list[ResourceId]        # this shell's cores (ids on its node)
-    gpus: list[ResourceId] = []    # this shell's GPUs (ids on its node)
+    gpus: list[ResourceId] = dataclasses.field(default_factory=list)  # ... and GPUs
     hostname: Text                 # the host of this shell's broker
     critical: CriticalRanks
     instance_level: Level = 0      # the depth of the instance running the job (0: system)
@@ -100,24 +109,27 @@ class ShellInfo(Struct, frozen=True, kw_only=True):
     def as_payload(self) -> dict:
         """The record as plain values, for a message (shallow: the jobspec and R are
         not copied)."""
-        out = msgspec.structs.asdict(self)
-        out["critical"] = msgspec.structs.asdict(self.critical)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["critical"] = {"ranks": self.critical.ranks, "seq": self.critical.seq}
         return out
 
     def with_local_uri(self, uri: str) -> ShellInfo:
-        return msgspec.structs.replace(self, local_uri=uri)
+        return dataclasses.replace(self, local_uri=uri)
 
     def encode(self) -> bytes:
-        return _encoder.encode(self)
-
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(ShellInfo)
+        """The record in the wire codec, as the spawner carries it to the shell."""
+        return pack(self.as_payload())
 
 
 def decode(data: bytes) -> ShellInfo:
-    """The record a shell was started with (ValueError naming the field if it is bad)."""
+    """The record a shell was started with, as rexec encoded it (checked there): read
+    in plain Python.  ValueError if it is not one."""
     try:
-        return _decoder.decode(data)
-    except msgspec.DecodeError as exc:   # ValidationError is one
+        fields = unpack(data)
+        if not isinstance(fields, dict):
+            raise TypeError("not a map")
+        if isinstance(fields.get("critical"), dict):
+            fields["critical"] = CriticalRanks(**fields["critical"])
+        return ShellInfo(**fields)
+    except (ValueError, TypeError) as exc:
         raise ValueError(f"shell info: {exc}") from None

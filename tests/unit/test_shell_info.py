@@ -93,10 +93,31 @@ def test_fields_that_contradict_each_other_are_refused(over, words):
 
 
 def test_bytes_that_are_no_shell_info_are_refused():
-    with pytest.raises(ValueError, match="shell info: .*`jobid`"):
+    with pytest.raises(ValueError, match="shell info: .*missing .*'jobid'"):
         shell_info.decode(b"\x80")   # an empty map
     with pytest.raises(ValueError, match="shell info"):
         shell_info.decode(b"\xc1")
+
+
+def test_the_shell_reads_it_without_msgspec():
+    """A shell reads its record in plain Python: msgspec's code run in a shell would
+    be faulted into the memory of every shell (rexec checks the record instead)."""
+    import sys
+    data = info().encode()
+    called = []
+
+    def profile(frame, event, arg):
+        if event == "c_call":
+            owner = getattr(arg, "__self__", None)
+            called.append(f"{getattr(arg, '__module__', None)} "
+                          f"{getattr(owner, '__module__', None) or type(owner).__module__}")
+    sys.setprofile(profile)
+    try:
+        back = shell_info.decode(data)
+    finally:
+        sys.setprofile(None)
+    assert back == info() and type(back.critical) is CriticalRanks
+    assert called and not [c for c in called if "msgspec" in c], called
 
 
 def test_the_record_is_immutable():
