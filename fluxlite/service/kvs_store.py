@@ -41,6 +41,7 @@ later, and nothing waiting on it is acknowledged meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
@@ -485,10 +486,8 @@ class Store:
             self.flush_later = None
         self.closed = True
         if self.durable:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass
             if self.wal_fd is not None:
                 os.close(self.wal_fd)
                 self.wal_fd = None
@@ -497,7 +496,5 @@ class Store:
             os.close(self.lock_fd)
             self.lock_fd = None
         if self.path != ":memory:" and not self.durable:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            except FileNotFoundError:
-                pass

@@ -113,6 +113,54 @@ def test_purge_limits_apply_to_restored_jobs(instance_factory, tmp_path):
     assert all(a_id > fluid.parse(j) for j in _table(c) if fluid.parse(j) != a_id)
 
 
+FULL = ("{id.f58}|{state}|{result}|{name}|{ntasks}|{nnodes}|{ranks}|{returncode}|"
+        "{exception.type}|{exception.note}|{queue}|{urgency}|{t_submit}|{t_run}|{t_inactive}")
+
+
+def _full(inst) -> list[list[str]]:
+    """Every job as `jobs -a` shows it."""
+    out = inst.cli("jobs", "-a", "-n", "-o", FULL, check=True).stdout
+    return [line.split("|") for line in out.splitlines()]
+
+
+def _same(got: list[list[str]], want: list[list[str]]) -> bool:
+    """The same jobs, fields and times (an eventlog entry's timestamp may follow the
+    live table's by a microsecond: the job-manager's _stamp keeps them apart)."""
+    return len(got) == len(want) and all(
+        g[:-3] == w[:-3] and all(abs(float(a or 0) - float(b or 0)) < 1e-5
+                                 for a, b in zip(g[-3:], w[-3:], strict=True))
+        for g, w in zip(got, want, strict=True))
+
+
+def _replayed(inst) -> list[str]:
+    """How many inactive jobs the restart replayed rather than took from a summary."""
+    out = inst.cli("dmesg", check=True).stdout
+    return [w.split("=")[1] for line in out.splitlines() if "jobs rebuilt" in line
+            for w in line.split() if w.startswith("inactive_replayed=")]
+
+
+@pytest.mark.timeout(180)
+def test_inactive_jobs_come_back_from_their_summaries_as_they_were(instance_factory,
+                                                                   tmp_path):
+    sd = tmp_path / "state"
+    a = _restart(instance_factory, sd)
+    a.cli("submit", "--cc=1-3", "--wait", "echo", "hi", check=True)
+    a.cli("run", "-n2", "sh", "-c", "exit 3")
+    held = a.cli("submit", "--urgency=hold", "true", check=True).stdout.strip()
+    a.cli("cancel", held, check=True)
+    a.cli("job", "wait-event", held, "clean", check=True)
+    live = _full(a)
+    assert len(live) == 5
+    assert a.stop() == 0
+    for _ in range(2):   # the first restart takes them from summaries too, as do later ones
+        b = _restart(instance_factory, sd)
+        assert _same(_full(b), live), (_full(b), live)
+        assert _replayed(b) == ["0"]
+        oldest = live[-1][0]   # an `echo hi`: its output is there
+        assert b.cli("job", "attach", oldest, check=True).stdout == "hi\n"
+        assert b.stop() == 0
+
+
 def _crash(inst, ranks):
     pids = [inst.broker_pid(r) for r in ranks]
     for pid in pids:

@@ -18,6 +18,7 @@ from ...job import actions as act
 from ...job import machine_io, states
 from ...job.actions import Job, own
 from ...job.eventlog import entry, job_key
+from ...service import jm_restart
 from ...util import procs
 from ...util.handlers import handler_table
 
@@ -87,11 +88,14 @@ class Effects:
         self._settle_dependents(job)
 
     def _on_Inactive(self, job: Job, e: act.Inactive, commit: Commit) -> None:
-        """Count the job out; the last active job to end answers `queue drain`."""
+        """Count the job out (its summary kept for a restart, with a state directory);
+        the last active job to end answers `queue drain`."""
         self.n_active -= 1
         if self._named:
             self._singleton_gone(job)
         self.inactive[job.id] = job
+        if self.kvs.durable:
+            jm_restart.summarize(self, job)
         if self.n_active == 0:
             self._idle.set()
             for w in self.drain_waiters:
