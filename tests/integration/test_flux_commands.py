@@ -221,7 +221,7 @@ def test_kvs_put_json_raw_mkdir(inst1):
     inst1.cli("kvs", "put", "-r", "a.e=-", input="from stdin", check=True)
     assert inst1.handle().call("kvs.get", {"key": "a.e"})["value"] == "from stdin"
     inst1.cli("kvs", "mkdir", "d.e", "a.b", check=True)
-    assert out(inst1, "kvs", "ls", "d") == "e.\n"
+    assert out(inst1, "kvs", "ls", "-F", "d") == "e.\n"
     assert out(inst1, "kvs", "ls", "a.b") == ""     # the value became an empty directory
 
 
