@@ -57,7 +57,8 @@ class Expression:
         return True
 
 
-def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entries):
+def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entries,
+              queues=()):
     from ..job import api
     from .jobs import flux_order
     from .jobselect import filter_option, matches, user_option
@@ -71,6 +72,9 @@ def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entr
     jobs = api.list_jobs(h, which, userid=userid)
     jobs = sorted(jobs, key=lambda j: -j["id"])[:max_entries]
     jobs = [j for j in flux_order(jobs) if matches(j, wanted) and expr.match(j)]
+    wanted_queues = {q.strip() for v in queues for q in v.split(",") if q.strip()}
+    if wanted_queues:
+        jobs = [j for j in jobs if (j.get("queue") or "") in wanted_queues]
     return jobs[:count]
 
 

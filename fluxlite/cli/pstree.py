@@ -96,7 +96,8 @@ def draw_tree(nodes: list[Node], label, *, style: str = "default", combine: bool
 @click.option("-L", "--level", type=click.IntRange(0), default=None, metavar="N",
               help="Descend only N levels of nested instances.")
 @click.option("-x", "--extended", is_flag=True, help="Details before the tree (-d default).")
-@click.option("-d", "--details", type=click.Choice(sorted(DETAILS)), default=None,
+@click.option("-d", "--details", "--detail", "details", type=click.Choice(sorted(DETAILS)),
+              default=None,
               help="A named details format before the tree.")
 @click.option("-n", "--no-header", is_flag=True, help="No header line for the details.")
 @click.option("-X", "--no-combine", is_flag=True, help="Do not combine identical leaves.")
