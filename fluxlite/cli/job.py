@@ -24,7 +24,8 @@ def _path(p: str) -> str:
 @click.group(context_settings=HELP)
 def job():
     """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise,
-    urgency, kill, purge, id, submit, taskmap, timeleft, hostpids, memo."""
+    raiseall, urgency, kill, killall, purge, id, submit, taskmap, timeleft, hostpids,
+    memo."""
 
 
 @job.command(context_settings=HELP)
