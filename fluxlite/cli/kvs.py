@@ -457,3 +457,19 @@ def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human,
         except RPCTimeout:
             raise RPCTimeout(f"timeout waiting for event '{name}' in {key}") from None
     raise EndOfStream(f"{key} was removed before event '{name}'")
+
+
+@kvs.command(context_settings=HELP)
+@_namespace
+def version(namespace):
+    """Print the KVS version: it grows with each commit (one count for every
+    namespace here)."""
+    del namespace
+    with handle() as h:
+        click.echo(str(h.call("kvs.stats", nodeid=0)["version"]))
+
+
+@kvs.command(context_settings=HELP)
+def sync():
+    """Flux's flush of pending content to disk: a commit here is on disk when it is
+    answered, so there is nothing to wait for."""

@@ -101,3 +101,10 @@ def test_ls_as_flux_prints_it(inst1):
     cp = inst1.cli("kvs", "ls", "nope")
     assert cp.returncode == 1
     assert one_error_line(cp) == "fluxlite kvs ls: nope: No such file or directory"
+
+
+def test_version_and_sync(inst1):
+    before = int(out(inst1, "version"))
+    seq = int(out(inst1, "put", "-s", "v=1"))
+    assert seq > before and int(out(inst1, "version")) == seq
+    assert out(inst1, "sync") == ""
