@@ -473,3 +473,9 @@ def version(namespace):
 def sync():
     """Flux's flush of pending content to disk: a commit here is on disk when it is
     answered, so there is nothing to wait for."""
+
+
+from .kvscopy import copy, move  # noqa: E402  (flux kvs copy, move)
+
+kvs.add_command(copy)
+kvs.add_command(move)

@@ -108,3 +108,25 @@ def test_version_and_sync(inst1):
     seq = int(out(inst1, "put", "-s", "v=1"))
     assert seq > before and int(out(inst1, "version")) == seq
     assert out(inst1, "sync") == ""
+
+
+def test_copy_and_move(inst1):
+    inst1.cli("kvs", "put", "a.b=1", "a.c.d=[1,2]", "s=x", "z.old=1", check=True)
+    inst1.cli("kvs", "put", "-A", "log=e1", check=True)
+    inst1.cli("kvs", "link", "a.b", "a.lnk", check=True)
+    inst1.cli("kvs", "copy", "a", "z", check=True)       # DST replaced, as Flux's
+    assert out(inst1, "dir", "-R", "z") == "z.b = 1\nz.c.d = [1, 2]\nz.lnk = 1\n"
+    assert out(inst1, "readlink", "z.lnk") == "a.b\n"
+    inst1.cli("kvs", "copy", "log", "log2", check=True)  # still a list appends extend
+    inst1.cli("kvs", "put", "-A", "log2=e2", check=True)
+    assert out(inst1, "get", "log2") == '["e1", "e2"]\n'
+    assert out(inst1, "get", "log") == '["e1"]\n'
+    inst1.cli("kvs", "move", "s", "t", check=True)
+    assert out(inst1, "get", "t") == "x\n"
+    assert inst1.cli("kvs", "get", "s").returncode != 0
+    inst1.cli("kvs", "namespace", "create", "other", check=True)
+    inst1.cli("kvs", "copy", "-D", "other", "a.b", "q", check=True)
+    assert out(inst1, "get", "-N", "other", "q") == "1\n"
+    cp = inst1.cli("kvs", "copy", "nope", "x")
+    assert cp.returncode == 1
+    assert one_error_line(cp) == "fluxlite kvs copy: nope: No such file or directory"
