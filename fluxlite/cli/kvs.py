@@ -28,6 +28,24 @@ def _in(namespace: str | None, payload: dict) -> dict:
     return payload if namespace is None else {**payload, "namespace": namespace}
 
 
+def _root_refs(fn):
+    """-s/--sequence (print the version the commit made) and -O/-b (refused: no
+    content store), as on Flux's kvs put, mkdir, link and unlink."""
+    fn = click.option("-s", "--sequence", is_flag=True,
+                      help="Print the KVS version the commit made.")(fn)
+    fn = click.option("-O", "--treeobj-root", is_flag=True,
+                      help="Print the new root as a tree object (refused: no content "
+                           "store).")(fn)
+    return click.option("-b", "--blobref", is_flag=True,
+                        help="Print the new root's blobref (refused: no content store).")(fn)
+
+
+def _commit(h, namespace, ops: list, o: dict) -> None:
+    resp = h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+    if o.get("sequence"):
+        click.echo(str(resp.get("rootseq", resp.get("version"))))
+
+
 TREEOBJ = 16        # Flux's FLUX_KVS_TREEOBJ: kvs.lookup answers with the RFC 11 object
 
 
@@ -171,81 +189,61 @@ def _put_op(pair: str, *, append: bool, as_json: bool, raw: bool, treeobj: bool)
 
 @kvs.command(context_settings=HELP)
 @_namespace
+@_root_refs
 @click.argument("keys", nargs=-1, required=True)
-def mkdir(namespace, keys):
+def mkdir(namespace, keys, **o):
     """Make each KEY an empty directory (whatever was there goes), in one commit."""
+    _no_content_store(o)
     ops = []
     for key in keys:
         if _dirkey(key) == ".":
             raise UsageError("the root directory exists already")
         ops.append({"key": key, "mkdir": True})
     with handle() as h:
-        h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+        _commit(h, namespace, ops, o)
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
 @click.option("-T", "--target-namespace", metavar="NAME",
               help="TARGET is in namespace NAME (default: the link's own).")
+@_root_refs
 @click.argument("target")
 @click.argument("linkname")
-def link(namespace, target_namespace, target, linkname):
+def link(namespace, target_namespace, target, linkname, **o):
     """Make LINKNAME a symbolic link to the key TARGET (which need not exist)."""
+    _no_content_store(o)
     op = {"key": linkname, "symlink": target}
     if target_namespace is not None:
         op["target_namespace"] = target_namespace
     with handle() as h:
-        h.call("kvs.commit", _in(namespace, {"ops": [op]}), nodeid=0)
+        _commit(h, namespace, [op], o)
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
+@click.option("-o", "--namespace-only", is_flag=True,
+              help="Of a link into a namespace, print only the namespace.")
+@click.option("-k", "--key-only", is_flag=True,
+              help="Of a link into a namespace, print only the key.")
+@click.option("-a", "--at", default=None, metavar="TREEOBJ",
+              help="Relative to a tree object (refused: no content store).")
 @click.argument("keys", nargs=-1, required=True)
-def readlink(namespace, keys):
+def readlink(namespace, namespace_only, key_only, at, keys):
     """Print the target of each symbolic link KEY (NAMESPACE::TARGET when the
     link names a namespace)."""
+    if at is not None:
+        raise UsageError("--at: fluxlite's KVS keeps no content store to look a tree "
+                         "object up in")
     with handle() as h:
         for key in keys:
             val = h.call("kvs.lookup", _in(namespace, {"key": key, "flags": READLINK}),
                          nodeid=0)["val"]["data"]
             ns = val.get("namespace")
-            click.echo(val["target"] if ns is None else f"{ns}::{val['target']}")
-
-
-@kvs.group(context_settings=HELP)
-def namespace():
-    """Make, list and remove KVS namespaces."""
-
-
-@namespace.command("create", context_settings=HELP)
-@click.option("-o", "--owner", type=int, default=-1, metavar="UID",
-              help="The namespace's owner (default: the instance owner).")
-@click.argument("names", nargs=-1, required=True)
-def namespace_create(owner, names):
-    """Make each namespace NAME, empty."""
-    with handle() as h:
-        for name in names:
-            h.call("kvs.namespace-create", {"namespace": name, "owner": owner, "flags": 0},
-                   nodeid=0)
-
-
-@namespace.command("remove", context_settings=HELP)
-@click.argument("names", nargs=-1, required=True)
-def namespace_remove(names):
-    """Remove each namespace NAME and every key in it."""
-    with handle() as h:
-        for name in names:
-            h.call("kvs.namespace-remove", {"namespace": name}, nodeid=0)
-
-
-@namespace.command("list", context_settings=HELP)
-def namespace_list():
-    """List the namespaces with their owners and flags."""
-    with handle() as h:
-        spaces = h.call("kvs.namespace-list", nodeid=0)["namespaces"]
-    click.echo(f"{'NAMESPACE':<36} {'OWNER':>10} {'FLAGS':>6}")
-    for ns in spaces:
-        click.echo(f"{ns['namespace']:<36} {ns['owner']:>10} {ns['flags']:>#6x}")
+            if ns is None or key_only:
+                click.echo(val["target"])
+            else:
+                click.echo(ns if namespace_only else f"{ns}::{val['target']}")
 
 
 @kvs.command(context_settings=HELP)
@@ -273,10 +271,18 @@ def ls(namespace, recursive, directory, width, one, classify, keys):
 @_namespace
 @click.option("-R", "--recursive", is_flag=True, help="Show the keys of subdirectories too.")
 @click.option("-d", "--directory", "keys_only", is_flag=True, help="Keys only, no values.")
+@click.option("-w", "--width", type=int, default=None, metavar="N",
+              help="Accepted (lines are not cut here).")
+@click.option("-a", "--at", default=None, metavar="TREEOBJ",
+              help="Relative to a tree object (refused: no content store).")
 @click.argument("key", default=".")
-def dir(namespace, recursive, keys_only, key):  # noqa: A001 - the command is called dir
+def dir(namespace, recursive, keys_only, width, at, key):  # noqa: A001 - the command is dir
     """Print every key under directory KEY with its value, 'KEY = VALUE', as
     flux kvs dir (a subdirectory prints as 'KEY.' unless -R)."""
+    del width
+    if at is not None:
+        raise UsageError("--at: fluxlite's KVS keeps no content store to look a tree "
+                         "object up in")
     with handle() as h:
         _dump_dir(h, _dirkey(key), recursive, keys_only, namespace)
 
@@ -302,9 +308,11 @@ def _dump_dir(h, key, recursive, keys_only, namespace=None):
 @_namespace
 @click.option("-R", "--recursive", is_flag=True, help="Remove a directory and all under it.")
 @click.option("-f", "--force", is_flag=True, help="Ignore keys that do not exist.")
+@_root_refs
 @click.argument("keys", nargs=-1, required=True)
-def unlink(namespace, recursive, force, keys):
+def unlink(namespace, recursive, force, keys, **o):
     """Remove each KEY, in one atomic commit; a non-empty directory needs -R."""
+    _no_content_store(o)
     from ..errors import FluxliteError, IsADirectory, NotFound
     ops = []
     with handle() as h:
@@ -323,7 +331,7 @@ def unlink(namespace, recursive, force, keys):
                                         "directory (use -R)") from None
             ops.append({"key": key, "unlink": True})
         if ops:
-            h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+            _commit(h, namespace, ops, o)
 
 
 def _entries(h, key: str, namespace: str | None = None) -> list[str]:
@@ -379,8 +387,13 @@ def _entries_of(h, key: str, waitcreate: bool, timeout=None):
               help="With --watch, exit after N entries.")
 @click.option("-u", "--unformatted", is_flag=True, help="Each entry as RFC 18 JSON.")
 @click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.option("-L", "--color", is_flag=False, flag_value="auto", default=None,
+              type=click.Choice(["always", "never", "auto"]), metavar="[WHEN]",
+              help="always, never or auto (accepted: not colored here).")
+@click.option("-S", "--stream", is_flag=True, help="Accepted (one response per entry).")
 @click.argument("key")
-def eventlog_get(waitcreate, watch, count, unformatted, human, key):
+def eventlog_get(waitcreate, watch, count, unformatted, human, color, stream, key):
+    del color, stream
     """Print the eventlog at KEY, one entry per line."""
     show = _printer(unformatted, human)
     with handle() as h:
@@ -439,11 +452,16 @@ def eventlog_append(timestamp, key, name, context):
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the matched entry.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the entries before it too.")
 @click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.option("-L", "--color", is_flag=False, flag_value="auto", default=None,
+              type=click.Choice(["always", "never", "auto"]), metavar="[WHEN]",
+              help="always, never or auto (accepted: not colored here).")
 @click.argument("key")
 @click.argument("name")
-def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human, key, name):
+def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human, color, key,
+                        name):
     """Wait for an entry NAME in the eventlog at KEY (it may be there already)."""
     from ..errors import EndOfStream, RPCTimeout
+    del color
     show = _printer(unformatted, human)
     with handle() as h:
         try:
@@ -476,6 +494,7 @@ def sync():
 
 
 from .kvscopy import copy, move  # noqa: E402  (flux kvs copy, move)
+from .kvsnamespace import namespace  # noqa: E402
 
-kvs.add_command(copy)
-kvs.add_command(move)
+for _command in (copy, move, namespace):
+    kvs.add_command(_command)

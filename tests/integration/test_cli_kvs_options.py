@@ -130,3 +130,25 @@ def test_copy_and_move(inst1):
     cp = inst1.cli("kvs", "copy", "nope", "x")
     assert cp.returncode == 1
     assert one_error_line(cp) == "fluxlite kvs copy: nope: No such file or directory"
+
+
+def test_root_refs_readlink_dir_and_eventlog_options(inst1):
+    seqs = [int(out(inst1, "mkdir", "-s", "d")), int(out(inst1, "link", "-s", "d", "l"))]
+    seqs.append(int(out(inst1, "unlink", "-s", "l")))
+    assert seqs == sorted(seqs) and len(set(seqs)) == 3
+    for args in (["mkdir", "-O", "x"], ["link", "-b", "d", "y"], ["unlink", "-O", "d"],
+                 ["dir", "-a", "{}", "d"], ["readlink", "-a", "{}", "l"],
+                 ["namespace", "create", "-r", "sha1-0", "n"]):
+        cp = inst1.cli("kvs", *args)
+        assert cp.returncode == 1 and "content store" in one_error_line(cp), args
+    inst1.cli("kvs", "namespace", "create", "team", check=True)
+    inst1.cli("kvs", "put", "-N", "team", "cfg.n=3", check=True)
+    inst1.cli("kvs", "link", "-T", "team", "cfg.n", "ln", check=True)
+    assert out(inst1, "readlink", "ln") == "team::cfg.n\n"
+    assert out(inst1, "readlink", "-o", "ln") == "team\n"
+    assert out(inst1, "readlink", "-k", "ln") == "cfg.n\n"
+    assert out(inst1, "dir", "-w", "10", "-N", "team", "-R") == "cfg.n = 3\n"
+    inst1.cli("kvs", "eventlog", "append", "log", "first", check=True)
+    assert out(inst1, "eventlog", "get", "-L", "-S", "log").split()[1] == "first"
+    assert out(inst1, "eventlog", "wait-event", "--color=never", "log", "first").split()[1] \
+        == "first"
