@@ -23,10 +23,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jobs": ("jobs", "jobs", "List jobs"),
     "resource": ("resource", "resource", "Show and change resources: list, status, info, R, "
                  "eventlog, drain, undrain"),
-    "cancel": ("job", "cancel", "Cancel jobs"),
+    "cancel": ("jobcontrol", "cancel", "Cancel jobs"),
     "job": ("job", "job", "Job utilities: eventlog, wait-event, attach, wait, status, "
-            "last, info, raise, urgency, kill, purge, id, submit, taskmap, timeleft, "
-            "hostpids, memo"),
+            "last, info, raise, raiseall, urgency, kill, killall, purge, id, submit, "
+            "taskmap, timeleft, hostpids, memo"),
     "queue": ("queue", "queue", "Control the job queue: stop, start, enable, disable, status, "
               "list, drain, idle"),
     "kvs": ("kvs", "kvs", "Read and write the key-value store"),

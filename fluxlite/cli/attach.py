@@ -44,16 +44,32 @@ class Attach:
         self.wait_event = wait_event    # stop following at this main eventlog event
         self.seen_event = False
         self.detached = False
+        self.show_events = verbose >= 2  # job attach -E / -X set these apart
+        self.show_exec = verbose >= 3
+        self.read_only = False           # job attach --read-only: no stdin, no signals
+        self.skip_lines = 0              # job attach --tail: output lines left out
 
     # ---------------------------------------------------------------- output
     def _write(self, stream: str, rank: str, data: bytes, eof: bool = False) -> None:
         out = (sys.stdout if stream == "stdout" else sys.stderr).buffer
+        if self.skip_lines:
+            data = self._skip(data)
         if not self.label_io:
             out.write(data)
             out.flush()
             return
         out.write(jel.label_lines(f"{rank}: ", self.lines.take((stream, rank), data, eof)))
         out.flush()
+
+    def _skip(self, data: bytes) -> bytes:
+        """--tail: what is left of `data` once the lines still to skip are dropped."""
+        while self.skip_lines and data:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return b""
+            data = data[nl + 1:]
+            self.skip_lines -= 1
+        return data
 
     def _on_output(self, e: dict) -> None:
         ctx = e.get("context") or {}
@@ -86,7 +102,7 @@ class Attach:
         ctx = e.get("context") or {}
         if name == "submit":
             self.t0 = e.get("timestamp")
-        if self.verbose >= 2:
+        if self.show_events:
             self._event_line("job", e)
         if name == self.wait_event:
             self.seen_event = True
@@ -156,10 +172,11 @@ class Attach:
         follow = api.Follower(self.h, self.jobid, "output", on_entry=self._on_output,
                               on_main=self._on_main, until_clean=True).start()
         execlog = api.Follower(self.h, self.jobid, "exec", on_entry=lambda e: self._event_line(
-            "exec", e)).start() if self.verbose >= 3 else None
+            "exec", e)).start() if self.show_exec else None
         self._sig_r, sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         old_fd = signal.set_wakeup_fd(sig_w)
-        old = {s: signal.signal(s, _noted) for s in (signal.SIGINT, signal.SIGTERM)}
+        caught = () if self.read_only else (signal.SIGINT, signal.SIGTERM)
+        old = {s: signal.signal(s, _noted) for s in caught}
         old[signal.SIGTSTP] = signal.getsignal(signal.SIGTSTP)
         self.h.add_fd(self._sig_r, self._on_signal_pipe)
         if self.forward_stdin:

@@ -240,15 +240,7 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose
     open_logs(params)
     cc, bcc = cc_or_bcc(cc, params)
     fmt = _Formatter(_parse_defines(defines))
-    sep = _separator(sep)
-    command, lists = split_inputs(list(args), sep)
-    if not lists:
-        lists = [(read_inputs("-", sep), False)]
-    if not command:
-        command = ["{}"]
-    rows = combinations(lists)
-    if not rows:
-        raise UsageError("no inputs: give them after ::: or as lines on stdin")
+    command, rows = _inputs(list(args), _separator(sep))
     plain = {p.name: max(p.opts, key=len) for p in ctx.command.params
              if isinstance(p, click.Option) and p.name in params}
     order = list(enumerate(rows))
@@ -256,33 +248,11 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose
         random.shuffle(order)
     jobs = []
     for seq, row in order:
-        def sub(text, row=row, seq=seq):
-            if not isinstance(text, str):
-                return text
-            try:
-                return fmt.format(text, *row, seq=seq, seq1=seq + 1, cc="{cc}")
-            except UsageError as exc:
-                raise UsageError(f"{text!r}: {exc.message}") from None
-            except ValueError as exc:
-                raise UsageError(f"{text!r}: {exc}") from None
-        shown: list[str] = []
-        p = {}
-        for k, v in params.items():
-            if isinstance(v, _Deferred):
-                p[k] = v.resolve(ctx, sub, shown)
-            elif _holds_template(v):  # plain text (--job-name, --env...): filled in
-                p[k] = tuple(sub(x) for x in v) if isinstance(v, tuple) else sub(v)
-                shown.extend(f"{plain[k]}={x}" for x in
-                             (p[k] if isinstance(p[k], tuple) else (p[k],)))
-            else:
-                p[k] = v
-        argv = [sub(a) for a in command]
+        sub = _substituter(fmt, row, seq)
+        argv, p, shown = _one_job(ctx, command, params, plain, sub)
         this_cc = sub(cc)
         if this_cc is None:  # no --cc: {cc} is empty, as Flux
-            argv = [a.replace("{cc}", "") for a in argv]
-            p = {k: (v.replace("{cc}", "") if k in CC_OPTIONS and isinstance(v, str) else v)
-                 for k, v in p.items()}
-            p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
+            argv, p = _without_cc(argv, p)
         jobs.extend((argv, p, shown) for argv, p in with_cc(argv, p, this_cc,
                                                            set_env=not bcc))
     if dry_run or verbose:
@@ -296,3 +266,54 @@ def bulksubmit(args, cc, quiet, wait, watch, progress, defines, dry_run, verbose
     sys.exit(submit_all(specs, params, urgencies=[p["urgency"] for _, p, _ in jobs],
                         quiet=quiet, wait=wait, watch=watch,
                         progress=progress, prog="fluxlite bulksubmit"))
+
+
+def _inputs(args: list[str], sep) -> tuple[list[str], list]:
+    """COMMAND (default {}) and the rows of inputs: the ::: lists' cross product, or
+    stdin's inputs without one."""
+    command, lists = split_inputs(args, sep)
+    if not lists:
+        lists = [(read_inputs("-", sep), False)]
+    rows = combinations(lists)
+    if not rows:
+        raise UsageError("no inputs: give them after ::: or as lines on stdin")
+    return command or ["{}"], rows
+
+
+def _substituter(fmt, row, seq: int):
+    """The function filling one input row's values into a template string."""
+    def sub(text):
+        if not isinstance(text, str):
+            return text
+        try:
+            return fmt.format(text, *row, seq=seq, seq1=seq + 1, cc="{cc}")
+        except UsageError as exc:
+            raise UsageError(f"{text!r}: {exc.message}") from None
+        except ValueError as exc:
+            raise UsageError(f"{text!r}: {exc}") from None
+    return sub
+
+
+def _one_job(ctx, command: list[str], params: dict, plain: dict, sub):
+    """One job's command and options with its input filled in, and the options that
+    held a template as --dry-run shows them."""
+    shown: list[str] = []
+    p = {}
+    for k, v in params.items():
+        if isinstance(v, _Deferred):
+            p[k] = v.resolve(ctx, sub, shown)
+        elif _holds_template(v):  # plain text (--job-name, --env...): filled in
+            p[k] = tuple(sub(x) for x in v) if isinstance(v, tuple) else sub(v)
+            shown.extend(f"{plain[k]}={x}" for x in
+                         (p[k] if isinstance(p[k], tuple) else (p[k],)))
+        else:
+            p[k] = v
+    return [sub(a) for a in command], p, shown
+
+
+def _without_cc(argv: list[str], p: dict) -> tuple[list[str], dict]:
+    argv = [a.replace("{cc}", "") for a in argv]
+    p = {k: (v.replace("{cc}", "") if k in CC_OPTIONS and isinstance(v, str) else v)
+         for k, v in p.items()}
+    p["env_rules"] = tuple(r.replace("{cc}", "") for r in p["env_rules"])
+    return argv, p

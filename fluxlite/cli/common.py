@@ -65,3 +65,18 @@ def fsd_timeout(ctx, param, value):
         return fsd.parse_timeout(value)
     except fsd.FSDError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+class JobID(click.ParamType):
+    name = "JOBID"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_jobid(value)
+        except UsageError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+JOBID = JobID()

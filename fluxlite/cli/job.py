@@ -1,16 +1,16 @@
-"""`fluxlite job ...` (eventlog, wait-event, attach, wait, info, raise, kill, purge, id)
-and `fluxlite cancel`."""
+"""`fluxlite job ...`: eventlog, wait-event, attach, wait, status, last, info, urgency,
+purge, id (raise, kill and the bulk ones are in jobcontrol.py, the tools in
+jobtools.py)."""
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
 
 import click
 
-from ..errors import EndOfStream, FluxliteError, NotFound, UsageError
-from .common import HELP, fsd_timeout, handle, parse_jobid
+from ..errors import EndOfStream, NotFound, UsageError
+from .common import HELP, JOBID, fsd_timeout, handle, parse_jobid
 
 PATHS = ("eventlog", "exec", "output", "guest.exec.eventlog", "guest.output")
 
@@ -19,37 +19,13 @@ def _path(p: str) -> str:
     return {"guest.exec.eventlog": "exec", "guest.output": "output"}.get(p, p)
 
 
-class JobID(click.ParamType):
-    name = "JOBID"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_jobid(value)
-        except UsageError as exc:
-            self.fail(exc.message, param, ctx)
-
-
-JOBID = JobID()
-
-
-def _signum(text: str) -> int:
-    t = text.upper()
-    if t.isdigit():
-        return int(t)
-    name = t if t.startswith("SIG") else "SIG" + t
-    try:
-        return int(signal.Signals[name])
-    except KeyError:
-        raise UsageError(f"invalid signal {text!r}: expected a number or a name like "
-                         "SIGTERM, TERM, USR1") from None
 
 
 @click.group(context_settings=HELP)
 def job():
     """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise,
-    urgency, kill, purge, id, submit, taskmap, timeleft, hostpids, memo."""
+    raiseall, urgency, kill, killall, purge, id, submit, taskmap, timeleft, hostpids,
+    memo."""
 
 
 @job.command(context_settings=HELP)
@@ -116,10 +92,35 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
     raise EndOfStream(f"event '{name}' never appeared: {log} is complete")
 
 
-@job.command(context_settings=HELP)
+class _AttachCommand(click.Command):
+    """attach's --tail takes its NUM only as --tail=NUM, as Flux's (a bare --tail is 10
+    lines, and the word after it is the job id)."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, ["--tail=10" if a == "--tail" else a for a in args])
+
+
+@job.command(cls=_AttachCommand, context_settings=HELP)
 @click.option("-l", "--label-io", is_flag=True, help="Prefix output lines with the task rank.")
+@click.option("-u", "--unbuffered", is_flag=True,
+              help="Send stdin as it comes (it always is here).")
+@click.option("-i", "--stdin-ranks", default=None, metavar="RANKS",
+              help="Send stdin to these task ranks only: all (the default), or give the "
+                   "ranks at submit (run --input=RANKS).")
+@click.option("--tail", type=click.IntRange(0), default=None, metavar="[=NUM]",
+              help="Only the last NUM lines of output so far (default 10), then what "
+                   "comes.")
+@click.option("--read-only", is_flag=True, help="Send no stdin and catch no signals.")
+@click.option("-v", "--verbose", count=True, help="Accepted (more detail: -E, -X).")
+@click.option("-w", "--wait-event", default=None, metavar="EVENT",
+              help="Stop following at EVENT of the job's eventlog (default: its end).")
+@click.option("-E", "--show-events", is_flag=True, help="The job's events on stderr.")
+@click.option("-X", "--show-exec", is_flag=True, help="Its exec events on stderr.")
+@click.option("--show-status", is_flag=True,
+              help="Accepted (fluxlite shows no status line).")
+@click.option("--debug", is_flag=True, help="Accepted (no parallel debugger support).")
 @click.argument("jobid", type=JOBID)
-def attach(label_io, jobid):
+def attach(jobid, **opts):
     """Show a job's output (replayed if it already ran) and exit with its exit code.
 
     Standard input, when it is a pipe or a file, goes to the job's tasks (those of a
@@ -127,13 +128,34 @@ def attach(label_io, jobid):
     from ..job import api
     from .attach import Attach
     from .submit import _stdin_has_data
+    if opts["stdin_ranks"] not in (None, "all"):
+        raise UsageError(f"--stdin-ranks={opts['stdin_ranks']}: fluxlite's attach sends "
+                         "stdin to every task reading it; give the ranks at submit "
+                         "(run --input=RANKS)")
     with handle() as h:
         state = api.info(h, jobid)["state"]
-        attach = Attach(h, jobid, label_io=label_io, prog="fluxlite job attach")
-        if _stdin_has_data() and state != "INACTIVE":
+        attach = Attach(h, jobid, label_io=opts["label_io"], prog="fluxlite job attach",
+                        wait_event=opts["wait_event"])
+        attach.show_events, attach.show_exec = opts["show_events"], opts["show_exec"]
+        attach.read_only = opts["read_only"]
+        if opts["tail"] is not None:
+            attach.skip_lines = max(0, _output_lines(h, jobid) - opts["tail"])
+        if not opts["read_only"] and _stdin_has_data() and state != "INACTIVE":
             _stdin_target(h, jobid, attach)
         code = attach.run()
     sys.exit(code)
+
+
+def _output_lines(h, jobid: int) -> int:
+    """How many lines of output (stdout and stderr) the job has written so far."""
+    from ..job import api
+    from ..job import eventlog as jel
+    try:
+        entries = list(api.event_watch(h, jobid, "output", follow=False))
+    except NotFound:
+        return 0
+    return sum(jel.decode_data(e["context"]).count(b"\n") for e in entries
+               if e.get("name") == "data" and "data" in (e.get("context") or {}))
 
 
 def _stdin_target(h, jobid: int, attach) -> None:
@@ -323,19 +345,6 @@ def info(original, base, jobid, key):
     echo_value(value)
 
 
-@job.command("raise", context_settings=HELP)
-@click.option("-s", "--severity", type=click.IntRange(0, 7), default=0, show_default=True,
-              help="0 is fatal; larger values are recorded only.")
-@click.option("-t", "--type", "etype", default="cancel", show_default=True)
-@click.argument("jobid", type=JOBID)
-@click.argument("note", nargs=-1)
-def raise_(severity, etype, jobid, note):
-    """Raise an exception on a job."""
-    from ..job import api
-    with handle() as h:
-        api.raise_exception(h, jobid, etype, severity, " ".join(note))
-
-
 @job.command("urgency", context_settings=HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Say what the urgency was.")
 @click.argument("jobid", type=JOBID)
@@ -351,18 +360,6 @@ def urgency_(verbose, jobid, urgency):
         old = api.urgency(h, jobid, value)
     if verbose:
         click.echo(f"{fluid.f58(jobid)}: urgency changed from {old} to {value}")
-
-
-@job.command(context_settings=HELP)
-@click.option("-s", "--signal", "sig", default="SIGTERM", show_default=True,
-              help="Signal name or number.")
-@click.argument("jobid", type=JOBID)
-def kill(sig, jobid):
-    """Send a signal to a running job's tasks."""
-    from ..job import api
-    signum = _signum(sig)
-    with handle() as h:
-        api.kill(h, jobid, signum)
 
 
 @job.command(context_settings=HELP)
@@ -416,96 +413,8 @@ def id_(to, jobids):
         click.echo(encode(parse_jobid(text)))
 
 
-def _cancel_user(ctx, param, value):
-    """--user: a name or uid, or `all`."""
-    if value is None or value == "all" or value.isdigit():
-        return value
-    import pwd
-    try:
-        pwd.getpwnam(value)
-    except KeyError:
-        raise click.BadParameter(f"invalid user {value!r}") from None
-    return value
-
-
-CANCEL_STATES = ("depend", "priority", "sched", "run", "pending", "running", "active")
-
-
-def _cancel_states(ctx, param, values):
-    words = [w.strip().lower() for v in values for w in v.split(",")]
-    bad = [w for w in words if w not in CANCEL_STATES]
-    if bad:
-        raise click.BadParameter(f"invalid state {bad[0]!r}: expected some of "
-                                 f"{','.join(CANCEL_STATES)}")
-    return words
-
-
-def _jobs(n: int) -> str:
-    return f"{n} job{'s' if n != 1 else ''}"
-
-
-@click.command(context_settings=HELP)
-@click.option("--all", "all_", is_flag=True,
-              help="Cancel all your active jobs (with --user, that user's).")
-@click.option("-u", "--user", default=None, callback=_cancel_user, metavar="USER|all",
-              help="Cancel this user's jobs, or all users' (instance owner only); "
-                   "implies --all.")
-@click.option("-S", "--states", "--state", "states", multiple=True, callback=_cancel_states,
-              metavar="STATES", help="Only jobs in these states: depend, priority, sched, "
-                                     "run, pending, running, active (default); implies --all.")
-@click.option("-n", "--dry-run", is_flag=True, help="Only say how many jobs would be canceled.")
-@click.option("-m", "--message", default="", help="Note recorded with the cancel exception.")
-@click.option("-q", "--quiet", is_flag=True, help="Say nothing when no job matches.")
-@click.argument("jobids", type=JOBID, nargs=-1)
-def cancel(all_, user, states, dry_run, message, quiet, jobids):
-    """Cancel jobs: pending ones never run, running ones get SIGTERM then SIGKILL.
-
-    With --all, --user or --states, cancel every matching job and say how many:
-    "Canceled 3 jobs (0 errors)"."""
-    import os
-    import pwd
-
-    from ..job import api
-    prog = "fluxlite cancel"
-    all_ = all_ or user is not None or bool(states)
-    if jobids and all_:
-        raise UsageError("do not give JOBIDs with --all, --user or --states")
-    if not jobids and not all_:
-        raise UsageError("give one or more JOBIDs, or --all")
-    if not all_:
-        if dry_run:
-            print(f"{prog}: Would cancel {_jobs(len(jobids))}", file=sys.stderr)
-            return 0
-        errors = 0
-        with handle() as h:
-            for i in jobids:
-                try:
-                    api.cancel(h, i, message)
-                except FluxliteError as exc:
-                    print(f"{prog}: {exc.message}", file=sys.stderr)
-                    errors += 1
-        sys.exit(1 if errors else 0)
-    if user is None:
-        userid = os.getuid()
-    elif user == "all":
-        userid = None
-    else:
-        userid = int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid
-    with handle() as h:
-        r = api.raise_all(h, userid=userid, states=list(states) or ["active"],
-                          note=message, dry_run=dry_run)
-    count, errors = r["count"], r["errors"]
-    if count:
-        if dry_run:
-            print(f"{prog}: Would cancel {_jobs(count)}", file=sys.stderr)
-        else:
-            print(f"{prog}: Canceled {_jobs(count)} ({errors} error{'s' if errors != 1 else ''})",
-                  file=sys.stderr)
-    elif not quiet:
-        print(f"{prog}: Matched 0 jobs", file=sys.stderr)
-    sys.exit(1 if errors else 0)
-
+from .jobcontrol import COMMANDS as _CONTROL  # noqa: E402  (raise, kill, ...)
 from .jobtools import COMMANDS as _MORE  # noqa: E402  (submit, taskmap, timeleft, ...)
 
-for _command in _MORE:
+for _command in _CONTROL + _MORE:
     job.add_command(_command)

@@ -57,19 +57,24 @@ class Expression:
         return True
 
 
-def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entries):
+def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entries,
+              queues=()):
     from ..job import api
-    from .jobs import _filter, _matches, _user, flux_order
+    from .jobs import flux_order
+    from .jobselect import filter_option, matches, user_option
     expr = Expression(words)
-    userid = None if all_users else _user(None, None, user)
-    wanted = _filter(None, None, filters) if filters else None
+    userid = None if all_users else user_option(None, None, user)
+    wanted = filter_option(None, None, filters) if filters else None
     if all_states and not wanted:
         wanted = ["pending", "running", "inactive"]
     wanted = wanted or ["pending", "running"]
     which = "all" if set(wanted) - {"pending", "running", "active"} else "active"
     jobs = api.list_jobs(h, which, userid=userid)
     jobs = sorted(jobs, key=lambda j: -j["id"])[:max_entries]
-    jobs = [j for j in flux_order(jobs) if _matches(j, wanted) and expr.match(j)]
+    jobs = [j for j in flux_order(jobs) if matches(j, wanted) and expr.match(j)]
+    wanted_queues = {q.strip() for v in queues for q in v.split(",") if q.strip()}
+    if wanted_queues:
+        jobs = [j for j in jobs if (j.get("queue") or "") in wanted_queues]
     return jobs[:count]
 
 

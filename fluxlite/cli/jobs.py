@@ -15,15 +15,17 @@ import json
 import os
 import pwd
 import signal
+import sys
 import time
 
 import click
 
-from ..errors import NotFound, UsageError
+from ..errors import NotFound
 from ..job import api
 from ..job import states as st
 from ..util import fluid, hostlist, idset
 from .common import HELP, handle, parse_jobid
+from .jobselect import filter_option, selected, since_option, user_option
 from .outformat import OutputFormat
 
 FORMATS = {  # as Flux's: a QUEUE column only when some job names a queue
@@ -87,38 +89,6 @@ def _annotation(job: dict, field: str):
         value = value.get(part, "") if isinstance(value, dict) else ""
     return value if not isinstance(value, dict) else json.dumps(value)
 
-# -f words: groups of states, single states, or results
-FILTER_GROUPS = {"pending": set(st.PENDING), "running": set(st.RUNNING),
-                 "active": set(st.ORDER) - {st.INACTIVE}, "inactive": {st.INACTIVE}}
-FILTER_WORDS = list(dict.fromkeys(sorted(FILTER_GROUPS) + [s.lower() for s in st.ORDER] +
-                                  [r.lower() for r in st.RESULT_ABBREV]))
-
-
-def _filter(ctx, param, value):
-    if value is None:
-        return None
-    words = [w.strip().lower() for w in value.split(",") if w.strip()]
-    bad = [w for w in words if w not in FILTER_WORDS]
-    if bad or not words:
-        raise click.BadParameter(f"invalid state or result {','.join(bad) or value!r}; "
-                                 f"expected some of {','.join(FILTER_WORDS)}")
-    return words
-
-
-def _user(ctx, param, value):
-    """-u USER: a user name or uid, or `all`; None: everyone's jobs."""
-    if value is None:
-        return os.getuid()
-    if value == "all":
-        return None
-    if value.isdigit():
-        return int(value)
-    try:
-        return pwd.getpwnam(value).pw_uid
-    except KeyError:
-        raise click.BadParameter(f"unknown user {value!r}") from None
-
-
 def _sort_keys(ctx, param, value):
     """--sort KEY[,-KEY...]: (field, descending) pairs, first key most significant."""
     if value is None:
@@ -132,46 +102,6 @@ def _sort_keys(ctx, param, value):
                                      "such as id, t_submit, priority, name or -runtime")
         keys.append((name, word.startswith("-")))
     return keys
-
-
-def _since(ctx, param, value):
-    """--since WHEN: seconds since the epoch; -FSD counts back from now."""
-    if value is None:
-        return None
-    import time
-
-    from ..job.depend import parse_phrase
-    from ..util import fsd
-    text = value.strip()
-    try:
-        if text.startswith("-"):
-            return time.time() - fsd.parse(text[1:])
-        try:
-            when = datetime.datetime.fromisoformat(text).timestamp()
-        except ValueError:
-            when = parse_phrase(text)
-        if when is None:
-            raise ValueError(text)
-    except ValueError:
-        raise click.BadParameter(f"invalid datetime {value!r}: expected -FSD (e.g. -1h) or "
-                                 "a date and time such as '2026-12-01 10:00'") from None
-    if when > time.time():  # as Flux's: a time in the past
-        raise UsageError(f"--since={value} appears to be in the future")
-    return when
-
-
-def _include_ranks(text: str, hosts: list[str]) -> set[int]:
-    """-i HOSTS|RANKS: the broker ranks named by an idset or a hostlist."""
-    try:
-        return idset.decode(text)
-    except ValueError:
-        pass
-    try:
-        names = set(hostlist.decode(text))
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is neither an idset of ranks nor a hostlist",
-                                 param_hint="--include") from None
-    return {r for r, h in enumerate(hosts) if h in names}
 
 
 def _sort(pairs: list, keys: list) -> list:
@@ -259,15 +189,6 @@ def stats_line(h) -> tuple[str, bool]:
             bool(s["running"] or s["pending"]))
 
 
-def _matches(job: dict, words: list[str]) -> bool:
-    for w in words:
-        if job["state"] in FILTER_GROUPS.get(w, ()) or job["state"] == w.upper():
-            return True
-        if job.get("result") == w.upper():
-            return True
-    return False
-
-
 _users: dict[int, str] = {}
 
 
@@ -340,14 +261,51 @@ def job_values(job: dict, hosts: list[str], now: float) -> dict:
     }
 
 
-@click.command(context_settings=HELP)
+class _JobsCommand(click.Command):
+    """`jobs`, whose -w/--width takes an optional value that may be negative (click
+    reads `--width=-1` as an option): a negative width is spelled `off` first."""
+
+    def parse_args(self, ctx, args):
+        out, after = [], None
+        for a in args:
+            if after is not None and _negative(a):
+                a = "off"
+            elif a.startswith("--width=") and _negative(a[8:]):
+                a = "--width=off"
+            elif a.startswith("-w") and len(a) > 2 and _negative(a[2:]):
+                a = "-woff"
+            after = a if a in ("-w", "--width") else None
+            out.append(a)
+        return super().parse_args(ctx, out)
+
+
+def _negative(text: str) -> bool:
+    return text.startswith("-") and text[1:].isdigit()
+
+
+def _width(ctx, param, value):
+    if value is None or value == "off":
+        return None if value is None else -1
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number") from None
+
+
+def _color(ctx, param, value):
+    if value is not None and value not in ("always", "never", "auto"):
+        raise click.BadParameter(f"invalid argument {value!r}: always, never or auto")
+    return value
+
+
+@click.command(cls=_JobsCommand, context_settings=HELP)
 @click.option("-a", "show_all", is_flag=True, help="List all jobs, inactive ones too.")
-@click.option("-f", "--filter", "words", default=None, callback=_filter, metavar="STATE,...",
+@click.option("-f", "--filter", "words", default=None, callback=filter_option, metavar="STATE,...",
               help="Only jobs in these states or with these results: pending, running, "
                    "active, inactive, a state (sched, run, ...) or a result "
                    "(completed, failed, canceled, timeout).  Implies -a.")
 @click.option("-A", "all_users", is_flag=True, help="List the jobs of all users (-u all).")
-@click.option("-u", "--user", "userid", default=None, callback=_user, metavar="USER|all",
+@click.option("-u", "--user", "userid", default=None, callback=user_option, metavar="USER|all",
               help="List this user's jobs (a name or uid), or all users' (default: yours).")
 @click.option("--stats", is_flag=True,
               help="Print a summary of every job in the instance before the list.")
@@ -369,15 +327,29 @@ def job_values(job: dict, hosts: list[str], now: float) -> dict:
 @click.option("-q", "--queue", "queues", default=None, metavar="QUEUE,...",
               help="Only jobs submitted to these queues.")
 @click.option("--name", default=None, metavar="NAME", help="Only jobs of this name.")
-@click.option("--since", default=None, callback=_since, metavar="WHEN",
+@click.option("--since", default=None, callback=since_option, metavar="WHEN",
               help="Only jobs active since WHEN: -FSD (-1h: the last hour) or a date and "
                    "time (YYYY-MM-DD[ HH:MM[:SS]], HH:MM, yesterday...).  Implies -a.")
 @click.option("-i", "--include", default=None, metavar="HOSTS|RANKS",
               help="Only jobs that ran on these hosts (a hostlist) or broker ranks "
                    "(an idset).")
+@click.option("-w", "--width", is_flag=False, flag_value="0", default=None, callback=_width,
+              metavar="[N]", help="Cut lines at N characters (0, the default with no N: "
+                                  "the terminal's width; below 0: no cut, as without -w).")
+@click.option("--color", is_flag=False, flag_value="auto", default=None, callback=_color,
+              metavar="[WHEN]", help="always, never or auto (accepted: the table is "
+                                     "not colored here).")
+@click.option("-R", "--recursive", is_flag=True,
+              help="Also list the jobs of each running instance of yours, under its job "
+                   "id path, down to --level.")
+@click.option("--recurse-all", is_flag=True,
+              help="-R into other users' instances too (where they let you connect).")
+@click.option("-L", "--level", type=click.IntRange(0, None), default=None, metavar="N",
+              help="With -R, descend at most N levels (0: as without -R).")
+@click.option("--threads", type=click.IntRange(1, None), default=None, metavar="N",
+              help="Accepted (the instances are asked one after another here).")
 @click.argument("jobids", nargs=-1)
-def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count, no_header,
-         fmt, as_json, instances, queues, name, since, include, jobids):
+def jobs(stats_only, instances, fmt, as_json, jobids, recurse_all, **params):
     """List jobs: by default your pending and running ones, in Flux's order (pending by
     priority, then running, then inactive, latest first).
 
@@ -391,64 +363,129 @@ def jobs(show_all, words, all_users, userid, stats, stats_only, sort_keys, count
         raise SystemExit(0 if active else 1)
     if instances and fmt == "default":
         fmt = "instances"
+    params.pop("color")
+    params.pop("threads")
+    params.update(instances=instances, recurse_all=recurse_all,
+                  recursive=params["recursive"] or recurse_all)
     out = None if as_json else OutputFormat(fmt, Headings(HEADINGS), FORMATS)
     ids = [parse_jobid(j) for j in jobids]
-    which = "all" if show_all or words or ids or since is not None else "active"
     with handle() as h:
-        summary = stats_line(h)[0] if stats else None
-        found = api.list_jobs(h, which, ids=ids,
-                              userid=None if all_users else userid)
-        need_host = as_json or include is not None or {"nodelist", "contextual_info"} & (
-            set(out.fields) | {k for k, _ in sort_keys})
-        hosts = api.hosts(h) if need_host and found else []
-    known = {j["id"] for j in found}
-    unknown = list(dict.fromkeys(i for i in ids if i not in known))
-    if words:
-        found = [j for j in found if _matches(j, words)]
-    if instances:
-        found = [j for j in found if j.get("instance")]
-    if queues is not None:
-        wanted = {q.strip() for q in queues.split(",")}
-        found = [j for j in found if (j.get("queue") or "") in wanted]
-    if name is not None:
-        found = [j for j in found if j.get("name") == name]
-    if since is not None:
-        found = [j for j in found if j["state"] != st.INACTIVE or
-                 (j.get("t_inactive") or 0.0) > since]
-    if include is not None:
-        ranks = _include_ranks(include, hosts)
-        found = [j for j in found if ranks & idset.decode(j.get("ranks") or "")]
-    now = time.time()
-    pairs = [(j, job_values(j, hosts, now)) for j in flux_order(found)]
-    for field in [] if out is None else [f for f in out.fields if _is_annotation(f)]:
-        for j, values in pairs:
-            values[field] = _annotation(j, field)
-    if out is not None and "id.emoji" in out.fields:
-        for j, values in pairs:
-            values["id.emoji"] = fluid.emoji(j["id"])
-    if out is not None and "id.words" in out.fields:   # only when asked: one import
-        for j, values in pairs:
-            values["id.words"] = fluid.words(j["id"])
-    if sort_keys:
-        pairs = _sort(pairs, sort_keys)
-    if count:
-        pairs = pairs[:count]
-    found, rows = [p[0] for p in pairs], [p[1] for p in pairs]
-    if summary is not None:
-        click.echo(summary)
-    if as_json:
-        keep = ("id.f58", "username", "status", "runtime", "nodelist")
-        listed = [dict(j, **{k.replace(".", "_"): v[k] for k in keep})
-                  for j, v in zip(found, rows)]
-        if found or not unknown:
-            click.echo(json.dumps({"jobs": listed}))
-    else:
-        out.fit(rows)
-        lines = [out.format(values) for values in rows]  # a bad spec fails before any output
-        if not no_header and (found or not unknown):
-            lines.insert(0, out.header())
-        if lines:
-            click.echo("\n".join(lines))
+        summary = stats_line(h)[0] if params["stats"] else None
+        found, rows, unknown = _listing(h, params, out, ids)
+        if summary is not None:
+            click.echo(summary)
+        if as_json:
+            listed = _json_jobs(h, found, rows, params, 0)
+            if found or not unknown:
+                click.echo(json.dumps({"jobs": listed}))
+        else:
+            out.fit(rows)
+            lines = [out.format(values) for values in rows]  # a bad spec fails first
+            if not params["no_header"] and (found or not unknown):
+                _echo(out.header(), params["width"])
+            _print_rows(h, found, rows, params, out, "", 0, lines)
     if unknown:  # the known ones are listed all the same, as Flux does
         raise NotFound(f"unknown job id{'s' if len(unknown) > 1 else ''} "
                        f"{', '.join(fluid.f58(i) for i in unknown)}")
+
+
+def _listing(h, params: dict, out, ids: list[int]) -> tuple[list, list, list]:
+    """The jobs of the instance at `h` that the options select, in order; the values of
+    each; and the JOBIDS not found."""
+    which = "all" if params["show_all"] or params["words"] or ids or \
+        params["since"] is not None else "active"
+    found = api.list_jobs(h, which, ids=ids,
+                          userid=None if params["all_users"] else params["userid"])
+    need_host = out is None or params["include"] is not None or \
+        {"nodelist", "contextual_info"} & (set(out.fields) | {k for k, _ in
+                                                               params["sort_keys"]})
+    hosts = api.hosts(h) if need_host and found else []
+    known = {j["id"] for j in found}
+    unknown = list(dict.fromkeys(i for i in ids if i not in known))
+    found = [j for j in found if selected(j, params, hosts)]
+    now = time.time()
+    pairs = [(j, job_values(j, hosts, now)) for j in flux_order(found)]
+    if out is not None:
+        _extra_fields(out, pairs)
+    if params["sort_keys"]:
+        pairs = _sort(pairs, params["sort_keys"])
+    if params["count"]:
+        pairs = pairs[:params["count"]]
+    return [p[0] for p in pairs], [p[1] for p in pairs], unknown
+
+
+def _extra_fields(out, pairs: list) -> None:
+    """The fields computed only when the format asks: annotations.*, id.words."""
+    for field in [f for f in out.fields if _is_annotation(f)]:
+        for j, values in pairs:
+            values[field] = _annotation(j, field)
+    if "id.emoji" in out.fields:
+        for j, values in pairs:
+            values["id.emoji"] = fluid.emoji(j["id"])
+    if "id.words" in out.fields:   # only when asked: one import
+        for j, values in pairs:
+            values["id.words"] = fluid.words(j["id"])
+
+
+def _echo(line: str, width: int | None) -> None:
+    """One line, cut at -w's width (0: the terminal's; below 0 or no -w: uncut)."""
+    if width is not None and width >= 0:
+        if width == 0:
+            width = os.get_terminal_size().columns if sys.stdout.isatty() else -1
+        if width > 0:
+            line = line[:width]
+    click.echo(line)
+
+
+def _children(found: list, rows: list, params: dict, level: int) -> list[tuple[dict, str]]:
+    """-R: the running instances among `found` to descend into (theirs, or anyone's with
+    --recurse-all), with their URIs; none past --level."""
+    if not params["recursive"] or params["level"] == level:
+        return []
+    return [(j, v["uri"]) for j, v in zip(found, rows)
+            if v.get("uri") and j["state"] in st.RUNNING
+            and (params["recurse_all"] or j.get("userid") == os.getuid())]
+
+
+def _descend(uri: str, params: dict, out):
+    """The listing of the instance at `uri` (None when it cannot be reached), and its
+    handle for further descent; JOBIDS do not apply below the top."""
+    from ..client.sync import Handle
+    from ..errors import FluxliteError
+    try:
+        child = Handle(uri)
+        return child, _listing(child, params, out, [])
+    except FluxliteError:
+        return None, None
+
+
+def _print_rows(h, found, rows, params, out, path: str, level: int, lines=None) -> None:
+    if lines is None:
+        lines = [out.format(values) for values in rows]
+    for line in lines:
+        _echo(line, params["width"])
+    for job, uri in _children(found, rows, params, level):
+        child, listing = _descend(uri, params, out)
+        if child is None:
+            continue
+        with child:
+            this = f"{path}/{fluid.f58(job['id'])}" if path else fluid.f58(job["id"])
+            click.echo(f"\n{this}:")
+            if params["stats"]:
+                s = api.stats(child)
+                click.echo(f"{s['running']} running, {s['successful']} completed, "
+                           f"{s['failed']} failed, {s['pending']} pending")
+            _print_rows(child, listing[0], listing[1], params, out, this, level + 1)
+
+
+def _json_jobs(h, found, rows, params, level: int) -> list[dict]:
+    keep = ("id.f58", "username", "status", "runtime", "nodelist")
+    listed = [dict(j, **{k.replace(".", "_"): v[k] for k in keep}) for j, v in zip(found, rows)]
+    by_id = {d["id"]: d for d in listed}
+    for job, uri in _children(found, rows, params, level):
+        child, listing = _descend(uri, params, None)
+        if child is not None:
+            with child:
+                by_id[job["id"]]["jobs"] = _json_jobs(child, listing[0], listing[1], params,
+                                                      level + 1)
+    return listed

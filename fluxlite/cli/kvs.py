@@ -28,21 +28,99 @@ def _in(namespace: str | None, payload: dict) -> dict:
     return payload if namespace is None else {**payload, "namespace": namespace}
 
 
+def _root_refs(fn):
+    """-s/--sequence (print the version the commit made) and -O/-b (refused: no
+    content store), as on Flux's kvs put, mkdir, link and unlink."""
+    fn = click.option("-s", "--sequence", is_flag=True,
+                      help="Print the KVS version the commit made.")(fn)
+    fn = click.option("-O", "--treeobj-root", is_flag=True,
+                      help="Print the new root as a tree object (refused: no content "
+                           "store).")(fn)
+    return click.option("-b", "--blobref", is_flag=True,
+                        help="Print the new root's blobref (refused: no content store).")(fn)
+
+
+def _commit(h, namespace, ops: list, o: dict) -> None:
+    resp = h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+    if o.get("sequence"):
+        click.echo(str(resp.get("rootseq", resp.get("version"))))
+
+
+TREEOBJ = 16        # Flux's FLUX_KVS_TREEOBJ: kvs.lookup answers with the RFC 11 object
+
+
 @kvs.command(context_settings=HELP)
 @_namespace
 @click.option("-w", "--watch", is_flag=True, help="Print the value now and after each change.")
+@click.option("-W", "--waitcreate", is_flag=True, help="Wait for KEY to exist.")
+@click.option("-c", "--count", type=click.IntRange(1), default=None, metavar="N",
+              help="With --watch, stop after N values.")
+@click.option("-u", "--uniq", is_flag=True,
+              help="With --watch, leave out a value equal to the one before.")
+@click.option("-A", "--append", is_flag=True,
+              help="With --watch, only what is appended to the value.")
+@click.option("-f", "--full", is_flag=True,
+              help="Accepted (every change under KEY is seen here).")
+@click.option("-S", "--stream", is_flag=True,
+              help="Accepted (a value comes in one response here).")
+@click.option("-r", "--raw", is_flag=True, help="The value as it is, without a newline.")
+@click.option("-t", "--treeobj", is_flag=True, help="The RFC 11 tree object of KEY.")
+@click.option("-l", "--label", is_flag=True, help="Prefix each value with 'KEY='.")
+@click.option("-a", "--at", metavar="TREEOBJ", default=None,
+              help="Look up relative to a tree object (refused: no content store here).")
 @click.argument("keys", nargs=-1, required=True)
-def get(namespace, watch, keys):
+def get(namespace, keys, **o):
     """Print the JSON value of each KEY."""
+    if o["at"] is not None:
+        raise UsageError("--at: fluxlite's KVS keeps no content store to look a tree "
+                         "object up in (read the key itself)")
+    if (o["count"] or o["uniq"] or o["append"]) and not o["watch"]:
+        raise UsageError("--count, --uniq and --append go with --watch")
+
+    def show(key, value):
+        _show_value(key, value, label=o["label"], raw=o["raw"])
     with handle() as h:
-        if watch:
-            if len(keys) != 1:
+        if o["watch"] or o["waitcreate"] and not o["treeobj"]:
+            if len(keys) != 1 and o["watch"]:
                 raise UsageError("--watch takes one key")
-            for resp in h.stream("kvs.watch", _in(namespace, {"key": keys[0]}), nodeid=0):
-                echo_value(resp["value"])
+            for key in keys:
+                _watch_value(h, namespace, key, o, show)
             return
         for key in keys:
-            echo_value(h.call("kvs.get", _in(namespace, {"key": key}), nodeid=0)["value"])
+            if o["treeobj"]:
+                if o["waitcreate"]:
+                    _watch_value(h, namespace, key, dict(o, watch=False), lambda k, v: None)
+                obj = h.call("kvs.lookup", _in(namespace, {"key": key, "flags": TREEOBJ}),
+                             nodeid=0)["val"]
+                show(key, json.dumps(obj, separators=(",", ":")))
+            else:
+                show(key, h.call("kvs.get", _in(namespace, {"key": key}), nodeid=0)["value"])
+
+
+def _show_value(key: str, value, *, label: bool, raw: bool) -> None:
+    prefix = f"{key}=" if label else ""
+    if raw:
+        click.echo(prefix + (value if isinstance(value, str) else json.dumps(value)), nl=False)
+    elif label:
+        click.echo(prefix + (value if isinstance(value, str) else json.dumps(value)))
+    else:
+        echo_value(value)
+
+
+def _watch_value(h, namespace, key: str, o: dict, show) -> None:
+    """--watch (or --waitcreate alone: the first value once KEY exists)."""
+    payload = {"key": key, "waitcreate": bool(o["waitcreate"]), "append": bool(o["append"])}
+    shown, last = 0, object()
+    for resp in h.stream("kvs.watch", _in(namespace, payload), nodeid=0):
+        # --append: each appended item as it comes (the items there first, then more)
+        for value in resp["entries"] if "entries" in resp else [resp["value"]]:
+            if o["uniq"] and value == last:
+                continue
+            last = value
+            show(key, value)
+            shown += 1
+            if not o["watch"] or (o["count"] and shown >= o["count"]):
+                return
 
 
 @kvs.command(context_settings=HELP)
@@ -54,147 +132,157 @@ def get(namespace, watch, keys):
               help="VALUE is stored as the string given ('-': read it from stdin).")
 @click.option("-n", "--no-merge", is_flag=True,
               help="Accepted for Flux scripts (every commit here stands alone).")
+@click.option("-t", "--treeobj", is_flag=True,
+              help="VALUE is an RFC 11 tree object, stored as it is ('-': from stdin).")
+@click.option("-s", "--sequence", is_flag=True,
+              help="Print the KVS version the commit made.")
+@click.option("-S", "--sync", is_flag=True,
+              help="Accepted (a commit is on disk when it is answered here).")
+@click.option("-O", "--treeobj-root", is_flag=True,
+              help="Print the new root as a tree object (refused: no content store).")
+@click.option("-b", "--blobref", is_flag=True,
+              help="Print the new root's blobref (refused: no content store).")
 @click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
-def put(namespace, append, as_json, raw, no_merge, pairs):
+def put(namespace, append, as_json, raw, no_merge, pairs, **o):
     """Set each KEY to VALUE (JSON if it parses, else a string), in one atomic commit."""
-    import sys
     del no_merge
+    _no_content_store(o)
     if as_json and raw:
         raise UsageError("--json and --raw do not go together")
-    ops = []
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
-        if raw:
-            value = sys.stdin.read() if text == "-" else text
-        else:
-            try:
-                value = json.loads(text)
-            except ValueError:
-                if as_json:
-                    raise UsageError(f"{key}: value is not valid JSON: {text!r}") from None
-                value = text
-        ops.append({"key": key, "append": [value]} if append else {"key": key, "value": value})
+    ops = [_put_op(pair, append=append, as_json=as_json, raw=raw, treeobj=o["treeobj"])
+           for pair in pairs]
     with handle() as h:
-        h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+        resp = h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+    if o["sequence"]:
+        click.echo(str(resp.get("rootseq", resp.get("version"))))
+
+
+def _no_content_store(o: dict) -> None:
+    if o.get("treeobj_root") or o.get("blobref"):
+        raise UsageError("--treeobj-root and --blobref show the root of a content store, "
+                         "which fluxlite's KVS has not (use --sequence for the version)")
+
+
+def _put_op(pair: str, *, append: bool, as_json: bool, raw: bool, treeobj: bool) -> dict:
+    import sys
+    key, sep, text = pair.partition("=")
+    if not sep or not key:
+        raise UsageError(f"expected KEY=VALUE, got {pair!r}")
+    if raw or treeobj:
+        text = sys.stdin.read() if text == "-" else text
+    if treeobj:
+        try:
+            return {"key": key, "flags": 0, "dirent": json.loads(text)}
+        except ValueError:
+            raise UsageError(f"{key}: --treeobj value is not JSON: {text!r}") from None
+    if raw:
+        value = text
+    else:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            if as_json:
+                raise UsageError(f"{key}: value is not valid JSON: {text!r}") from None
+            value = text
+    return {"key": key, "append": [value]} if append else {"key": key, "value": value}
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
+@_root_refs
 @click.argument("keys", nargs=-1, required=True)
-def mkdir(namespace, keys):
+def mkdir(namespace, keys, **o):
     """Make each KEY an empty directory (whatever was there goes), in one commit."""
+    _no_content_store(o)
     ops = []
     for key in keys:
         if _dirkey(key) == ".":
             raise UsageError("the root directory exists already")
         ops.append({"key": key, "mkdir": True})
     with handle() as h:
-        h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+        _commit(h, namespace, ops, o)
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
 @click.option("-T", "--target-namespace", metavar="NAME",
               help="TARGET is in namespace NAME (default: the link's own).")
+@_root_refs
 @click.argument("target")
 @click.argument("linkname")
-def link(namespace, target_namespace, target, linkname):
+def link(namespace, target_namespace, target, linkname, **o):
     """Make LINKNAME a symbolic link to the key TARGET (which need not exist)."""
+    _no_content_store(o)
     op = {"key": linkname, "symlink": target}
     if target_namespace is not None:
         op["target_namespace"] = target_namespace
     with handle() as h:
-        h.call("kvs.commit", _in(namespace, {"ops": [op]}), nodeid=0)
+        _commit(h, namespace, [op], o)
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
+@click.option("-o", "--namespace-only", is_flag=True,
+              help="Of a link into a namespace, print only the namespace.")
+@click.option("-k", "--key-only", is_flag=True,
+              help="Of a link into a namespace, print only the key.")
+@click.option("-a", "--at", default=None, metavar="TREEOBJ",
+              help="Relative to a tree object (refused: no content store).")
 @click.argument("keys", nargs=-1, required=True)
-def readlink(namespace, keys):
+def readlink(namespace, namespace_only, key_only, at, keys):
     """Print the target of each symbolic link KEY (NAMESPACE::TARGET when the
     link names a namespace)."""
+    if at is not None:
+        raise UsageError("--at: fluxlite's KVS keeps no content store to look a tree "
+                         "object up in")
     with handle() as h:
         for key in keys:
             val = h.call("kvs.lookup", _in(namespace, {"key": key, "flags": READLINK}),
                          nodeid=0)["val"]["data"]
             ns = val.get("namespace")
-            click.echo(val["target"] if ns is None else f"{ns}::{val['target']}")
-
-
-@kvs.group(context_settings=HELP)
-def namespace():
-    """Make, list and remove KVS namespaces."""
-
-
-@namespace.command("create", context_settings=HELP)
-@click.option("-o", "--owner", type=int, default=-1, metavar="UID",
-              help="The namespace's owner (default: the instance owner).")
-@click.argument("names", nargs=-1, required=True)
-def namespace_create(owner, names):
-    """Make each namespace NAME, empty."""
-    with handle() as h:
-        for name in names:
-            h.call("kvs.namespace-create", {"namespace": name, "owner": owner, "flags": 0},
-                   nodeid=0)
-
-
-@namespace.command("remove", context_settings=HELP)
-@click.argument("names", nargs=-1, required=True)
-def namespace_remove(names):
-    """Remove each namespace NAME and every key in it."""
-    with handle() as h:
-        for name in names:
-            h.call("kvs.namespace-remove", {"namespace": name}, nodeid=0)
-
-
-@namespace.command("list", context_settings=HELP)
-def namespace_list():
-    """List the namespaces with their owners and flags."""
-    with handle() as h:
-        spaces = h.call("kvs.namespace-list", nodeid=0)["namespaces"]
-    click.echo(f"{'NAMESPACE':<36} {'OWNER':>10} {'FLAGS':>6}")
-    for ns in spaces:
-        click.echo(f"{ns['namespace']:<36} {ns['owner']:>10} {ns['flags']:>#6x}")
+            if ns is None or key_only:
+                click.echo(val["target"])
+            else:
+                click.echo(ns if namespace_only else f"{ns}::{val['target']}")
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
 @click.option("-R", "--recursive", is_flag=True, help="List subdirectories too, as ls -R.")
-@click.argument("directory", default=".")
-def ls(namespace, recursive, directory):
-    """List the keys in DIRECTORY (subdirectories end in '.').
-
-    With -R, each directory's listing follows a 'KEY:' line, a blank line
-    between them, as flux kvs ls -R."""
+@click.option("-d", "--directory", is_flag=True,
+              help="List a directory itself, not its contents.")
+@click.option("-w", "--width", type=int, default=None, metavar="N",
+              help="Fit the columns in N characters (0: no limit; default: the "
+                   "terminal's, else $COLUMNS, else 80).")
+@click.option("-1", "--1", "one", is_flag=True, help="One name a line.")
+@click.option("-F", "--classify", is_flag=True,
+              help="A '.' after a directory, a '@' after a link.")
+@click.argument("keys", nargs=-1)
+def ls(namespace, recursive, directory, width, one, classify, keys):
+    """List the keys in each KEY (a directory; default the root), as flux kvs ls."""
+    from .kvsls import Lister, window_width
     with handle() as h:
-        if not recursive:
-            for name in _entries(h, directory, namespace):
-                click.echo(name)
-            return
-        pending, first = [_dirkey(directory)], True
-        while pending:
-            key = pending.pop(0)
-            names = _entries(h, key, namespace)
-            if not first:
-                click.echo("")
-            first = False
-            click.echo(f"{key}:")
-            for name in names:
-                click.echo(name)
-            # depth first, in order, as ls -R
-            pending[:0] = [_join(key, n[:-1]) for n in names if n.endswith(".")]
+        code = Lister(h, namespace, recursive=recursive, directory=directory,
+                      classify=classify, win=window_width(width, one)).run(keys)
+    raise SystemExit(code)
 
 
 @kvs.command(context_settings=HELP)
 @_namespace
 @click.option("-R", "--recursive", is_flag=True, help="Show the keys of subdirectories too.")
 @click.option("-d", "--directory", "keys_only", is_flag=True, help="Keys only, no values.")
+@click.option("-w", "--width", type=int, default=None, metavar="N",
+              help="Accepted (lines are not cut here).")
+@click.option("-a", "--at", default=None, metavar="TREEOBJ",
+              help="Relative to a tree object (refused: no content store).")
 @click.argument("key", default=".")
-def dir(namespace, recursive, keys_only, key):  # noqa: A001 - the command is called dir
+def dir(namespace, recursive, keys_only, width, at, key):  # noqa: A001 - the command is dir
     """Print every key under directory KEY with its value, 'KEY = VALUE', as
     flux kvs dir (a subdirectory prints as 'KEY.' unless -R)."""
+    del width
+    if at is not None:
+        raise UsageError("--at: fluxlite's KVS keeps no content store to look a tree "
+                         "object up in")
     with handle() as h:
         _dump_dir(h, _dirkey(key), recursive, keys_only, namespace)
 
@@ -220,9 +308,11 @@ def _dump_dir(h, key, recursive, keys_only, namespace=None):
 @_namespace
 @click.option("-R", "--recursive", is_flag=True, help="Remove a directory and all under it.")
 @click.option("-f", "--force", is_flag=True, help="Ignore keys that do not exist.")
+@_root_refs
 @click.argument("keys", nargs=-1, required=True)
-def unlink(namespace, recursive, force, keys):
+def unlink(namespace, recursive, force, keys, **o):
     """Remove each KEY, in one atomic commit; a non-empty directory needs -R."""
+    _no_content_store(o)
     from ..errors import FluxliteError, IsADirectory, NotFound
     ops = []
     with handle() as h:
@@ -241,7 +331,7 @@ def unlink(namespace, recursive, force, keys):
                                         "directory (use -R)") from None
             ops.append({"key": key, "unlink": True})
         if ops:
-            h.call("kvs.commit", _in(namespace, {"ops": ops}), nodeid=0)
+            _commit(h, namespace, ops, o)
 
 
 def _entries(h, key: str, namespace: str | None = None) -> list[str]:
@@ -297,8 +387,13 @@ def _entries_of(h, key: str, waitcreate: bool, timeout=None):
               help="With --watch, exit after N entries.")
 @click.option("-u", "--unformatted", is_flag=True, help="Each entry as RFC 18 JSON.")
 @click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.option("-L", "--color", is_flag=False, flag_value="auto", default=None,
+              type=click.Choice(["always", "never", "auto"]), metavar="[WHEN]",
+              help="always, never or auto (accepted: not colored here).")
+@click.option("-S", "--stream", is_flag=True, help="Accepted (one response per entry).")
 @click.argument("key")
-def eventlog_get(waitcreate, watch, count, unformatted, human, key):
+def eventlog_get(waitcreate, watch, count, unformatted, human, color, stream, key):
+    del color, stream
     """Print the eventlog at KEY, one entry per line."""
     show = _printer(unformatted, human)
     with handle() as h:
@@ -357,11 +452,16 @@ def eventlog_append(timestamp, key, name, context):
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the matched entry.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the entries before it too.")
 @click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.option("-L", "--color", is_flag=False, flag_value="auto", default=None,
+              type=click.Choice(["always", "never", "auto"]), metavar="[WHEN]",
+              help="always, never or auto (accepted: not colored here).")
 @click.argument("key")
 @click.argument("name")
-def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human, key, name):
+def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human, color, key,
+                        name):
     """Wait for an entry NAME in the eventlog at KEY (it may be there already)."""
     from ..errors import EndOfStream, RPCTimeout
+    del color
     show = _printer(unformatted, human)
     with handle() as h:
         try:
@@ -375,3 +475,26 @@ def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human,
         except RPCTimeout:
             raise RPCTimeout(f"timeout waiting for event '{name}' in {key}") from None
     raise EndOfStream(f"{key} was removed before event '{name}'")
+
+
+@kvs.command(context_settings=HELP)
+@_namespace
+def version(namespace):
+    """Print the KVS version: it grows with each commit (one count for every
+    namespace here)."""
+    del namespace
+    with handle() as h:
+        click.echo(str(h.call("kvs.stats", nodeid=0)["version"]))
+
+
+@kvs.command(context_settings=HELP)
+def sync():
+    """Flux's flush of pending content to disk: a commit here is on disk when it is
+    answered, so there is nothing to wait for."""
+
+
+from .kvscopy import copy, move  # noqa: E402  (flux kvs copy, move)
+from .kvsnamespace import namespace  # noqa: E402
+
+for _command in (copy, move, namespace):
+    kvs.add_command(_command)

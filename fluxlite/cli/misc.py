@@ -88,13 +88,17 @@ def getattr(rank, name):  # noqa: A001 - the command is called getattr
 
 @click.command(context_settings=dict(HELP, ignore_unknown_options=True))
 @click.option("-r", "--rank", type=RANK, default=None, help="Set on this rank (default: local).")
+@click.option("-f", "--force", is_flag=True,
+              help="Accepted (an attribute that cannot change at run time is still "
+                   "refused here).")
 @click.argument("name")
 @click.argument("value")
-def setattr(rank, name, value):  # noqa: A001
+def setattr(rank, force, name, value):  # noqa: A001
     """Set broker attribute NAME to VALUE (only attributes that may change at run time).
 
     A VALUE that starts with '-' (e.g. -1) is a value, not an option.
     """
+    del force
     with handle() as h:
         h.call("attr.set", {"name": name, "value": value}, nodeid=rank)
 
@@ -123,7 +127,9 @@ def lsattr(values, rank):
 
 @click.command(context_settings=HELP)
 @click.option("-r", "--rank", type=RANK, default=None, help="Ask this rank (default: local).")
-@click.option("-C", "--clear", is_flag=True, help="Clear the ring (after printing it).")
+@click.option("-C", "--clear", "clear_only", is_flag=True, help="Clear the ring, printing nothing.")
+@click.option("-c", "--read-clear", "clear", is_flag=True,
+              help="Clear the ring after printing it.")
 @click.option("-f", "--follow", is_flag=True,
               help="After the ring, print new entries as they arrive, until Ctrl-C.")
 @click.option("-n", "--new", is_flag=True, help="Follow only new entries (implies -f).")
@@ -132,15 +138,23 @@ def lsattr(values, rank):
 @click.option("-d", "--delta", is_flag=True,
               help="With -H, the time since the previous entry instead.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entry.")
-def dmesg(rank, clear, follow, new, human, delta, as_json):
+@click.option("-L", "--color", is_flag=False, flag_value="auto", default=None,
+              type=click.Choice(["always", "never", "auto"]), metavar="[WHEN]",
+              help="always, never or auto (accepted: not colored here).")
+def dmesg(rank, clear_only, clear, follow, new, human, delta, as_json, color):
     """Print the broker's recent log entries (its ring buffer)."""
     from ..errors import UsageError
     if as_json and human:
         raise UsageError("--json and --human do not go together")
     if delta and not human:
         raise UsageError("--delta needs --human")
-    if clear and (follow or new):
+    del color
+    if (clear or clear_only) and (follow or new):
         raise UsageError("--clear does not go with --follow")
+    if clear_only:   # as Flux's -C: the ring is emptied, nothing printed
+        with handle() as h:
+            h.call("broker.dmesg", {"clear": True}, nodeid=rank)
+        return
     show = _entry_printer(as_json, human, delta)
     with handle() as h:
         if not (follow or new):

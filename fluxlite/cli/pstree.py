@@ -41,11 +41,12 @@ def build_tree(uri: str | None, *, which: str, words, count: int, levels: int | 
     """The jobs of the instance at `uri` (None: this one), newest first, each running
     instance with its own jobs below it, `levels` deep."""
     from ..job import api
-    from .jobs import _matches, flux_order, job_values
+    from .jobs import flux_order, job_values
+    from .jobselect import matches
     with handle(uri) as h:
         jobs = api.list_jobs(h, which, userid=userid)
         hosts = api.hosts(h) if jobs else []
-    jobs = [j for j in flux_order(jobs) if _matches(j, words)][:count]
+    jobs = [j for j in flux_order(jobs) if matches(j, words)][:count]
     now = time.time()
     nodes = []
     for j in jobs:
@@ -95,7 +96,8 @@ def draw_tree(nodes: list[Node], label, *, style: str = "default", combine: bool
 @click.option("-L", "--level", type=click.IntRange(0), default=None, metavar="N",
               help="Descend only N levels of nested instances.")
 @click.option("-x", "--extended", is_flag=True, help="Details before the tree (-d default).")
-@click.option("-d", "--details", type=click.Choice(sorted(DETAILS)), default=None,
+@click.option("-d", "--details", "--detail", "details", type=click.Choice(sorted(DETAILS)),
+              default=None,
               help="A named details format before the tree.")
 @click.option("-n", "--no-header", is_flag=True, help="No header line for the details.")
 @click.option("-X", "--no-combine", is_flag=True, help="Do not combine identical leaves.")
@@ -116,9 +118,10 @@ def pstree(all_, count, filters, long_, parent_ids, level, extended, details, no
     """Draw running jobs by name as a tree, nested instances' jobs below them, as
     flux pstree.  With JOBIDS, only those jobs (and what runs in them)."""
     from .common import parse_jobid
-    from .jobs import FORMATS, HEADINGS, _filter
+    from .jobs import FORMATS, HEADINGS
+    from .jobselect import filter_option
     from .outformat import OutputFormat
-    words = _filter(None, None, filters) if filters else (
+    words = filter_option(None, None, filters) if filters else (
         ["pending", "running", "inactive"] if all_ else ["running"])
     which = "all" if set(words) - {"pending", "running", "active"} else "active"
     child_fmt = label or ("{name}:{status_abbrev}" if all_ or filters else "{name}")

@@ -1,13 +1,16 @@
 """`fluxlite queue ...`: control the instance's job queues, as flux-queue(1).
 
-    stop [-a|--queue NAME] [--nocheckpoint] [-m REASON | REASON...]
-                                                         no new job gets resources
-    start [-a|--queue NAME]                              scheduling resumes
-    status [-v] [--queue NAME]                           submission and scheduling state
-    enable [-a] / disable [-a] [-m REASON | REASON...]    submissions accepted or refused
-    list [-n] [-o FORMAT]                                 each queue: EN ST, limits
-    drain [--timeout=FSD]                                wait until no job is active
-    idle [--timeout=FSD] [-q]                            wait until no job runs
+    stop [-a | QUEUE] [--nocheckpoint] [-m REASON]      no new job gets resources
+    start [-a | QUEUE]                                  scheduling resumes
+    status [-v] [QUEUE]                                 submission and scheduling state
+    enable [-a | QUEUE] / disable [-a | QUEUE] [-m REASON]
+                                                        submissions accepted or refused
+    list [-q QUEUE,...] [-n] [-o FORMAT]                each queue: EN ST, limits
+    drain [-t FSD]                                      wait until no job is active
+    idle [-t FSD] [--quiet]                             wait until no job runs
+
+As Flux's: QUEUE is the free argument (-q/--queue NAME says the same), the
+reason is given with -m, and --quiet has no short form.
 
 A disabled queue refuses submissions ("job submission is disabled: REASON")
 and leaves the jobs it holds alone; a stopped queue still accepts jobs
@@ -50,8 +53,17 @@ def _alloc_lines(h) -> list[str]:
 
 
 def _queue_option(fn):
-    return click.option("--queue", "name", default=None, metavar="NAME",
-                        help="The named queue (where queues are configured).")(fn)
+    """QUEUE as Flux's: the free argument, or -q/--queue NAME (its older form)."""
+    fn = click.argument("queue_arg", metavar="[QUEUE]", required=False)(fn)
+    return click.option("-q", "--queue", "name", default=None, metavar="NAME",
+                        help="The named queue (as the QUEUE argument).")(fn)
+
+
+def _which(name: str | None, queue_arg: str | None) -> str | None:
+    if name is not None and queue_arg is not None and name != queue_arg:
+        raise click.UsageError(f"Conflicting queues specified as --queue={name} and "
+                               f"{queue_arg}")
+    return name if name is not None else queue_arg
 
 
 def _status_lines(s: dict, verbose_lines: list[str]) -> list[str]:
@@ -72,9 +84,10 @@ def queue():
 @queue.command(context_settings=HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Also show the job-manager's alloc counts.")
 @_queue_option
-def status(verbose, name):
+def status(verbose, name, queue_arg):
     """Say whether jobs may be submitted and whether they are scheduled (each named
-    queue's, or NAME's)."""
+    queue's, or QUEUE's)."""
+    name = _which(name, queue_arg)
     with handle() as h:
         s = api.queue_status(h, name)
         lines = _status_lines(s, _alloc_lines(h) if verbose else [])
@@ -83,7 +96,7 @@ def status(verbose, name):
 
 def _common(fn):
     fn = _queue_option(fn)
-    fn = click.option("-q", "--quiet", is_flag=True, help="Print only errors.")(fn)
+    fn = click.option("--quiet", is_flag=True, help="Print only errors.")(fn)
     fn = click.option("-v", "--verbose", is_flag=True,
                       help="Also show the job-manager's alloc counts.")(fn)
     fn = click.option("-a", "--all", "all_", is_flag=True,
@@ -116,13 +129,11 @@ def _start(start: bool, all_: bool, verbose: bool, quiet: bool, name, **kw) -> N
                    "start has the queue started.")
 @click.option("-m", "--message", default=None, metavar="REASON",
               help="Why scheduling is stopped (shown by `queue status`).")
-@click.argument("reason", nargs=-1)
-def stop(all_, verbose, quiet, name, nocheckpoint, message, reason):
+def stop(all_, verbose, quiet, name, queue_arg, nocheckpoint, message):
     """Stop scheduling: pending jobs stay queued and running ones keep running, but no
     job gets resources until `queue start`.  Submissions are still accepted."""
-    if message is not None and reason:
-        raise click.UsageError("give the reason with -m or as arguments, not both")
-    text = message if message is not None else " ".join(reason)
+    name = _which(name, queue_arg)
+    text = message or ""
     if "\n" in text:
         raise click.BadParameter("the reason must be one line", param_hint="REASON")
     _start(False, all_, verbose, quiet, name, nocheckpoint=nocheckpoint,
@@ -131,9 +142,9 @@ def stop(all_, verbose, quiet, name, nocheckpoint, message, reason):
 
 @queue.command(context_settings=HELP)
 @_common
-def start(all_, verbose, quiet, name):
+def start(all_, verbose, quiet, name, queue_arg):
     """Start scheduling again: pending jobs get resources in priority order."""
-    _start(True, all_, verbose, quiet, name)
+    _start(True, all_, verbose, quiet, _which(name, queue_arg))
 
 
 def _wait(call, timeout: float | None, waiting_for: str):
@@ -146,7 +157,7 @@ def _wait(call, timeout: float | None, waiting_for: str):
 
 
 @queue.command(context_settings=HELP)
-@click.option("--timeout", callback=fsd_timeout, default=None, metavar="FSD",
+@click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
 def drain(timeout):
     """Wait until no job is active (every job submitted so far is INACTIVE)."""
@@ -154,7 +165,7 @@ def drain(timeout):
 
 
 @queue.command(context_settings=HELP)
-@click.option("--timeout", callback=fsd_timeout, default=None, metavar="FSD",
+@click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="Give up after this long (exit 1): 0.5s, 10, 2m or none.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Do not print how many jobs are pending, unless some are.")
@@ -175,25 +186,27 @@ def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, name=None,
 
 @queue.command(context_settings=HELP)
 @_common
-def enable(all_, verbose, quiet, name):
+def enable(all_, verbose, quiet, name, queue_arg):
     """Accept job submissions again."""
-    _enable(True, all_, verbose, quiet, name)
+    _enable(True, all_, verbose, quiet, _which(name, queue_arg))
 
 
 @queue.command(context_settings=HELP)
 @_common
 @click.option("-m", "--message", default=None, metavar="REASON",
               help="Why submissions are refused (default: disabled by administrator).")
-@click.argument("reason", nargs=-1)
-def disable(all_, verbose, quiet, name, message, reason):
+@click.option("--nocheckpoint", is_flag=True,
+              help="Accepted (whether a disabled queue stays so across a restart is "
+                   "not kept here).")
+def disable(all_, verbose, quiet, name, queue_arg, message, nocheckpoint):
     """Refuse job submissions (each refused one says REASON); jobs already submitted
     are scheduled and run as before."""
-    if message is not None and reason:
-        raise click.UsageError("give the reason with -m or as arguments, not both")
-    text = message if message is not None else " ".join(reason)
+    del nocheckpoint
+    text = message or ""
     if "\n" in text:
         raise click.BadParameter("the reason must be one line", param_hint="REASON")
-    _enable(False, all_, verbose, quiet, name, reason=text or "disabled by administrator")
+    _enable(False, all_, verbose, quiet, _which(name, queue_arg),
+            reason=text or "disabled by administrator")
 
 
 LIST_FORMATS = {"default": ("{enabled:>2} {started:>2} {defaults.timelimit!F:>8} "
@@ -215,7 +228,9 @@ LIST_HEADINGS = {"queue": "QUEUE", "queuem": "QUEUE", "submission": "SUBMIT",
 @click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
               help="A format string over " + " ".join(f"{{{k}}}" for k in LIST_HEADINGS)
               + ".")
-def list_(no_header, fmt):
+@click.option("-q", "--queue", "queues", multiple=True, metavar="QUEUE,...",
+              help="Only these queues (repeatable).")
+def list_(no_header, fmt, queues):
     """List the queues with EN (submissions enabled), ST (scheduling started), the
     default and largest time limits (∞: none) and the nodes, cores and GPUs a job
     may ask for.  The one queue of an instance without named queues has no name."""
@@ -230,6 +245,12 @@ def list_(no_header, fmt):
     up = {r: c for r, c in view["all"].items() if r not in view["down"]}
     gpus = view.get("gpus", {}).get("all", {})
     each = st.get("queues") or {"": st}
+    wanted = {q.strip() for v in queues for q in v.split(",") if q.strip()}
+    if wanted:
+        bad = sorted(wanted - set(each))
+        if bad:
+            raise click.BadParameter(f"unknown queue {bad[0]!r}", param_hint="--queue")
+        each = {k: v for k, v in each.items() if k in wanted}
     rows = []
     for name, qs in each.items():
         ranks = ({str(r) for r in idset.decode(view["queues"][name])}

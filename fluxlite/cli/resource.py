@@ -21,6 +21,7 @@ from ..job import api
 from ..util import hostlist, idset
 from ..util.fluid import utf8_locale
 from .common import HELP, fsd_timeout, handle
+from .eventprint import color_when, match_pairs
 from .outformat import OutputFormat
 
 LIST_STATES = ("up", "down", "allocated", "free", "all")
@@ -65,13 +66,51 @@ def _states(choices, default):
 
 
 def _targets(ctx, param, value):
+    """TARGETS or -i: an idset of ranks or a hostlist (resolved by `_ranks`)."""
     if value is None:
         return None
     try:
         idset.decode(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    except ValueError:
+        try:
+            hostlist.decode(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is neither an idset of ranks nor a "
+                                     "hostlist") from None
     return value
+
+
+def _ranks(text: str, hosts: list[str]) -> set[int]:
+    """The ranks named by an idset, or by a hostlist of `hosts` (as Flux, naming one
+    that does not exist is no error)."""
+    from .jobselect import include_ranks
+    return include_ranks(text, hosts)
+
+
+def _keep(h, include: str | None, queues: str | None, view: dict | None = None):
+    """The ranks -i and -q leave (None: all); -q names queues of the scheduler's view."""
+    keep = None
+    if include is not None:
+        keep = _ranks(include, api.hosts(h))
+    if queues is not None:
+        view = view or h.call("sched.resource-status", nodeid=0)
+        known = view.get("queues", {})
+        wanted = [q.strip() for q in queues.split(",") if q.strip()]
+        bad = [q for q in wanted if q not in known]
+        if bad:
+            raise click.BadParameter(f"unknown queue {bad[0]!r}" + (
+                f" (queues: {', '.join(known)})" if known else " (no queues are configured)"),
+                param_hint="--queue")
+        in_queues = set().union(*(idset.decode(known[q]) for q in wanted))
+        keep = in_queues if keep is None else keep & in_queues
+    return keep
+
+
+QUEUE = click.option("-q", "--queue", "queues", default=None, metavar="QUEUE,...",
+                     help="Only the resources of these queues.")
+INCLUDE = click.option("-i", "--include", default=None, callback=_targets,
+                       metavar="TARGETS", help="Only these ranks (an idset) or hosts (a "
+                                               "hostlist).")
 
 
 def _print(out: OutputFormat, rows: list[dict], no_header: bool) -> None:
@@ -97,7 +136,11 @@ def resource():
               help="A format string over {state} {queue} {properties} {nnodes} {ncores} "
                    "{ngpus} {nodelist} {ranks}.")
 @click.option("--json", "as_json", is_flag=True, help="Print the scheduler's view as JSON.")
-def list_(which, no_header, fmt, as_json):
+@QUEUE
+@INCLUDE
+@click.option("--skip-empty/--no-skip-empty", default=None,
+              help="Leave out rows with no resources (the default with -i).")
+def list_(which, no_header, fmt, as_json, queues, include, skip_empty):
     """Show the scheduler's view of resources: free, allocated and down nodes, cores and
     GPUs, by queue and properties where there are some."""
     if not as_json:
@@ -105,19 +148,24 @@ def list_(which, no_header, fmt, as_json):
     with handle() as h:
         view = h.call("sched.resource-status", nodeid=0)
         hosts = [] if as_json else api.hosts(h)
+        keep = _keep(h, include, queues, view)
     if as_json:
         click.echo(json.dumps(view))
         return
     props = {p: idset.decode(r) for p, r in view.get("properties", {}).items()}
-    queues = {q: idset.decode(r) for q, r in view.get("queues", {}).items()}
-    if fmt == "default" and (props or queues):
-        fmt = LIST_DEFAULT_QUEUES if queues else LIST_DEFAULT_PROPERTIES
+    named = {q: idset.decode(r) for q, r in view.get("queues", {}).items()
+             if queues is None or q in queues.split(",")}
+    if fmt == "default" and (props or named):
+        fmt = LIST_DEFAULT_QUEUES if named else LIST_DEFAULT_PROPERTIES
     out = OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)
-    _print(out, _list_rows(view, which, props, queues, hosts), no_header)
+    rows = _list_rows(view, which, props, named, hosts, keep)
+    if skip_empty or (skip_empty is None and include is not None):
+        rows = [r for r in rows if r["nnodes"]]
+    _print(out, rows, no_header)
 
 
 def _list_rows(view: dict, which: list[str], props: dict, queues: dict,
-               hosts: list[str]) -> list[dict]:
+               hosts: list[str], keep: set[int] | None = None) -> list[dict]:
     """One row per state, and within it per group of nodes with the same properties
     (and queues), as Flux's `resource list`: a state with no nodes is one empty row."""
     gview = view.get("gpus", {})
@@ -133,6 +181,8 @@ def _list_rows(view: dict, which: list[str], props: dict, queues: dict,
         cores, gpus = sets[state], gsets[state]
         groups: dict[tuple, list[int]] = {}
         for r in sorted(set(map(int, cores)) | set(map(int, gpus))):
+            if keep is not None and r not in keep:
+                continue
             key = (",".join(q for q in queues if r in queues[q]),
                    ",".join(sorted(p for p in props if r in props[p])))
             groups.setdefault(key, []).append(r)
@@ -158,10 +208,13 @@ def _rank_state(info: dict, busy: bool) -> str:
     return "torpid" if info["torpid"] else "avail"
 
 
-def _status(h) -> dict:
-    """resource.status, with the ranks where a job holds cores (`busy`) from the
-    scheduler (only asked when some rank is drained)."""
+def _status(h, keep: set[int] | None = None) -> dict:
+    """resource.status (of the ranks in `keep`, when given), with the ranks where a
+    job holds cores (`busy`) from the scheduler (only asked when some rank is
+    drained)."""
     st = h.call("resource.status", nodeid=0)
+    if keep is not None:
+        st["ranks"] = {r: v for r, v in st["ranks"].items() if int(r) in keep}
     st["busy"] = set()
     if any(info["drained"] is not None for info in st["ranks"].values()):
         view = h.call("sched.resource-status", nodeid=0)
@@ -207,7 +260,11 @@ def _status_rows(st: dict, out: OutputFormat, which) -> list[dict]:
               help="default, long (with the drain reason), or a format string over "
                    "{state} {up} {nnodes} {ncores} {ranks} {nodelist} {reason} {timestamp}.")
 @click.option("--json", "as_json", is_flag=True, help="Print every rank's state as JSON.")
-def status(which, no_header, fmt, as_json):
+@QUEUE
+@INCLUDE
+@click.option("--skip-empty", is_flag=True,
+              help="Leave out rows with no resources (there are none here).")
+def status(which, no_header, fmt, as_json, queues, include, skip_empty):
     """Show the state of every rank: avail, exclude (resource.exclude: never
     scheduled), torpid, draining (drained, a job still runs there), drained,
     offline or lost.
@@ -216,7 +273,7 @@ def status(which, no_header, fmt, as_json):
     """
     out = None if as_json else OutputFormat(fmt, STATUS_HEADINGS, STATUS_FORMATS)
     with handle() as h:
-        st = _status(h)
+        st = _status(h, _keep(h, include, queues))
     if as_json:
         st["busy"] = sorted(st["busy"], key=int)
         click.echo(json.dumps(st))
@@ -233,9 +290,11 @@ def status(which, no_header, fmt, as_json):
               help="Drain ranks that are drained already, replacing their reason.")
 @click.option("-u", "--update", is_flag=True,
               help="Drain ranks that are drained already, keeping their reason and time.")
+@QUEUE
+@INCLUDE
 @click.argument("targets", required=False, callback=_targets)
 @click.argument("reason", nargs=-1)
-def drain(no_header, fmt, force, update, targets, reason):
+def drain(no_header, fmt, force, update, queues, include, targets, reason):
     """Drain the ranks in TARGETS (an idset such as 1-2), saying why in REASON.
 
     Drained ranks get no new jobs; running jobs carry on (the rank is
@@ -247,30 +306,61 @@ def drain(no_header, fmt, force, update, targets, reason):
         raise click.UsageError("--force and --update cannot be used together")
     with handle() as h:
         if targets is not None:
-            req = {"targets": targets, "reason": " ".join(reason)}
+            req = {"targets": _idset_of(h, targets), "reason": " ".join(reason)}
             if force or update:
                 req["mode"] = "overwrite" if force else "update"
             h.call("resource.drain", req, nodeid=0)
             return
-        st = _status(h)
+        st = _status(h, _keep(h, include, queues))
     out = OutputFormat(fmt, STATUS_HEADINGS, DRAIN_FORMATS)
     _print(out, _status_rows(st, out, DRAIN_STATES), no_header)
 
 
 @resource.command(context_settings=HELP)
+@click.option("-f", "--force", count=True,
+              help="Targets that are not drained are no error.")
+@click.option("-u", "--update", is_flag=True,
+              help="Targets that are not drained are no error.")
 @click.argument("targets", callback=_targets)
-def undrain(targets):
-    """Return the drained ranks in TARGETS (an idset such as 1-2) to service."""
+@click.argument("reason", nargs=-1)
+def undrain(force, update, targets, reason):
+    """Return the drained ranks in TARGETS (ranks such as 1-2, or hosts) to service.
+
+    REASON is accepted as Flux's (fluxlite keeps no undrain reason)."""
+    del reason
     with handle() as h:
-        h.call("resource.undrain", {"targets": targets}, nodeid=0)
+        ranks = _idset_of(h, targets)
+        if force or update:   # only those drained: the others are no error
+            drained = {int(r) for r, v in h.call("resource.status", nodeid=0)[
+                "ranks"].items() if v["drained"] is not None}
+            ranks = idset.encode(sorted(idset.decode(ranks) & drained))
+            if not ranks:
+                return
+        h.call("resource.undrain", {"targets": ranks}, nodeid=0)
+
+
+def _idset_of(h, targets: str) -> str:
+    """TARGETS as an idset of ranks (a hostlist resolved with the instance's hosts)."""
+    try:
+        idset.decode(targets)
+        return targets
+    except ValueError as exc:
+        why = str(exc)
+    ranks = _ranks(targets, api.hosts(h))
+    if not ranks:
+        raise click.BadParameter(f"{why}, and no rank is on a host named in {targets!r}",
+                                 param_hint="TARGETS")
+    return idset.encode(sorted(ranks))
 
 
 
 # ---------------------------------------------- info, R, eventlog (flux-resource(1))
-def _selected(h, which: list[str], include: str | None) -> dict[int, list[int]]:
+def _selected(h, which: list[str], include: str | None,
+              queues: str | None = None) -> dict[int, list[int]]:
     """rank -> cores of the ranks in the states `which` (the scheduler's view), limited
-    to the ranks in `include` (an idset) when given."""
+    to those -i (ranks or hosts) and -q (queues) name."""
     view = h.call("sched.resource-status", nodeid=0)
+    keep = _keep(h, include, queues, view)
     sets = {"all": view["all"], "free": view["free"], "allocated": view["allocated"],
             "down": view["down"],
             "up": {r: c for r, c in view["all"].items() if r not in view["down"]}}
@@ -278,39 +368,34 @@ def _selected(h, which: list[str], include: str | None) -> dict[int, list[int]]:
     for state in which:
         for r, cores in sets[state].items():
             out.setdefault(int(r), set()).update(cores)
-    if include is not None:
-        keep = idset.decode(include)
+    if keep is not None:
         out = {r: c for r, c in out.items() if r in keep}
     return {r: sorted(c) for r, c in sorted(out.items())}
-
-
-def _include(ctx, param, value):
-    return _targets(ctx, param, value)
 
 
 @resource.command(context_settings=HELP)
 @click.option("-s", "--states", "which", default=None, callback=_states(LIST_STATES, ("all",)),
               metavar="STATE,...", help="Only resources in these states: up, down, "
                                         "allocated, free, all (default: all).")
-@click.option("-i", "--include", default=None, callback=_include, metavar="RANKS",
-              help="Only these ranks (an idset).")
-def info(which, include):
+@INCLUDE
+@QUEUE
+def info(which, include, queues):
     """One line: how many nodes, cores and GPUs ('4 Nodes, 8 Cores, 0 GPUs')."""
     with handle() as h:
-        sel = _selected(h, which, include)
+        sel = _selected(h, which, include, queues)
     click.echo(f"{len(sel)} Nodes, {sum(len(c) for c in sel.values())} Cores, 0 GPUs")
 
 
 @resource.command("R", context_settings=HELP)
 @click.option("-s", "--states", "which", default=None, callback=_states(LIST_STATES, ("all",)),
               metavar="STATE,...", help="Only resources in these states (default: all).")
-@click.option("-i", "--include", default=None, callback=_include, metavar="RANKS",
-              help="Only these ranks (an idset).")
-def resource_R(which, include):  # noqa: N802 - the command is called R
+@INCLUDE
+@QUEUE
+def resource_R(which, include, queues):  # noqa: N802 - the command is called R
     """Print the instance's resources (or those in STATES) as R, RFC 20's JSON."""
     from ..job import rset
     with handle() as h:
-        sel = _selected(h, which, include)
+        sel = _selected(h, which, include, queues)
         hosts = api.hosts(h)
     click.echo(json.dumps(rset.build(sel, starttime=0.0, expiration=0.0, hosts=hosts)))
 
@@ -318,26 +403,33 @@ def resource_R(which, include):  # noqa: N802 - the command is called R
 @resource.command("eventlog", context_settings=HELP)
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@click.option("-T", "--time-format", type=click.Choice(["raw", "iso", "offset", "human"]),
+              default="raw", show_default=True, help="How timestamps are shown.")
+@click.option("-H", "--human", is_flag=True, help="-T human: times relative to the first.")
+@click.option("-L", "--color", is_flag=False, flag_value="auto", default=None,
+              callback=color_when, metavar="[WHEN]",
+              help="always, never or auto (accepted: not colored here).")
 @click.option("-F", "--follow", is_flag=True, help="Keep printing entries as they come.")
 @click.option("-w", "--wait", "wait_for", default=None, metavar="EVENT",
               help="Follow until EVENT is posted, then exit.")
+@click.option("-m", "--match-context", "matches", multiple=True, callback=match_pairs,
+              metavar="KEY=VAL", help="With --wait: only an EVENT whose context has "
+                                      "KEY equal to VAL (repeatable).")
 @click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="With --follow or --wait: give up after this long.")
-def resource_eventlog(fmt, human, follow, wait_for, timeout):
+@INCLUDE
+def resource_eventlog(fmt, time_format, human, color, follow, wait_for, matches, timeout,
+                      include):
     """Print the resource eventlog (resource-define, online, offline, drain, undrain,
     torpid, lively, shrink), one entry per line."""
     from ..errors import RPCTimeout
-    from ..job.eventlog import format_entry
+    from .eventprint import EventPrinter
+    del color
     follow = follow or wait_for is not None
-    t0 = [None]
-
-    def show(e) -> bool:
-        t0[0] = e.get("timestamp") if t0[0] is None else t0[0]
-        click.echo(json.dumps(e) if fmt == "json" else format_entry(e, human=human, t0=t0[0]))
-        return wait_for is not None and e.get("name") == wait_for
-
     with handle() as h:
+        keep = _keep(h, include, None)
+        show = EventPrinter(fmt, "human" if human else time_format, wait_for, matches,
+                             keep)
         if not follow:
             for e in h.call("kvs.get", {"key": "resource.eventlog"}, nodeid=0)["value"]:
                 show(e)

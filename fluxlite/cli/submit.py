@@ -256,16 +256,14 @@ def submit_all(specs: Iterable[dict], params: dict, *, quiet: bool, wait: bool, 
         print(f"{prog}: stdout is not a tty. Ignoring --progress option", file=sys.stderr)
         progress = False
     wait = wait or progress
-    rc = 0
     with handle() as h:
-        from ..job import api
         # a job waited for is submitted waitable: not purged before its wait arrives
         flags = WAITABLE if wait else 0
         urg = iter(urgencies) if urgencies else itertools.repeat(params["urgency"])
         ids, refused = [], set()
         inflight: collections.deque = collections.deque()
 
-        def settle() -> int:
+        def settle() -> None:
             p = inflight.popleft()
             h.wait(p)
             resp = p.take()
@@ -276,40 +274,51 @@ def submit_all(specs: Iterable[dict], params: dict, *, quiet: bool, wait: bool, 
                 ex = resp["exception"]
                 print(f"{prog}: job {fluid.f58(resp['id'])}: {ex['note']}", file=sys.stderr)
                 refused.add(resp["id"])
-                return 1
-            return 0
-        # Ctrl-C: nothing more is sent, the answers already due are awaited and
-        # counted (a second Ctrl-C leaves at once)
-        interrupted: list[bool] = []
-
-        def on_sigint(signum, frame):
-            if interrupted:
-                raise KeyboardInterrupt
-            interrupted.append(True)
-        old = signal.signal(signal.SIGINT, on_sigint)
-        try:
-            for s in specs:
-                if interrupted:
-                    break
-                inflight.append(api.submit_async(h, s, next(urg), flags))
-                if len(inflight) >= SUBMIT_WINDOW:
-                    rc = max(rc, settle())
-            while inflight:
-                rc = max(rc, settle())
-        finally:
-            signal.signal(signal.SIGINT, old)
-        if interrupted:
+        if not _send_all(h, specs, urg, flags, inflight, settle):
             print(f"{prog}: interrupted: {len(ids)} job(s) submitted", file=sys.stderr)
             return 130
-        if watch:
-            from .attach import Attach
-            for jobid in ids:
-                rc = max(rc, Attach(h, jobid, label_io=params["label_io"], prog=prog).run())
-        elif wait:
-            rc = max(rc, _wait_all(h, ids, progress, said=refused))
-        elif wait_event:
-            _wait_event_all(h, ids, wait_event)
-    return rc
+        rc = 1 if refused else 0   # a job refused at submit (its line is said)
+        return max(rc, _afterwards(h, ids, params, refused, wait=wait, watch=watch,
+                                   progress=progress, wait_event=wait_event, prog=prog))
+
+
+def _send_all(h, specs, urgencies, flags, inflight, settle) -> bool:
+    """Send each jobspec, settling the oldest answer while SUBMIT_WINDOW are in
+    flight; False if Ctrl-C stopped it (nothing more is sent, the answers already
+    due are awaited and counted; a second Ctrl-C leaves at once)."""
+    from ..job import api
+    interrupted: list[bool] = []
+
+    def on_sigint(signum, frame):
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(True)
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        for s in specs:
+            if interrupted:
+                break
+            inflight.append(api.submit_async(h, s, next(urgencies), flags))
+            if len(inflight) >= SUBMIT_WINDOW:
+                settle()
+        while inflight:
+            settle()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return not interrupted
+
+
+def _afterwards(h, ids, params, refused, *, wait, watch, progress, wait_event, prog) -> int:
+    """--watch, --wait (--progress) or --wait-event once every job is in; the exit code."""
+    if watch:
+        from .attach import Attach
+        return max((Attach(h, jobid, label_io=params["label_io"], prog=prog).run()
+                    for jobid in ids), default=0)
+    if wait:
+        return _wait_all(h, ids, progress, said=refused)
+    if wait_event:
+        _wait_event_all(h, ids, wait_event)
+    return 0
 
 
 def _wait_event_all(h, ids: list[int], name: str) -> None:

@@ -340,6 +340,8 @@ def _pgrep_options(fn):
                      help="At most N matches."),
         click.option("--max-entries", type=click.IntRange(1), default=1000,
                      help="Search at most N jobs."),
+        click.option("-q", "--queue", "queues", multiple=True, metavar="QUEUE[,...]",
+                     help="Only jobs in these queues (repeatable)."),
     ]):
         fn = opt(fn)
     return fn
@@ -352,14 +354,15 @@ def _pgrep_options(fn):
               help="An output format, as `fluxlite jobs -o` (named: full, long, deps); "
                    "default {id.f58}, one id per line.")
 @click.argument("expression", nargs=-1, required=True)
-def pgrep(all_states, all_users, user, filters, count, max_entries, no_header, fmt,
+def pgrep(all_states, all_users, user, filters, count, max_entries, queues, no_header, fmt,
           expression):
     """List the jobs whose name matches EXPRESSION (a regular expression, or
     name:REGEX), or whose id lies in ID..ID.  Exit 1 if none matches."""
     from .jobmatch import PGREP_FORMATS, find_jobs, print_jobs
     with handle() as h:
         found = find_jobs(h, expression, all_states=all_states, all_users=all_users,
-                          user=user, filters=filters, count=count, max_entries=max_entries)
+                          user=user, filters=filters, count=count, max_entries=max_entries,
+                          queues=queues)
         if not found:
             sys.exit(1)
         header = not no_header and fmt != "{id.f58}"
@@ -368,9 +371,9 @@ def pgrep(all_states, all_users, user, filters, count, max_entries, no_header, f
 
 @click.command(context_settings=HELP)
 @_pgrep_options
-@click.option("--wait", is_flag=True, help="Wait for the canceled jobs to finish.")
+@click.option("-w", "--wait", is_flag=True, help="Wait for the canceled jobs to finish.")
 @click.argument("expression", nargs=-1, required=True)
-def pkill(all_states, all_users, user, filters, count, max_entries, wait, expression):
+def pkill(all_states, all_users, user, filters, count, max_entries, queues, wait, expression):
     """Cancel the jobs whose name matches EXPRESSION (or whose id lies in ID..ID),
     then say how many.  Exit 1 if none matches or a cancel failed."""
     from ..job import api
@@ -378,7 +381,8 @@ def pkill(all_states, all_users, user, filters, count, max_entries, wait, expres
     from .jobmatch import find_jobs
     with handle() as h:
         found = find_jobs(h, expression, all_states=all_states, all_users=all_users,
-                          user=user, filters=filters, count=count, max_entries=max_entries)
+                          user=user, filters=filters, count=count, max_entries=max_entries,
+                          queues=queues)
         if not found:
             sys.exit(1)
         done, code = 0, 0

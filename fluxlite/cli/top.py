@@ -45,7 +45,7 @@ class View:
     rows: list[dict] = field(default_factory=list)   # job_values + "uri"
 
 
-def fetch(uri: str | None, title: str) -> View:
+def fetch(uri: str | None, title: str, queue: str | None = None) -> View:
     from ..job import api, states
     from ..util import idset
     from .jobs import flux_order, job_values
@@ -57,6 +57,8 @@ def fetch(uri: str | None, title: str) -> View:
         sched = h.call("sched.resource-status", nodeid=0)
         status = h.call("resource.status", nodeid=0)["ranks"]
         jobs = api.list_jobs(h, "all", userid=None)
+        if queue is not None:   # -q: that queue's jobs only
+            jobs = [j for j in jobs if (j.get("queue") or "") == queue]
         v.stats = api.stats(h)
         hosts = api.hosts(h) if jobs else []
     v.cores_total = sum(len(c) for r, c in sched["all"].items() if r not in sched["down"])
@@ -134,9 +136,10 @@ def render(v: View, selected: int, width: int, height: int):
 class Screen:
     """The terminal loop: keys in, a redraw per period or key."""
 
-    def __init__(self, uri: str | None, title: str, delay: float):
+    def __init__(self, uri: str | None, title: str, delay: float, queue: str | None = None):
         self.stack = [(uri, title, 0)]   # (uri, title, selected row) per level
         self.delay = delay
+        self.queue = queue
 
     def run(self) -> int:
         import termios
@@ -156,7 +159,8 @@ class Screen:
                     uri, title, sel = self.stack[-1]
                     if time.monotonic() >= next_fetch:
                         try:
-                            view = fetch(uri, title)
+                            view = fetch(uri, title, self.queue if len(self.stack) == 1
+                                         else None)
                         except FluxliteError:
                             if len(self.stack) == 1:
                                 raise
@@ -207,8 +211,13 @@ def _read_key(fd: int, timeout: float) -> str | None:
 @click.command(context_settings=HELP)
 @click.option("-d", "--delay", type=click.FloatRange(0.1, 3600), default=2.0,
               show_default=True, help="Seconds between refreshes.")
+@click.option("-q", "--queue", default=None, metavar="NAME",
+              help="Only the jobs of queue NAME (in this instance).")
+@click.option("--color", is_flag=False, flag_value="auto", default=None, metavar="[WHEN]",
+              type=click.Choice(["always", "never", "auto"]),
+              help="always, never or auto (the terminal's colors are used as it allows).")
 @click.argument("target", required=False)
-def top(delay, target):
+def top(delay, queue, color, target):
     """A live view of the instance: cores (and GPUs) busy and free, jobs running
     first with their elapsed time, nested instances to enter (Enter) and leave (q).
 
@@ -224,7 +233,8 @@ def top(delay, target):
     else:
         jobid = os.environ.get("FLUXLITE_URI") and _own_jobid()
         title = jobid or "."
-    return Screen(uri, title, delay).run()
+    del color
+    return Screen(uri, title, delay, queue).run()
 
 
 def _own_jobid() -> str:

@@ -176,7 +176,7 @@ def test_pstree_draws_nested_instances(instance_factory, tmp_path):
 def test_queue_disable_refuses_submissions_and_enable_restores(inst1):
     assert out(inst1, "queue", "list").splitlines()[0] == (
         "EN ST TDEFAULT   TLIMIT     NNODES     NCORES      NGPUS")
-    assert out(inst1, "queue", "disable", "maintenance", "today") == (
+    assert out(inst1, "queue", "disable", "-m", "maintenance today") == (
         "Job submission is disabled: maintenance today\n")
     cp = inst1.cli("submit", "true")
     assert (cp.returncode, one_error_line(cp)) == (
@@ -187,7 +187,7 @@ def test_queue_disable_refuses_submissions_and_enable_restores(inst1):
     assert row[:2] == ["✗", "✔"] or row[:2] == ["n", "y"]
     assert out(inst1, "queue", "enable") == "Job submission is enabled\n"
     inst1.cli("run", "true", check=True)
-    assert out(inst1, "queue", "disable", "-q") == ""
+    assert out(inst1, "queue", "disable", "--quiet") == ""
     assert "disabled by administrator" in out(inst1, "queue", "status")
 
 
@@ -221,7 +221,7 @@ def test_kvs_put_json_raw_mkdir(inst1):
     inst1.cli("kvs", "put", "-r", "a.e=-", input="from stdin", check=True)
     assert inst1.handle().call("kvs.get", {"key": "a.e"})["value"] == "from stdin"
     inst1.cli("kvs", "mkdir", "d.e", "a.b", check=True)
-    assert out(inst1, "kvs", "ls", "d") == "e.\n"
+    assert out(inst1, "kvs", "ls", "-F", "d") == "e.\n"
     assert out(inst1, "kvs", "ls", "a.b") == ""     # the value became an empty directory
 
 

@@ -19,10 +19,10 @@ def test_status_exit_codes(inst1):
     denied = ids_of(inst.cli("submit", "-n", "1024", "true", check=True))[0]
     # a job ended by an exception before it ran: its dependency can never be met
     never = ids_of(inst.cli("submit", f"--dependency=afterok:{one}", "true"))[0]
-    inst.cli("queue", "stop", "-q", check=True)
+    inst.cli("queue", "stop", "--quiet", check=True)
     canceled = ids_of(inst.cli("submit", "true", check=True))[0]
     inst.cli("cancel", canceled, check=True)
-    inst.cli("queue", "start", "-q", check=True)
+    inst.cli("queue", "start", "--quiet", check=True)
     assert inst.cli("job", "status", zero, timeout=30).returncode == 0
     assert inst.cli("job", "status", one, timeout=30).returncode == 1
     cp = inst.cli("job", "status", "-v", sigint, timeout=30)

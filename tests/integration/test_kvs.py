@@ -120,11 +120,13 @@ def tree(inst1):
 
 
 def test_kvs_ls_recursive_as_ls_R(tree):
-    out = tree.cli("kvs", "ls", "-R", "a", check=True).stdout
+    out = tree.cli("kvs", "ls", "-R", "-1F", "a", check=True).stdout
     assert out == "a:\nb\nc.\n\na.c:\nd\ne.\n\na.c.e:\nf\n"
-    root = tree.cli("kvs", "ls", "-R", check=True).stdout
+    root = tree.cli("kvs", "ls", "-R", "-1F", check=True).stdout
     assert root.startswith(".:\na.\n") and "\n\na.c.e:\nf\n" in root
-    assert tree.cli("kvs", "ls", "a", check=True).stdout == "b\nc.\n"
+    assert tree.cli("kvs", "ls", "-1F", "a", check=True).stdout == "b\nc.\n"
+    # as Flux: names in columns, no marks without -F
+    assert tree.cli("kvs", "ls", "-w", "80", "a", check=True).stdout == "b    c\n"
 
 
 def test_kvs_dir_prints_keys_and_values(tree):
@@ -143,7 +145,7 @@ def test_kvs_unlink(tree):
     tree.cli("kvs", "unlink", "a.c.d", "top", check=True)
     assert tree.cli("kvs", "get", "top").returncode != 0
     tree.cli("kvs", "unlink", "-R", "a.c", check=True)
-    assert tree.cli("kvs", "ls", "-R", "a", check=True).stdout == "a:\nb\n"
+    assert tree.cli("kvs", "ls", "-R", "-1", "a", check=True).stdout == "a:\nb\n"
     tree.cli("kvs", "put", "empty.x=1", check=True)
     tree.cli("kvs", "unlink", "empty.x", check=True)
     tree.cli("kvs", "unlink", "empty", check=True)  # an empty directory needs no -R
@@ -157,7 +159,7 @@ def test_kvs_unlink(tree):
     (("unlink", "top", "a"), "non-empty directory"),
     (("dir", "top"), "'top' is not a directory"),
     (("dir", "nope"), "directory 'nope' not found"),
-    (("ls", "-R", "top"), "'top' is not a directory: it holds a value (read it with kvs get)"),
+    (("ls", "top."), "top: Not a directory"),
     (("get", "a.c"), "key 'a.c' is a directory, not a value: read a key below it (a.c.NAME)"),
     (("put", "-a", "a.c=1"), "key 'a.c' is a directory: cannot append to it (append to a "
                              "key below it, a.c.NAME, or set a value over it)"),

@@ -156,7 +156,7 @@ def test_the_kvs_command_line_takes_namespaces_and_links(inst1):
     inst1.cli("kvs", "put", "-N", "team", "cfg.n=3", check=True)
     inst1.cli("kvs", "mkdir", "--namespace=team", "empty", check=True)
     assert inst1.cli("kvs", "get", "-N", "team", "cfg.n", check=True).stdout == "3\n"
-    assert inst1.cli("kvs", "ls", "-N", "team", check=True).stdout == "cfg.\nempty.\n"
+    assert inst1.cli("kvs", "ls", "-1F", "-N", "team", check=True).stdout == "cfg.\nempty.\n"
     assert inst1.cli("kvs", "dir", "-N", "team", "-R", check=True).stdout == "cfg.n = 3\n"
     assert inst1.cli("kvs", "get", "cfg.n").returncode != 0
     inst1.cli("kvs", "link", "-T", "team", "cfg.n", "from_team", check=True)
@@ -169,7 +169,7 @@ def test_the_kvs_command_line_takes_namespaces_and_links(inst1):
     cp = inst1.cli("kvs", "readlink", "-N", "team", "cfg.n")
     assert cp.returncode != 0 and "not a symbolic link" in cp.stderr
     inst1.cli("kvs", "unlink", "-N", "team", "-R", "cfg", check=True)
-    assert inst1.cli("kvs", "ls", "-N", "team", check=True).stdout == "alias\nempty.\n"
+    assert inst1.cli("kvs", "ls", "-1F", "-N", "team", check=True).stdout == "alias@\nempty.\n"
     inst1.cli("kvs", "namespace", "remove", "team", check=True)
     cp = inst1.cli("kvs", "get", "-N", "team", "empty")
     assert cp.returncode != 0 and "'team' does not exist" in cp.stderr

@@ -33,7 +33,7 @@ def test_status_of_a_fresh_instance(inst1):
 
 def test_stopped_queue_accepts_jobs_and_runs_them_on_start(one_core):
     inst = one_core
-    cp = inst.cli("queue", "stop", "system", "maintenance", check=True)
+    cp = inst.cli("queue", "stop", "-m", "system maintenance", check=True)
     assert cp.stdout == "Scheduling is stopped: system maintenance\n"
     cp = inst.cli("queue", "status", check=True)
     assert cp.stdout == ("Job submission is enabled\n"
@@ -59,14 +59,14 @@ def test_stop_withdraws_a_request_the_scheduler_holds(one_core):
     blocker = jobid_of(inst.cli("submit", "sleep", "60", check=True))
     inst.cli("job", "wait-event", "-t", "30s", blocker, "start", check=True, timeout=40)
     waiting = jobid_of(inst.cli("submit", "true", check=True))
-    cp = inst.cli("queue", "stop", "-q", "-m", "no more", check=True)
+    cp = inst.cli("queue", "stop", "--quiet", "-m", "no more", check=True)
     assert cp.stdout == ""
     inst.cli("cancel", blocker, check=True)
     # the core is free once the blocker is gone, yet the waiting job stays pending
     assert inst.cli("queue", "idle", timeout=30, check=True).stdout == "1 jobs\n"
     assert state(inst, waiting) == "SCHED"
     assert inst.cli("queue", "idle", "-q", timeout=30, check=True).stdout == "1 jobs\n"
-    inst.cli("queue", "start", "-q", check=True)
+    inst.cli("queue", "start", "--quiet", check=True)
     inst.cli("job", "wait", waiting, check=True, timeout=30)
     cp = inst.cli("queue", "idle", "-q", timeout=30, check=True)
     assert cp.stdout == ""
@@ -91,10 +91,20 @@ def test_drain_and_idle_time_out_then_end_on_events(inst1):
     assert inst1.cli("queue", "drain", timeout=30, check=True).returncode == 0
 
 
+def test_a_queue_that_is_not_there(inst1):
+    # as Flux's: the free argument names a queue (the reason is given with -m)
+    for args in (["stop", "-m", "why", "more"], ["status", "more"], ["enable", "-q", "more"]):
+        cp = inst1.cli("queue", *args, timeout=30)
+        assert cp.returncode == 1
+        assert one_error_line(cp).endswith("'more' is not a queue (queues: none)")
+    cp = inst1.cli("queue", "disable", "-q", "a", "b", timeout=30)
+    assert "Conflicting queues specified as --queue=a and b" in one_error_line(cp)
+
+
 @pytest.mark.parametrize("args, words", [
     (["drain", "--timeout=soon"], "not a valid Flux Standard Duration"),
     (["idle", "--timeout=-1"], "not a valid Flux Standard Duration"),
-    (["stop", "-m", "why", "more"], "not both"),
+    (["stop", "-m", "why", "one", "two"], "unexpected extra argument (two)"),
     (["start", "--bogus"], "No such option"),
     (["nosuch"], "No such command"),
 ])

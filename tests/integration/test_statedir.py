@@ -51,7 +51,7 @@ def test_the_flux_scenario_survives_a_clean_restart(instance_factory, tmp_path):
     # (met already), a begin-time an hour away, an urgency
     dep = a.cli("submit", f"--dependency=afterany:{held}", "echo", "dep", check=True).stdout.strip()
     later = a.cli("submit", "--begin-time=+1h", "true", check=True).stdout.strip()
-    a.cli("queue", "stop", "maintenance window", check=True)
+    a.cli("queue", "stop", "-m", "maintenance window", check=True)
     low = a.cli("submit", "--urgency=3", "echo", "low", check=True).stdout.strip()
     high = a.cli("submit", "--urgency=20", "echo", "high", check=True).stdout.strip()
     a.cli("resource", "drain", "0", "bad fan", check=True)
@@ -246,7 +246,7 @@ def test_two_instances_never_share_a_state_directory(instance_factory, tmp_path)
 def test_a_queue_stopped_with_nocheckpoint_starts_after_a_restart(instance_factory, tmp_path):
     sd = tmp_path / "state"
     a = _restart(instance_factory, sd)
-    a.cli("queue", "stop", "--nocheckpoint", "just for now", check=True)
+    a.cli("queue", "stop", "--nocheckpoint", "-m", "just for now", check=True)
     assert "just for now" in a.cli("queue", "status", check=True).stdout
     assert a.stop() == 0
     b = _restart(instance_factory, sd)
@@ -258,7 +258,7 @@ def test_a_queue_stopped_with_nocheckpoint_starts_after_a_restart(instance_facto
 def test_a_disabled_queue_stays_disabled_after_a_restart(instance_factory, tmp_path):
     sd = tmp_path / "state"
     a = _restart(instance_factory, sd)
-    a.cli("queue", "disable", "moving racks", check=True)
+    a.cli("queue", "disable", "-m", "moving racks", check=True)
     assert a.stop() == 0
     b = _restart(instance_factory, sd)
     assert b.cli("queue", "status", check=True).stdout.splitlines()[0] == (
