@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import time
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import Instance
 from fluxlite.util import fluid
 

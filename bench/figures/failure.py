@@ -19,7 +19,7 @@ from bench.common import (
     submit_id,
     wait_event,
 )
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import (
     Instance,
     wait_pids_gone,

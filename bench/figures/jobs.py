@@ -21,7 +21,7 @@ from bench.common import (
     run_timed,
     submit_many,
 )
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import (
     Instance,
     fluxlite_command,
@@ -107,7 +107,8 @@ def fig_chain(rows: list, quick: bool, ctx: dict) -> None:
 def fig_executor(rows: list, quick: bool, ctx: dict) -> None:
     """14. Executor.submit + result() throughput against submit --cc, and the Flux
     compatibility overhead: `flux run true` against `fluxlite run true`."""
-    from fluxlite.job import Executor, Jobspec
+    from fluxlite.job import Jobspec
+    from fluxlite.jobapi import Executor
     from fluxlite.util.compat import enable
     njobs = 200 if quick else 1000
     reps = 5 if quick else 20

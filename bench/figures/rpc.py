@@ -18,7 +18,7 @@ from bench.common import (
     median,
     progress,
 )
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import (
     Instance,
 )

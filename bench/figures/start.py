@@ -17,7 +17,7 @@ from bench.common import (
     run_timed,
     submit_id,
 )
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import (
     TAG_VAR,
     Instance,

@@ -19,7 +19,7 @@ import threading
 import time
 
 from bench.common import Row, median, progress, run_timed, submit_many
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import Instance, fluxlite_command
 
 

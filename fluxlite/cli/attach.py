@@ -18,8 +18,9 @@ import signal
 import sys
 import time
 
-from ..job import api, states
 from ..job import eventlog as jel
+from ..job import states
+from ..jobapi import api
 from ..util import fluid
 
 

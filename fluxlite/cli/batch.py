@@ -230,7 +230,7 @@ def batch(ctx, **params):
         if params["dry_run"]:
             from .submit import dry_run
             dry_run(spec)
-        from ..job import api
+        from ..jobapi import api
         from ..util import fluid
         resp = api.submit_full(h, spec, params["urgency"])
     if not params["quiet"]:
@@ -256,7 +256,7 @@ def alloc(bg, command, **params):
     Instance jobs default to exit-timeout=none (set -o exit-timeout= to change
     it) and --persist.
     """
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     from .attach import Attach
     command = list(command)
@@ -296,7 +296,7 @@ def alloc(bg, command, **params):
 def wait_for_instance(h, jobid: int, timeout: float = 120.0) -> str:
     """Follow the job until its instance recorded its URI and is running; return the URI."""
     from ..client.sync import Handle
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     uri = None
     for e in api.event_watch(h, jobid, timeout=timeout):

@@ -247,7 +247,8 @@ class Exec:
 
 def _job_ranks(h, jobid: int) -> list[int]:
     """The broker ranks of a running job, in order (UsageError when it runs nowhere)."""
-    from ..job import api, states
+    from ..job import states
+    from ..jobapi import api
     from ..util import fluid, idset
     job = api.info(h, jobid)
     if job.get("state") not in states.RUNNING or not job.get("ranks"):

@@ -63,7 +63,7 @@ class _Sources:
             raise UsageError(f"Invalid jobid or hostlist {arg}") from None
 
     def job(self, jobid, arg: str) -> list[str]:
-        from ..job import api
+        from ..jobapi import api
         from ..util import fluid
         i = jobid if isinstance(jobid, int) else fluid.parse(str(jobid))
         h = self.handle()

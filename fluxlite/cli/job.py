@@ -39,8 +39,8 @@ def job():
 @click.argument("jobid", type=JOBID)
 def eventlog(path, follow, fmt, human, jobid):
     """Print a job's eventlog."""
-    from ..job import api
     from ..job.eventlog import format_entry
+    from ..jobapi import api
     with handle() as h:
         api.info(h, jobid)  # a clear error for an unknown job
         t0 = None
@@ -64,8 +64,8 @@ def eventlog(path, follow, fmt, human, jobid):
 def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
     """Wait until event NAME appears in a job's eventlog (it may be there already)."""
     from ..errors import RPCTimeout
-    from ..job import api
     from ..job.eventlog import format_entry
+    from ..jobapi import api
     want = {}
     for m in matches:
         k, sep, v = m.partition("=")
@@ -125,7 +125,7 @@ def attach(jobid, **opts):
 
     Standard input, when it is a pipe or a file, goes to the job's tasks (those of a
     job submitted without --input, or of a `run` reading its own stdin)."""
-    from ..job import api
+    from ..jobapi import api
     from .attach import Attach
     from .submit import _stdin_has_data
     if opts["stdin_ranks"] not in (None, "all"):
@@ -148,8 +148,8 @@ def attach(jobid, **opts):
 
 def _output_lines(h, jobid: int) -> int:
     """How many lines of output (stdout and stderr) the job has written so far."""
-    from ..job import api
     from ..job import eventlog as jel
+    from ..jobapi import api
     try:
         entries = list(api.event_watch(h, jobid, "output", follow=False))
     except NotFound:
@@ -161,7 +161,7 @@ def _output_lines(h, jobid: int) -> int:
 def _stdin_target(h, jobid: int, attach) -> None:
     """Where the job reads stdin from: its input log (run's) or its shell's `stdin`
     method (submit's, Flux's service); neither: it reads none."""
-    from ..job import api
+    from ..jobapi import api
     opts = api.job_data(h, jobid, "jobspec")["attributes"]["system"].get(
         "shell", {}).get("options", {})
     if opts.get("input") and not opts.get("input.path"):
@@ -191,7 +191,7 @@ def wait(all_, verbose, jobid):
     `job wait JOBID` would; exit 2 if there are none.  With --all, wait for
     every job not waited for yet; exit 1 if any failed.
     """
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     if jobid is not None and all_:
         raise click.UsageError("give one JOBID or --all, not both")
@@ -231,7 +231,7 @@ def status(verbose, exc_code, as_json, jobids):
     waiting for them (`job wait` still may)."""
     import os
 
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     prog = "fluxlite job status"
     if verbose and len(jobids) > 1:
@@ -298,7 +298,7 @@ def _last_slice(text: str | None) -> slice:
 def last(which):
     """Print the ids of the jobs you submitted last, newest first: one, the N newest,
     or a Python slice of that list ('[:]' all, '[::-1]' all in submit order)."""
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     sl = _last_slice(which)
     if sl.step == 0:
@@ -328,7 +328,8 @@ def info(original, base, jobid, key):
     """Print a job's KEY as JSON: jobspec, R, J (the jobspec: fluxlite signs none),
     eventlog, guest.exec.eventlog, guest.input, guest.output, or any other key in
     the job's KVS directory."""
-    from ..job import api, states
+    from ..job import states
+    from ..jobapi import api
     from ..util import fluid
     del original, base
     if key is None:  # click's own message lists the choices on tab-indented lines
@@ -352,8 +353,8 @@ def info(original, base, jobid, key):
 def urgency_(verbose, jobid, urgency):
     """Change a pending job's urgency: 0 or hold holds it, a larger one releases it,
     31 or expedite runs it before all others (16 is the default)."""
-    from ..job import api
     from ..job.depend import parse_urgency
+    from ..jobapi import api
     from ..util import fluid
     value = parse_urgency(urgency)
     with handle() as h:
@@ -375,7 +376,7 @@ def purge(age_limit, num_limit, force, jobids):
     Without --force, only say how many would go.  With JOBIDS, purge those
     inactive jobs instead of applying limits.
     """
-    from ..job import api
+    from ..jobapi import api
     from ..util import fsd
     if jobids and (age_limit is not None or num_limit is not None):
         raise click.UsageError("give JOBIDS or --age-limit/--num-limit, not both")

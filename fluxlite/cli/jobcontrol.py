@@ -88,7 +88,7 @@ def cancel(all_, user, states, dry_run, message, quiet, jobids):
 
     With --all, --user or --states, cancel every matching job and say how many:
     "Canceled 3 jobs (0 errors)"."""
-    from ..job import api
+    from ..jobapi import api
     prog = "fluxlite cancel"
     all_ = all_ or user is not None or bool(states)
     if jobids and all_:
@@ -166,7 +166,7 @@ def _each(ids: list, verb: str, call) -> None:
 @click.argument("words", nargs=-1, metavar="JOBID... [--] [NOTE...]")
 def raise_(severity, etype, message, words):
     """Raise an exception on jobs."""
-    from ..job import api
+    from ..jobapi import api
     ids, note = _ids_and_note(words, message)
     _each(ids, "raise", lambda h, i: api.raise_exception(h, i, etype, severity, note))
 
@@ -177,7 +177,7 @@ def raise_(severity, etype, message, words):
 @click.argument("jobids", nargs=-1, required=True)
 def kill(sig, jobids):
     """Send a signal to running jobs' tasks."""
-    from ..job import api
+    from ..jobapi import api
     signum = _signum(sig)
     ids = []
     for text in jobids:
@@ -210,7 +210,7 @@ def _bulk_report(count: int, dry_run: bool, done: str) -> None:
 @click.argument("note", nargs=-1)
 def raiseall(severity, user, states, force, etype, note):
     """Raise an exception of TYPE on every matching job."""
-    from ..job import api
+    from ..jobapi import api
     with handle() as h:
         r = api.raise_all(h, userid=_userid(user), states=list(states) or ["active"],
                           etype=etype, severity=severity, note=" ".join(note),
@@ -227,8 +227,8 @@ def raiseall(severity, user, states, force, etype, note):
               help="Signal name or number.")
 def killall(user, force, sig):
     """Send a signal to every running job of a user."""
-    from ..job import api
     from ..job import states as st
+    from ..jobapi import api
     signum = _signum(sig)
     errors = 0
     with handle() as h:

@@ -59,7 +59,7 @@ class Expression:
 
 def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entries,
               queues=()):
-    from ..job import api
+    from ..jobapi import api
     from .jobs import flux_order
     from .jobselect import filter_option, matches, user_option
     expr = Expression(words)
@@ -79,7 +79,7 @@ def find_jobs(h, words, *, all_states, all_users, user, filters, count, max_entr
 
 
 def print_jobs(h, jobs: list[dict], fmt: str, header: bool) -> None:
-    from ..job import api
+    from ..jobapi import api
     from .jobs import FORMATS, HEADINGS, job_values
     from .outformat import OutputFormat
     out = OutputFormat(fmt, HEADINGS, FORMATS)

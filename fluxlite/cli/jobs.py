@@ -21,8 +21,8 @@ import time
 import click
 
 from ..errors import NotFound
-from ..job import api
 from ..job import states as st
+from ..jobapi import api
 from ..util import fluid, hostlist, idset
 from .common import HELP, handle, parse_jobid
 from .jobselect import filter_option, selected, since_option, user_option

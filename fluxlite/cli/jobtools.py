@@ -40,7 +40,7 @@ JOBID = _JobID()
 def submit_file(urgency, flags, file):
     """Submit the jobspec in FILE (JSON or YAML; stdin without FILE or with -), and
     print the job's id."""
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     known = {"waitable": 1, "debug": 0, "signed": 0, "novalidate": 0}
     mask = 0
@@ -116,7 +116,7 @@ def parse_taskmap(text: str) -> dict:
 
 
 def _job_taskmap(h, jobid: int) -> dict:
-    from ..job import api
+    from ..jobapi import api
     api.info(h, jobid)
     for e in api.event_watch(h, jobid, "exec"):
         if e.get("name") == "shell.start":
@@ -165,7 +165,7 @@ def _taskmap_and_hosts(target: str, want_hosts: bool) -> tuple[dict, list[str]]:
         jobid = parse_jobid(target)
     except UsageError:
         return parse_taskmap(target), []
-    from ..job import api
+    from ..jobapi import api
     from ..util import idset
     with handle() as h:
         tm = _job_taskmap(h, jobid)
@@ -230,7 +230,8 @@ def timeleft(human, jobid):
     or finished, 4294967295 (or infinity with -H) with no limit."""
     import time
 
-    from ..job import api, states
+    from ..job import states
+    from ..jobapi import api
     from ..util import fluid
     uri = None
     if jobid is None:
@@ -311,7 +312,8 @@ def hostpids(delimiter, ranks, timeout, jobid):
     """Print HOST:PID for every task of a running job, in task order (waiting for a
     pending job's tasks to start)."""
     from ..errors import RPCTimeout
-    from ..job import api, states
+    from ..job import states
+    from ..jobapi import api
     from ..util import fluid, idset
     wanted = None
     if ranks is not None:

@@ -27,7 +27,7 @@ LOST_GRACE = 2.0
 
 
 def instance_uri(h, jobid: int) -> str:
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     info = api.info(h, jobid)
     uri = (info.get("memo") or {}).get("uri")

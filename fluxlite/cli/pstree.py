@@ -40,7 +40,7 @@ def build_tree(uri: str | None, *, which: str, words, count: int, levels: int | 
                userid, depth: int = 0) -> list[Node]:
     """The jobs of the instance at `uri` (None: this one), newest first, each running
     instance with its own jobs below it, `levels` deep."""
-    from ..job import api
+    from ..jobapi import api
     from .jobs import flux_order, job_values
     from .jobselect import matches
     with handle(uri) as h:

@@ -19,7 +19,8 @@ import termios
 import tty
 
 from ..errors import FluxliteError
-from ..job import api, states
+from ..job import states
+from ..jobapi import api
 
 
 def _winsize() -> tuple[int, int]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import click
 
 from ..errors import RPCTimeout
-from ..job import api
+from ..jobapi import api
 from ..util import fsd
 from .common import HELP, fsd_timeout, handle
 

@@ -17,7 +17,7 @@ import json
 
 import click
 
-from ..job import api
+from ..jobapi import api
 from ..util import hostlist, idset
 from ..util.fluid import utf8_locale
 from .common import HELP, fsd_timeout, handle

@@ -33,7 +33,7 @@ def run(command, **params):
     Ctrl-C as Flux: the first keeps the job and says what comes next, a second within
     2 s cancels it, Ctrl-Z within 2 s of the first detaches (the job runs on).
     """
-    from ..job import api
+    from ..jobapi import api
     from .attach import Attach
     ranks = _input_ranks(params.get("input"))
     extra = None
@@ -286,7 +286,7 @@ def _send_all(h, specs, urgencies, flags, inflight, settle) -> bool:
     """Send each jobspec, settling the oldest answer while SUBMIT_WINDOW are in
     flight; False if Ctrl-C stopped it (nothing more is sent, the answers already
     due are awaited and counted; a second Ctrl-C leaves at once)."""
-    from ..job import api
+    from ..jobapi import api
     interrupted: list[bool] = []
 
     def on_sigint(signum, frame):
@@ -325,7 +325,7 @@ def _wait_event_all(h, ids: list[int], name: str) -> None:
     """--wait-event NAME: until each job has had NAME (exec.NAME in its exec eventlog);
     a job that ends without it is an error naming it."""
     from ..errors import EndOfStream
-    from ..job import api
+    from ..jobapi import api
     path, event = ("exec", name[5:]) if name.startswith("exec.") else ("eventlog", name)
     for jobid in ids:
         for e in api.event_watch(h, jobid, path):
@@ -338,7 +338,7 @@ def _wait_event_all(h, ids: list[int], name: str) -> None:
 def _wait_all(h, ids: list[int], progress: bool, said: set[int]) -> int:
     """Wait for the jobs; the largest exit code.  Each job that failed before it
     started gets one line saying why, unless its refusal at submit was `said`."""
-    from ..job import api
+    from ..jobapi import api
     results = []
     if progress:
         from rich.progress import Progress
@@ -360,7 +360,7 @@ def _why_not_started(h, result: dict) -> None:
     dependency never met, an input file not found...), on stderr as Flux's --wait
     shows it: tasks that ran have said why themselves."""
     from ..errors import FluxliteError
-    from ..job import api
+    from ..jobapi import api
     from .attach import exception_line
     try:
         events = list(api.event_watch(h, result["id"], follow=False))

@@ -376,7 +376,7 @@ def pgrep(all_states, all_users, user, filters, count, max_entries, queues, no_h
 def pkill(all_states, all_users, user, filters, count, max_entries, queues, wait, expression):
     """Cancel the jobs whose name matches EXPRESSION (or whose id lies in ID..ID),
     then say how many.  Exit 1 if none matches or a cancel failed."""
-    from ..job import api
+    from ..jobapi import api
     from ..util import fluid
     from .jobmatch import find_jobs
     with handle() as h:

@@ -46,7 +46,8 @@ class View:
 
 
 def fetch(uri: str | None, title: str, queue: str | None = None) -> View:
-    from ..job import api, states
+    from ..job import states
+    from ..jobapi import api
     from ..util import idset
     from .jobs import flux_order, job_values
     with handle(uri) as h:

@@ -14,7 +14,7 @@ then fails with EHOSTUNREACH instead of hanging.
 A Handle belongs to the thread that created it (a ZeroMQ socket must not be
 used by two threads): from any other thread every call raises WrongThread at
 once, instead of racing on the socket.  Open one Handle per thread, or share a
-fluxlite.job.Executor, which is safe to share.
+fluxlite.jobapi.Executor, which is safe to share.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Handle(HandleCore):
             raise WrongThread(
                 f"this Handle belongs to thread {self.owner.name!r} and was used from "
                 f"{threading.current_thread().name!r}: a Handle cannot be shared between "
-                "threads (open one per thread, or share a fluxlite.job.Executor)")
+                "threads (open one per thread, or share a fluxlite.jobapi.Executor)")
 
     def _transmit(self, frames: list[bytes]) -> None:
         self._check_thread()

@@ -117,7 +117,7 @@ def jobid_of(cp: subprocess.CompletedProcess) -> int:
 
 def wait_event(h, jobid: int, name: str, path: str = "eventlog", timeout: float = 60) -> dict:
     """Follow a job's eventlog until entry `name` appears (it may be there already)."""
-    from ..job import api
+    from ..jobapi import api
     for e in api.event_watch(h, jobid, path, timeout=timeout):
         if e["name"] == name:
             return e

@@ -1,4 +1,4 @@
-"""fluxlite.job.aio against a real instance: concurrent submits, an eventlog
+"""fluxlite.jobapi.aio against a real instance: concurrent submits, an eventlog
 followed with `async for`, cancel of a running job, refused jobspecs."""
 
 import asyncio
@@ -8,7 +8,8 @@ import pytest
 
 from fluxlite.client.aio import AsyncHandle
 from fluxlite.errors import InvalidType, NotFound, RPCTimeout, UsageError
-from fluxlite.job import Jobspec, aio, api
+from fluxlite.job import Jobspec
+from fluxlite.jobapi import aio, api
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,7 +9,7 @@ import signal
 import pexpect
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of, wait_fifo
 from fluxlite.util import fluid
 

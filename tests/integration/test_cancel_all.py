@@ -6,7 +6,7 @@ import pwd
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 

@@ -20,7 +20,7 @@ import random
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import wait_event
 from fluxlite.util import fluid
 from fluxlite.util.tree import Topology

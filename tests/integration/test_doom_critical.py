@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from fluxlite.errors import NotFound
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import jobid_of, wait_event
 from fluxlite.util import fluid
 

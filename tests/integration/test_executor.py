@@ -1,4 +1,4 @@
-"""fluxlite.job.Executor against a real instance: many jobs, exit statuses,
+"""fluxlite.jobapi.Executor against a real instance: many jobs, exit statuses,
 cancel, attach, event callbacks, shutdown, and no thread left behind."""
 
 import concurrent.futures
@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from fluxlite.errors import JobException
-from fluxlite.job import Executor, Jobspec, api
+from fluxlite.job import Jobspec
+from fluxlite.jobapi import Executor, api
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fluxlite.job import api
 from fluxlite.job import eventlog as jel
+from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of, one_error_line
 from fluxlite.util import fluid
 

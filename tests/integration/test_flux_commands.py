@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of, one_error_line
 from fluxlite.util import fluid
 

@@ -9,7 +9,8 @@ import pytest
 
 from fluxlite.client.sync import Handle
 from fluxlite.errors import WrongThread
-from fluxlite.job import Executor, Jobspec, api
+from fluxlite.job import Jobspec
+from fluxlite.jobapi import Executor, api
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -336,7 +336,7 @@ def test_sigint_to_launcher_shuts_down_cleanly():
 
 def test_leak_check_sees_brokers_spawners_and_shells(inst4):
     """The leak check finds processes by an environment tag: it must see every kind."""
-    from fluxlite.job import api
+    from fluxlite.jobapi import api
     from fluxlite.util import fluid
     h = inst4.handle()
     jobid = fluid.parse(inst4.cli("submit", "-N2", "sleep", "60", check=True).stdout.strip())

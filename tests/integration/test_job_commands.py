@@ -4,7 +4,7 @@ for any job, durations, unknown ids and values that look like options."""
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 
@@ -125,7 +125,7 @@ def test_job_wait_without_id_waits_for_any_job(inst1):
 def test_job_wait_all_waits_for_more_jobs_than_it_keeps_waits_in_flight(inst4):
     """`job wait --all` asks for WAIT_WINDOW waits at a time, as `submit --wait` does:
     every job is still waited for, and one failure makes the exit code 1."""
-    from fluxlite.job.api import WAIT_WINDOW
+    from fluxlite.jobapi.api import WAIT_WINDOW
     n = WAIT_WINDOW + 20
     inst4.cli("submit", f"--cc=1-{n}", "--quiet", "sh", "-c", f"test {{cc}} -ne {n}",
               check=True, timeout=120)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 
@@ -300,7 +300,7 @@ def test_job_kill_signals_the_tasks_not_the_shell(instance_factory):
 def test_many_jobs_in_a_row(inst4):
     """More jobs than `submit --wait` keeps waits in flight (WAIT_WINDOW): the last
     one's exit code, the largest, is the command's."""
-    from fluxlite.job.api import WAIT_WINDOW
+    from fluxlite.jobapi.api import WAIT_WINDOW
     n = WAIT_WINDOW + 44
     cp = inst4.cli("submit", f"--cc=1-{n}", "--quiet", "--wait", "sh", "-c",
                    f"exit $(({{cc}} == {n} ? 5 : {{cc}} % 3))", timeout=300)

@@ -1,4 +1,4 @@
-"""The job journal (job-manager.events-journal, fluxlite.job.journal) against a real
+"""The job journal (job-manager.events-journal, fluxlite.jobapi.journal) against a real
 instance: the history in timestamp order, the sentinel, then a new job's events as
 they are logged; batches of history; full=False, since, timeouts and stop."""
 
@@ -8,8 +8,9 @@ import pytest
 
 from fluxlite.client.sync import Handle
 from fluxlite.errors import ProtocolError, RPCTimeout, UsageError
-from fluxlite.job import Jobspec, api
-from fluxlite.job.journal import SENTINEL, Journal
+from fluxlite.job import Jobspec
+from fluxlite.jobapi import api
+from fluxlite.jobapi.journal import SENTINEL, Journal
 from fluxlite.service.job_manager.journal import JOURNAL_BATCH
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import wait_event
 from fluxlite.util import fluid
 

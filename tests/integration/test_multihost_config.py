@@ -16,7 +16,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from fluxlite.client.sync import Handle
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of
 from fluxlite.testing import netns as testing_netns
 from fluxlite.testing.netns import NetnsHosts

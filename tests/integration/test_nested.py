@@ -10,7 +10,7 @@ import pexpect
 import pytest
 
 from fluxlite.client.sync import Handle
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of, wait_fifo
 from fluxlite.util import fluid
 

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import jobid_of
 from fluxlite.util import fluid
 

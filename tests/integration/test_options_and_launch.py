@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of
 from fluxlite.util import fluid
 

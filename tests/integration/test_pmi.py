@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import Instance, jobid_of
 
 pytestmark = pytest.mark.timeout(180)

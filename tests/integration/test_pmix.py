@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.pmi import pmix_build
 from fluxlite.testing import Instance, find_tool, fluxlite_command, jobid_of, missing_prerequisite
 

@@ -4,7 +4,7 @@ events, end on a timeout with one line, and stop waiting when their client goes.
 
 import pytest
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import one_error_line
 from fluxlite.util import fluid
 

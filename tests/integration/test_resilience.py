@@ -12,7 +12,7 @@ import time
 import pytest
 
 from fluxlite.client.sync import Handle
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import jobid_of, wait_event, wait_fifo, wait_pids_gone
 from fluxlite.util import fluid
 

@@ -2,7 +2,7 @@
 
 import json
 
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.util import fluid
 from fluxlite.util.hostlist import encode as hl
 

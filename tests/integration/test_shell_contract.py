@@ -12,8 +12,9 @@ import textwrap
 import pytest
 
 from fluxlite.errors import FluxliteError
-from fluxlite.job import api, taskmap
+from fluxlite.job import taskmap
 from fluxlite.job.shell_info import CriticalRanks, ShellInfo
+from fluxlite.jobapi import api
 from fluxlite.testing import jobid_of, wait_event
 from fluxlite.util import fluid
 

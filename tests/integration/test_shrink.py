@@ -6,7 +6,7 @@ import os
 import signal
 
 from fluxlite.client.sync import Handle
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.testing import jobid_of
 from fluxlite.util import fluid, idset
 

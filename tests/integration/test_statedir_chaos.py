@@ -15,8 +15,8 @@ import time
 import pytest
 
 from fluxlite.client.sync import Handle
-from fluxlite.job import api
 from fluxlite.job import jobspec as js
+from fluxlite.jobapi import api
 
 CYCLES = 20
 PER_CYCLE = 50   # submits and puts a client makes at most in a cycle: bounded work, as

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from fluxlite.errors import UsageError
-from fluxlite.job import api
 from fluxlite.job.jobspec import Jobspec
+from fluxlite.jobapi import api
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,7 +1,7 @@
 """`flux.job` over fluxlite.job: JobspecV1 (fluxlite.job.Jobspec), JobID, submit,
 submit_async, wait, result, event_watch, event_wait, cancel, kill, job_list,
-JobList, JournalConsumer (fluxlite.job.journal) and FluxExecutor
-(fluxlite.job.Executor).  A name outside that surface
+JobList, JournalConsumer (fluxlite.jobapi.journal) and FluxExecutor
+(fluxlite.jobapi.Executor).  A name outside that surface
 raises NotImplementedError naming it."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import signal as _signal
 
 from fluxlite.errors import FluxliteError, UsageError
 from fluxlite.job import Jobspec as _Jobspec
-from fluxlite.job import api
 from fluxlite.job.joblist import STATE_BITS  # noqa: F401  (as Flux's flux.job has it)
+from fluxlite.jobapi import api
 from fluxlite.util import fluid
 
 from .. import _handle, missing

@@ -1,6 +1,6 @@
 """`flux.job.event`: job eventlog entries (EventLogEvent, a dict as Flux's is),
 JobException, and watching a job's eventlog: event_watch_async returns a
-JobEventWatchFuture fed by fluxlite's one eventlog follower (job.api.Follower)
+JobEventWatchFuture fed by fluxlite's one eventlog follower (jobapi.api.Follower)
 on the handle's reactor; get_event() is the next entry, None once the log can
 grow no more."""
 
@@ -10,7 +10,7 @@ import errno
 import json
 
 from fluxlite.errors import EndOfStream
-from fluxlite.job import api
+from fluxlite.jobapi import api
 
 from ..future import Future, FutureState
 

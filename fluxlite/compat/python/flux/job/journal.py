@@ -1,10 +1,10 @@
 """`flux.job.JournalConsumer` and `flux.job.JournalEvent`, thin over
-fluxlite.job.journal.Journal (the job-manager.events-journal stream)."""
+fluxlite.jobapi.journal.Journal (the job-manager.events-journal stream)."""
 
 from __future__ import annotations
 
 from fluxlite.errors import RPCTimeout
-from fluxlite.job import journal as _journal
+from fluxlite.jobapi import journal as _journal
 
 from .. import Flux, _handle, missing
 from ..future import Future, FutureState

@@ -12,7 +12,7 @@ import errno
 from typing import NamedTuple
 
 from fluxlite.errors import FluxliteError
-from fluxlite.job import api
+from fluxlite.jobapi import api
 from fluxlite.util import idset as _idset
 
 from .event import EventLogEvent, JobEventWatchFuture, JobException, event_watch_async

@@ -1,7 +1,7 @@
 """The small Python API the CLI is built on (blocking handle).
 
     from fluxlite.client.sync import Handle
-    from fluxlite.job import api
+    from fluxlite.jobapi import api
     h = Handle()
     jobid = api.submit(h, jobspec)
     for e in api.event_watch(h, jobid): print(e["name"])
@@ -19,15 +19,15 @@ import itertools
 import time
 
 from ..errors import EndOfStream, FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
+from ..job import eventlog as jel
+from ..job import states
 from ..util import fluid, hostlist
-from . import eventlog as jel
-from . import states
 
 
 # ------------------------------------------------------------- requests
 def submit_request(jobspec, urgency: int = 16, flags: int = 0) -> tuple[str, dict]:
     """job-manager.submit for a Jobspec or a jobspec dict (flags: states.WAITABLE)."""
-    from .jobspec import Jobspec
+    from ..job.jobspec import Jobspec
     spec = jobspec.jobspec if isinstance(jobspec, Jobspec) else jobspec
     if not isinstance(spec, dict):
         raise InvalidType(f"submit takes a Jobspec or a jobspec dict, not "

@@ -1,6 +1,7 @@
 """Jobs as concurrent.futures futures: `Executor`, modelled on Flux's FluxExecutor.
 
-    from fluxlite.job import Executor, Jobspec
+    from fluxlite.job import Jobspec
+    from fluxlite.jobapi import Executor
     with Executor() as ex:                      # $FLUXLITE_URI, or Executor(uri)
         fut = ex.submit(Jobspec.from_command(["hostname"]))
         fut.add_event_callback("start", lambda f, e: print(f.jobid(), e.name))
@@ -9,7 +10,7 @@
 One background thread runs an asyncio loop with one AsyncHandle.  submit()
 hands the jobspec to that loop (call_soon_threadsafe: no polling); the loop
 submits it, sets the future's job id, and follows the job's main eventlog with
-the one Follower (job/api.py), so each event wakes exactly the future it
+the one Follower (jobapi/api.py), so each event wakes exactly the future it
 concerns.  Callbacks (jobid, event, done) run in that thread, in this order:
 the job id, then the events as they are logged, then done.
 

@@ -1,6 +1,6 @@
 """The job journal: the main eventlog entries of every job one may see, as one stream.
 
-    from fluxlite.job.journal import Journal, SENTINEL
+    from fluxlite.jobapi.journal import Journal, SENTINEL
     j = Journal(h, include_sentinel=True).start()
     while (e := j.poll(timeout=10)) is not None:
         if e is SENTINEL: print("-- now live --"); continue

@@ -1,7 +1,8 @@
 """The job API for asyncio programs, on an AsyncHandle (fluxlite.client.aio).
 
     from fluxlite.client.aio import AsyncHandle
-    from fluxlite.job import Jobspec, aio
+    from fluxlite.job import Jobspec
+    from fluxlite.jobapi import aio
     h = await AsyncHandle(uri).connect()
     jobid = await aio.submit(h, Jobspec.from_command(["hostname"]))
     async for e in aio.event_watch(h, jobid):
@@ -19,7 +20,8 @@ import asyncio
 import collections
 
 from ..errors import RPCTimeout
-from . import api, states
+from ..job import states
+from . import api
 
 
 async def submit(h, jobspec, *, urgency: int = 16, waitable: bool = False) -> int:
