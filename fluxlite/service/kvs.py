@@ -47,18 +47,20 @@ Checkpoints (Flux's `content.checkpoint-get`, and `content-backing.checkpoint-ge
 where a backing store answers it): with a state directory, the KVS version last
 synced to disk and when, as Flux's checkpoint object {version: 1, rootref,
 sequence, timestamp}; the rootref names that version of the state database
-(fluxlite's store is not content-addressed: no blobref).  Without one, as Flux
-without a backing store: ENOSYS.
+(fluxlite's store is not content-addressed: no blobref).  Without one, as Flux's
+`flux start` with its default backing store in the run directory (which is
+checkpointed when the KVS starts and removed with the instance): the empty KVS
+of the start, sequence 0.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from ..errors import (
     AlreadyExists,
     FluxliteError,
-    NoService,
     NotADirectory,
     NotFound,
     NotSupported,
@@ -138,9 +140,10 @@ class KVSService(KVSTree, Service):
         self.store = Store(ctx.attrs.get("rundir"), durable_path=statedir.db_path(ctx.attrs))
         if self.store.durable:
             self._load()
-        # Flux's content service answers checkpoint-get; content-backing only with a
-        # backing store (a state directory)
-        self.aliases = ("content", "content-backing") if self.store.durable else ("content",)
+        # Flux's content service and its backing store (by default in the run
+        # directory) answer checkpoint-get
+        self.aliases = ("content", "content-backing")
+        self.started = time.time()   # when the empty KVS of a run directory began
 
     @property
     def durable(self) -> bool:
@@ -357,9 +360,9 @@ class KVSService(KVSTree, Service):
     @handler("content.checkpoint-get", schema=None)
     def checkpoint_get(self, msg, req):
         """The checkpoint a restart would start from: {value: [checkpoint]}."""
-        if not self.store.durable:
-            raise NoService("checkpoint get unavailable, no backing store (fluxlite "
-                            "keeps the KVS on disk only with -Sstatedir=DIR)")
+        if not self.store.durable:   # the run directory's: the KVS as it began
+            return {"value": [{"version": 1, "rootref": "rundir:kvs-version-0",
+                               "sequence": 0, "timestamp": self.started}]}
         if self.store.checkpoint is None:
             raise NotFound("no KVS checkpoint yet: nothing is on disk in the state "
                            "directory so far")

@@ -862,14 +862,26 @@ else:
 '''
 
 
+CHECKPOINT_ZERO_PROGRAM = r'''
+import flux, flux.kvs
+h = flux.Flux()
+flux.kvs.put(h, "ck.a", 1)
+flux.kvs.commit(h)
+for bypass in (False, True):
+    (c,) = flux.kvs.kvs_checkpoint_lookup(h, cache_bypass=bypass)
+    print("checkpoint", c["version"], c["sequence"], c["timestamp"] > 0, c["rootref"])
+'''
+
+
 def test_kvs_checkpoint_lookup_with_and_without_a_state_directory(instance_factory,
                                                                   tmp_path):
     # a commit is answered once on disk: the checkpoint has it by then
     durable = instance_factory(1, setattrs=[f"statedir={tmp_path / 'state'}"])
     assert run_program(durable, tmp_path, CHECKPOINT_PROGRAM) == [
         "checkpoint 1 True True True", "checkpoint 1 True True True"]
-    # without a backing store, as Flux's: ENOSYS
-    assert run_program(instance_factory(1), tmp_path, CHECKPOINT_PROGRAM) == ["none ENOSYS"]
+    # without one, as Flux's run-directory store: the KVS as it began, sequence 0
+    assert run_program(instance_factory(1), tmp_path, CHECKPOINT_ZERO_PROGRAM) == [
+        "checkpoint 1 0 True rundir:kvs-version-0"] * 2
 
 
 CANCEL_DURING_START_PROGRAM = r'''
