@@ -27,7 +27,8 @@ Messages:
     rpc(topic, payload, nodeid=, streaming=)   a request to a broker service
     call_leader(method, payload)               await the leader shell's method
     send_leader(method, payload)               ... that wants no answer
-    respond(msg, payload, errnum, errstr)      answer a request a handler kept
+    respond(msg, payload)                      answer a request a handler kept
+    respond_exception(msg, exc), end_stream(msg) refuse it (an error tree class), end a stream
     (a plugin serves methods of the job's shell service with @handler, plugin.py)
 The job:
     raise_exception(type, severity, note, context, wait_status)   a job exception
@@ -44,6 +45,7 @@ from __future__ import annotations
 import types
 from collections.abc import Callable, Mapping, Sequence
 
+from ..errors import EndOfStream, FluxliteError
 from ..job.shell_info import ShellInfo
 from ..util import fluid
 
@@ -180,9 +182,17 @@ class ShellContext:
         """A request to the leader's shell service that wants no answer."""
         self._shell.send_leader(method, payload)
 
-    def respond(self, msg, payload=None, errnum: int = 0, errstr: str = "") -> None:
+    def respond(self, msg, payload=None) -> None:
         """Answer a request a handler kept (returned NO_REPLY for)."""
-        self._shell.h.respond(msg, payload, errnum, errstr)
+        self._shell.h.respond(msg, payload)
+
+    def respond_exception(self, msg, exc: FluxliteError) -> None:
+        """Refuse a request a handler kept, with a class of the error tree."""
+        self._shell.h.respond(msg, None, exc.errnum, exc.message)
+
+    def end_stream(self, msg) -> None:
+        """End a streaming request a handler kept: its clean end (EndOfStream)."""
+        self._shell.h.respond(msg, None, EndOfStream.default_errnum)
 
     # ---------------------------------------------------------------- the job
     async def raise_exception(self, etype: str, severity: int, note: str,

@@ -12,7 +12,6 @@ import socket
 
 import pytest
 
-from fluxlite.errors import FluxliteError
 from fluxlite.job import taskmap
 from fluxlite.job.shell_info import CriticalRanks, ShellInfo
 from fluxlite.pmi.pmi1 import decode
@@ -69,11 +68,11 @@ class Shell:
         assert self.pmi._m_barrier(msg, PMIBarrier(**payload)) is NO_REPLY
         return await msg
 
-    def respond(self, msg, payload, errnum=0, errstr=""):
-        if errnum:
-            msg.set_exception(FluxliteError(errstr, errnum))
-        else:
-            msg.set_result(payload)
+    def respond(self, msg, payload=None):
+        msg.set_result(payload)
+
+    def respond_exception(self, msg, exc):
+        msg.set_exception(exc)
 
     def log(self, message, level="INFO"):
         self.logged.append((level, message))

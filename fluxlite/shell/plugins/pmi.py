@@ -302,8 +302,10 @@ class PMI(ShellPlugin):
                 waiter.set_exception(FluxliteError(errstr, errnum))
             else:
                 waiter.set_result(resp)
+        elif errnum:
+            self.shell.respond_exception(waiter, FluxliteError(errstr, errnum))
         else:
-            self.shell.respond(waiter, resp, errnum, errstr)
+            self.shell.respond(waiter, resp)
 
     def shell_lost(self, shell_rank: int, severity: int, message: str) -> None:
         """A shell is gone: no barrier can complete; release those waiting."""

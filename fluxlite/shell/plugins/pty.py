@@ -24,7 +24,6 @@ SIGHUP to the session on it, whose reads then end) as a real one is:
 from __future__ import annotations
 
 import asyncio
-import errno
 import fcntl
 import os
 import signal
@@ -112,7 +111,7 @@ class Pty(ShellPlugin):
         self.closed = True
         asyncio.get_running_loop().remove_reader(self.master)
         for msg in self.clients:
-            self.shell.respond(msg, None, errno.ENODATA)
+            self.shell.end_stream(msg)
         self.clients.clear()
 
     def hangup(self, why: str) -> None:
@@ -134,7 +133,7 @@ class Pty(ShellPlugin):
             self.shell.respond(msg, {"data": self.backlog})
             self.backlog = b""
         if self.closed:
-            self.shell.respond(msg, None, errno.ENODATA)
+            self.shell.end_stream(msg)
         else:
             self.clients.append(msg)
         return NO_REPLY
