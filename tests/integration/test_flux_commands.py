@@ -57,7 +57,8 @@ def test_jobtap_and_module_list(inst4):
     assert lines[0] == "Module                    Idle  S Sendq Recvq Service"
     rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
     assert {"kvs", "job-manager", "sched", "rexec", "broker"} <= set(rows)
-    assert rows["broker"][-1] == "attr"   # the other service it answers (attr.*)
+    # the other services it answers, by Flux's names (attr.*, service.*, event.*)
+    assert rows["broker"][-1].split(",") == ["attr", "service", "event"]
     leaf = [ln.split()[0] for ln in out(inst4, "module", "list", "-r", "3").splitlines()[1:]]
     assert "rexec" in leaf and "kvs" not in leaf   # rank 3 runs no rank-0 service
 
