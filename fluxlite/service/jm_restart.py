@@ -109,16 +109,20 @@ def _eventlog_node(kvs, jobid: int):
 
 def _job_dirs(kvs):
     """(job id, its directory) of every job the KVS holds, in id order, from the tree
-    in memory (nothing is read from disk)."""
-    top = kvs.root.get("job")
-    for a in sorted(top or ()):
-        for b in sorted(top[a]):
-            for c in sorted(top[a][b]):
-                for d in sorted(top[a][b][c]):
-                    try:
-                        yield int(a + b + c + d, 16), top[a][b][c][d]
-                    except ValueError:
-                        continue
+    in memory (nothing is read from disk); a key under `job` that is not a job's
+    directory (job.XXXX.XXXX.XXXX.XXXX) is passed over."""
+    def below(node, path: str, depth: int):
+        if not isinstance(node, dict):
+            return
+        if depth == 4:
+            try:
+                yield int(path, 16), node
+            except ValueError:
+                pass
+            return
+        for name in sorted(node):
+            yield from below(node[name], path + name, depth + 1)
+    yield from below(kvs.root.get("job"), "", 0)
 
 
 def _replayed(kvs, jobid: int, records) -> tuple[act.Job, dict]:

@@ -159,3 +159,14 @@ def test_an_inactive_job_s_summary_is_the_replayed_job():
         assert kept.req is again.req   # the one shared copy of a request
         for f in ("alloc", "memo", "deps", "gpus"):   # the shared empty map, unused
             assert (getattr(kept, f) is act._NOTHING) == (getattr(again, f) is act._NOTHING)
+
+
+def test_a_restart_walks_only_job_directories():
+    """Keys a user put under `job` that are not a job's directory are passed over."""
+    from fluxlite.service import jm_restart
+
+    class KVS:
+        root = {"job": {"0000": {"0004": {"b200": {"0000": {"eventlog": []}, "note": 5}},
+                                 "stray": 3},
+                        "readme": "x"}}
+    assert list(jm_restart._job_dirs(KVS)) == [(0x4b2000000, {"eventlog": []})]
