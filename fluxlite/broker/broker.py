@@ -449,8 +449,10 @@ class Broker:
             h = AsyncHandle(self.attrs["parent-uri"], ctx=self.ctx)
             await h.connect()
             try:
+                # node-failure, as the parent's own view of a lost rank is: whichever
+                # of the two sees the loss first, the job ends with the same type
                 await h.call("job-manager.raise", {"id": fluid.parse(self.attrs["jobid"]),
-                                                   "type": "exec", "severity": 0,
+                                                   "type": "node-failure", "severity": 0,
                                                    "note": note}, timeout=30)
             finally:
                 h.close()

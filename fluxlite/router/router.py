@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -48,6 +49,8 @@ from ..util import tree
 from ..util.log import get_logger
 
 INTERNAL = b""
+# the most one turn of in-broker deliveries runs before sockets and timers get theirs
+TURN_SLICE = 0.010
 PARENT = -1
 
 log = get_logger("router")
@@ -201,12 +204,18 @@ class Router:
         for the next one, so sockets and timers get their turn in between."""
         self._turn_asked = False
         local = self._local
+        deadline = time.monotonic() + TURN_SLICE
         for _ in range(len(local)):
             deliver, item = local.popleft()
             try:
                 deliver(item)
             except Exception:
                 log.error("local delivery failed", exc_info=True)
+            if time.monotonic() >= deadline:
+                break   # the rest waits one turn: no request waits behind a long pass
+        if local and not self._turn_asked:
+            self._turn_asked = True
+            self._later(self._turn)
 
     def _answer_internal(self, msg: Message) -> None:
         if not self.tracker.dispatch(msg):

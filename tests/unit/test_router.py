@@ -591,3 +591,30 @@ def test_a_long_chain_of_requests_between_services_does_not_grow_the_stack():
     links.run()
     assert p.ready() and chain.answers == 3000
     assert len(chain.depths) == 3001 and len(set(chain.depths)) == 1
+
+
+def test_a_turn_stops_after_its_slice_and_the_rest_keeps_its_order(monkeypatch):
+    """A burst of in-broker requests is handed over in slices of TURN_SLICE: a turn
+    that has used its time leaves the rest, in order, to the next one (so a client's
+    request on a socket never waits behind the whole burst)."""
+    from fluxlite.router import router as router_mod
+    clock = [0.0]
+    monkeypatch.setattr(router_mod.time, "monotonic", lambda: clock[0])
+    r, links = router(rank=0)
+    got = []
+
+    class Slow:
+        def dispatch(self, msg):
+            got.append(msg.matchtag)
+            clock[0] += router_mod.TURN_SLICE / 4     # each takes a quarter slice
+            return True
+
+    r.services["slow"] = Slow()
+    for tag in range(10):
+        r.deliver(req("slow.work", tag=tag, route=[b"c"]), b"c")
+    turns = 0
+    while links.turns:
+        links.turns.pop(0)()
+        turns += 1
+    assert got == list(range(10))
+    assert turns == 3        # 4 + 4 + 2: each turn stopped once its slice was used
