@@ -245,11 +245,15 @@ def test_child_attributes_and_clean_cancel(parent, tmp_path):
     out = tmp_path / "c.out"
     jobid = jobid_of(parent.cli("batch", "-N4", "--broker-opts=-Stbon.topo=kary:2", "--output",
                                 str(out), "--wrap",
-                                "fluxlite getattr broker.critical-ranks; exec sleep 300"))
+                                "fluxlite getattr broker.critical-ranks; "
+                                "fluxlite kvs put printed=1; exec sleep 300"))
     h = parent.handle()
     for e in api.event_watch(h, jobid):
         if e["name"] == "memo":
             break
+    # the script has printed once it says so in its instance's KVS
+    parent.cli("proxy", fluid.f58(jobid), "fluxlite", "kvs", "get", "--waitcreate",
+               "printed", check=True, timeout=60)
     uri = parent.cli("uri", fluid.f58(jobid), check=True).stdout.strip()
     rundir = Handle(uri).getattr("rundir")
     assert rundir.startswith(parent.getattr("rundir"))  # inside its parent's run directory
