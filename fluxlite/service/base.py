@@ -83,8 +83,9 @@ class Service:
             hops = [_hop_name(h) for h in msg.route]
             self.respond(msg, {**payload, "rank": self.ctx.rank, "route": hops})
             return True
-        if msg.topic == f"{self.name}.disconnect":
-            self.disconnect(msg)
+        service, _, method = msg.topic.rpartition(".")
+        if method == "disconnect" and (service == self.name or service in self.aliases):
+            self.disconnect(msg)      # (a client of an alias: kvs-watch, job-list)
             return True
         return False
 

@@ -67,6 +67,8 @@ from ..errors import (
     PermissionDenied,
     UsageError,
 )
+from ..protocol import kvs as kvsflags
+from ..protocol.message import NORESPONSE, STREAMING
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from . import kvs_treeobj as treeobj
 from . import statedir
@@ -100,6 +102,16 @@ class WatchRequest(Struct, kw_only=True):
     namespace: str | None = None
 
 
+class WatchLookupRequest(Struct, kw_only=True):
+    key: Key
+    flags: Annotated[int, Meta(ge=0)] = 0
+    namespace: str | None = None
+
+
+class WatchCancelRequest(Struct, kw_only=True):
+    matchtag: Matchtag
+
+
 class UnwatchRequest(Struct, kw_only=True):
     key: Key
     matchtag: Matchtag
@@ -117,12 +129,17 @@ class NamespaceRequest(Struct, kw_only=True):
 
 
 class _Watcher:
-    __slots__ = ("msg", "append", "sent")
+    __slots__ = ("msg", "append", "sent", "flux", "once", "uniq", "last")
 
-    def __init__(self, msg, append: bool):
+    def __init__(self, msg, append: bool, flux: bool = False, once: bool = False,
+                 uniq: bool = False):
         self.msg = msg
         self.append = append
         self.sent = 0  # entries already sent (append mode)
+        self.flux = flux    # kvs-watch.lookup: answers {namespace, key, val: tree object}
+        self.once = once    # no FLUX_KVS_WATCH: one answer (once the key exists)
+        self.uniq = uniq    # FLUX_KVS_WATCH_UNIQ: only a value that differs
+        self.last = None
 
 
 class KVSService(KVSTree, Service):
@@ -142,7 +159,7 @@ class KVSService(KVSTree, Service):
             self._load()
         # Flux's content service and its backing store (by default in the run
         # directory) answer checkpoint-get
-        self.aliases = ("content", "content-backing")
+        self.aliases = ("content", "content-backing", "kvs-watch")
         self.started = time.time()   # when the empty KVS of a run directory began
 
     @property
@@ -178,8 +195,8 @@ class KVSService(KVSTree, Service):
                 while True:
                     new = self.store.read(value, w.sent, READ_BATCH)
                     w.sent += len(new)
-                    self.respond(w.msg, {"entries": new})
-                    if w.sent >= value.n:
+                    self._answer(wkey, w, new)
+                    if w.sent >= value.n or w.msg is None:
                         return
             if not isinstance(value, list):
                 self._drop_watch(wkey, w)
@@ -189,11 +206,34 @@ class KVSService(KVSTree, Service):
             if not new and w.sent:
                 return
             w.sent = len(value)
-            self.respond(w.msg, {"entries": new})
+            self._answer(wkey, w, new)
+        elif w.flux:
+            obj = self._treeobj(value)
+            if w.uniq and obj == w.last:
+                return
+            w.last = obj if w.uniq else None
+            self._answer(wkey, w, obj)
         else:
             self.respond(w.msg, {"value": self._value(value)})
 
+    def _answer(self, wkey: tuple[str, str], w: _Watcher, got) -> None:
+        """One answer to a watcher: new entries (append) or a tree object; a
+        one-time kvs-watch.lookup (no FLUX_KVS_WATCH) then ends."""
+        if not w.flux:
+            self.respond(w.msg, {"entries": got})
+            return
+        obj = treeobj.encode(got, log=True) if w.append else got
+        self.respond(w.msg, {"namespace": wkey[0], "key": wkey[1], "val": obj})
+        if w.once:
+            msg = w.msg
+            self._drop_watch(wkey, w)
+            w.msg = None
+            if msg.flags & STREAMING:
+                self.end_stream(msg)
+
     def _end_watch(self, wkey: tuple[str, str], w: _Watcher, removed: bool) -> None:
+        if w.msg is None:
+            return
         self._drop_watch(wkey, w)
         if removed:
             self.end_stream(w.msg)
@@ -348,6 +388,47 @@ class KVSService(KVSTree, Service):
         except FluxliteError:
             return
         self._send_watch(wkey, w)
+
+    @handler("kvs-watch.lookup", schema=WatchLookupRequest, streaming=True, roles=ANY)
+    def watch_lookup(self, msg, req):
+        """Flux's kvs-watch.lookup: with FLUX_KVS_WATCH, the key's tree object now and
+        on every change (WATCH_APPEND: the entries so far, then only the new ones;
+        WATCH_UNIQ: only a changed value; WATCH_FULL: a change of a directory above
+        it too, as every watch here); without it, one answer; WAITCREATE waits for
+        a missing key instead of ENOENT.  kvs-watch.cancel {matchtag} ends it."""
+        flags = req.flags
+        bad = flags & ~(kvsflags.WATCH | kvsflags.WAITCREATE | kvsflags.WATCH_APPEND
+                        | kvsflags.WATCH_FULL | kvsflags.WATCH_UNIQ)
+        if bad:
+            raise UsageError(f"kvs-watch.lookup: flags {bad:#x} are not supported here "
+                             "(allowed: FLUX_KVS_WATCH, WAITCREATE, WATCH_APPEND, "
+                             "WATCH_FULL, WATCH_UNIQ)")
+        if flags & kvsflags.WATCH and not msg.flags & STREAMING:
+            raise UsageError("kvs-watch.lookup: FLUX_KVS_WATCH needs a streaming request")
+        ns, root = self._ns(msg, req.namespace)
+        wkey = (ns, ".".join(split_key(req.key)))
+        w = _Watcher(msg, bool(flags & kvsflags.WATCH_APPEND), flux=True,
+                     once=not flags & kvsflags.WATCH, uniq=bool(flags & kvsflags.WATCH_UNIQ))
+        if not flags & kvsflags.WAITCREATE:
+            self._node(wkey[1], root, msg)  # ENOENT or EISDIR now, not a silent wait
+        self.watchers.setdefault(wkey, []).append(w)
+        self.track_stream(msg, lambda: self._drop_watch(wkey, w))
+        try:
+            self._node(wkey[1], root)
+        except FluxliteError:
+            return
+        self._send_watch(wkey, w)
+
+    @handler("kvs-watch.cancel", schema=WatchCancelRequest, roles=ANY)
+    def watch_cancel(self, msg, req):
+        """End the caller's kvs-watch.lookup of that matchtag (its stream ends with
+        ENODATA, as Flux's)."""
+        for wkey in list(self.watchers):
+            for w in list(self.watchers.get(wkey, ())):
+                if w.msg.matchtag == req.matchtag and w.msg.route == msg.route:
+                    self._drop_watch(wkey, w)
+                    self.end_stream(w.msg)
+        return self.no_reply if msg.flags & NORESPONSE else {}
 
     @handler("kvs.stats", schema=None, roles=ANY)
     def stats(self, msg, req):

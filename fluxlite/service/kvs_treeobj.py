@@ -16,11 +16,7 @@ import binascii
 import json
 
 from ..errors import ProtocolError, UsageError
-
-READDIR = 1      # Flux's FLUX_KVS_READDIR
-READLINK = 2     # Flux's FLUX_KVS_READLINK
-TREEOBJ = 16     # Flux's FLUX_KVS_TREEOBJ
-APPEND = 32      # Flux's FLUX_KVS_APPEND
+from ..protocol.kvs import APPEND, READDIR, READLINK, TREEOBJ  # noqa: F401  (Flux's flags)
 
 
 def val(raw: bytes) -> dict:

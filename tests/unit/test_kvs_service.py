@@ -9,6 +9,7 @@ import errno
 import pytest
 
 from fluxlite.errors import FluxliteError
+from fluxlite.protocol import kvs as kvsflags
 from fluxlite.protocol.message import ROLE_OWNER, ROLE_USER, STREAMING, Message
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.kvs import KVSService
@@ -172,74 +173,116 @@ def test_a_map_read_back_is_the_readers_own_copy(kvs):
 
 
 # ----------------------------------------------------------------- watches
+WATCH, WAITCREATE, WATCH_APPEND = kvsflags.WATCH, kvsflags.WAITCREATE, kvsflags.WATCH_APPEND
+
+
+def values(answers, log=False):
+    """What each answer of a kvs-watch.lookup stream holds, and its end's errnum."""
+    return [kvsflags.value(r.payload, log=log) if not r.errnum else r.errnum
+            for r in answers]
+
+
 def test_watch_sends_the_value_now_then_each_change_and_ends_when_removed(kvs):
     kvs.svc.commit([{"key": "w.k", "value": 1}])
-    req = kvs.request("kvs.watch", {"key": "w.k"}, stream=True)
+    req = kvs.request("kvs-watch.lookup", {"key": "w.k", "flags": WATCH}, stream=True)
     kvs.svc.commit([{"key": "w.k", "value": 2}])
     kvs.svc.commit([{"key": "w.other", "value": 0}])       # not watched: nothing sent
     kvs.svc.commit([{"key": "w", "unlink": True}])           # its directory goes
     got = kvs.answers(req)
-    assert [r.payload for r in got[:2]] == [{"value": 1}, {"value": 2}]
-    assert got[2].errnum == errno.ENODATA and len(got) == 3
+    assert values(got) == [1, 2, errno.ENODATA]
+    assert got[0].payload["namespace"] == "primary" and got[0].payload["key"] == "w.k"
+    assert got[0].payload["val"]["type"] == "val"
     assert kvs.call("kvs.stats")["watchers"] == 0
+
+
+def test_uniq_watch_sends_only_a_changed_value(kvs):
+    kvs.svc.commit([{"key": "u", "value": 1}])
+    req = kvs.request("kvs-watch.lookup", {"key": "u", "flags": WATCH | kvsflags.WATCH_UNIQ},
+                      stream=True)
+    kvs.svc.commit([{"key": "u", "value": 1}])
+    kvs.svc.commit([{"key": "u", "value": 2}])
+    assert values(kvs.answers(req)) == [1, 2]
 
 
 def test_append_watch_sends_entries_so_far_then_only_new_ones(kvs):
     kvs.svc.commit([{"key": "log", "append": [1, 2]}])
-    req = kvs.request("kvs.watch", {"key": "log", "append": True}, stream=True)
+    req = kvs.request("kvs-watch.lookup", {"key": "log", "flags": WATCH | WATCH_APPEND},
+                      stream=True)
     kvs.svc.append("log", 3)
     kvs.svc.append("log", 4, 5)
-    assert [r.payload for r in kvs.answers(req)] == [
-        {"entries": [1, 2]}, {"entries": [3]}, {"entries": [4, 5]}]
+    assert values(kvs.answers(req), log=True) == [[1, 2], [3], [4, 5]]
 
 
 def test_append_watch_follows_a_log_that_moved_to_the_disk_store(kvs):
     kvs.svc.append("out", "first")
-    req = kvs.request("kvs.watch", {"key": "out", "append": True}, stream=True)
+    req = kvs.request("kvs-watch.lookup", {"key": "out", "flags": WATCH | WATCH_APPEND},
+                      stream=True)
     many = [f"line {i}" for i in range(300)]      # long enough to leave the heap
     kvs.svc.commit([{"key": "out", "append": many}])
     kvs.svc.append("out", "last")
-    entries = [e for r in kvs.answers(req) for e in r.payload["entries"]]
+    entries = [e for got in values(kvs.answers(req), log=True) for e in got]
     assert entries == ["first", *many, "last"]
-    assert kvs.call("kvs.get", {"key": "out"})["value"] == ["first", *many, "last"]
+    assert kvsflags.value(kvs.call("kvs.lookup", {"key": "out"}), log=True) == \
+        ["first", *many, "last"]
 
 
 def test_waitcreate_waits_for_a_missing_key_without_it_enoent(kvs):
-    assert errnum_of(kvs.call, "kvs.watch", {"key": "later"}, stream=True) == errno.ENOENT
-    req = kvs.request("kvs.watch", {"key": "later", "waitcreate": True}, stream=True)
+    assert errnum_of(kvs.call, "kvs-watch.lookup", {"key": "later", "flags": WATCH},
+                     stream=True) == errno.ENOENT
+    req = kvs.request("kvs-watch.lookup", {"key": "later", "flags": WATCH | WAITCREATE},
+                      stream=True)
     assert kvs.answers(req) == []
     kvs.svc.commit([{"key": "later", "value": "here"}])
-    assert [r.payload for r in kvs.answers(req)] == [{"value": "here"}]
+    assert values(kvs.answers(req)) == ["here"]
+
+
+def test_waitcreate_without_watch_answers_once(kvs):
+    req = kvs.request("kvs-watch.lookup", {"key": "once", "flags": WAITCREATE})
+    kvs.svc.commit([{"key": "once", "value": 1}])
+    kvs.svc.commit([{"key": "once", "value": 2}])
+    assert values(kvs.answers(req)) == [1]
+    assert kvs.call("kvs.stats")["watchers"] == 0
+
+
+def test_watch_refuses_unknown_flags_and_a_watch_that_cannot_stream(kvs):
+    kvs.svc.commit([{"key": "k", "value": 0}])
+    assert errnum_of(kvs.call, "kvs-watch.lookup", {"key": "k", "flags": WATCH | 1},
+                     stream=True) == errno.EINVAL
+    assert errnum_of(kvs.call, "kvs-watch.lookup", {"key": "k", "flags": WATCH}) \
+        == errno.EINVAL
+    assert kvs.call("kvs.stats")["watchers"] == 0
 
 
 def test_append_watch_of_a_value_is_refused_once_it_exists(kvs):
-    req = kvs.request("kvs.watch", {"key": "v", "append": True, "waitcreate": True},
-                      stream=True)
+    req = kvs.request("kvs-watch.lookup",
+                      {"key": "v", "flags": WATCH | WATCH_APPEND | WAITCREATE}, stream=True)
     kvs.svc.commit([{"key": "v", "value": "not a list"}])
     (resp,) = kvs.answers(req)
     assert resp.errnum == errno.EINVAL
     assert kvs.call("kvs.stats")["watchers"] == 0
 
 
-def test_unwatch_ends_only_that_clients_stream(kvs):
+def test_cancel_ends_only_that_clients_stream(kvs):
     kvs.svc.commit([{"key": "k", "value": 0}])
-    mine = kvs.request("kvs.watch", {"key": "k"}, stream=True)
-    theirs = kvs.request("kvs.watch", {"key": "k"}, stream=True, client=OTHER)
+    mine = kvs.request("kvs-watch.lookup", {"key": "k", "flags": WATCH}, stream=True)
+    theirs = kvs.request("kvs-watch.lookup", {"key": "k", "flags": WATCH}, stream=True,
+                         client=OTHER)
     # another client naming my matchtag ends nothing of mine
-    kvs.call("kvs.unwatch", {"key": "k", "matchtag": mine.matchtag}, client=OTHER)
-    kvs.call("kvs.unwatch", {"key": "k", "matchtag": mine.matchtag})
+    kvs.call("kvs-watch.cancel", {"matchtag": mine.matchtag}, client=OTHER)
+    kvs.call("kvs-watch.cancel", {"matchtag": mine.matchtag})
     kvs.svc.commit([{"key": "k", "value": 1}])
     assert [r.errnum for r in kvs.answers(mine)] == [0, errno.ENODATA]
-    assert [r.payload for r in kvs.answers(theirs)] == [{"value": 0}, {"value": 1}]
+    assert values(kvs.answers(theirs)) == [0, 1]
 
 
 def test_a_vanished_client_leaves_no_watch_behind(kvs):
     kvs.svc.commit([{"key": "k", "value": 0}])
     for _ in range(3):
-        kvs.request("kvs.watch", {"key": "k"}, stream=True)
-    kvs.request("kvs.watch", {"key": "gone.soon", "waitcreate": True}, stream=True)
+        kvs.request("kvs-watch.lookup", {"key": "k", "flags": WATCH}, stream=True)
+    kvs.request("kvs-watch.lookup", {"key": "gone.soon", "flags": WATCH | WAITCREATE},
+                stream=True)
     assert kvs.call("kvs.stats")["watchers"] == 4
-    kvs.request("kvs.disconnect")
+    kvs.request("kvs-watch.disconnect")      # the router names the service the client used
     assert kvs.call("kvs.stats")["watchers"] == 0
     before = len(kvs.sent)
     kvs.svc.commit([{"key": "k", "value": 1}, {"key": "gone.soon", "value": 1}])
@@ -248,7 +291,8 @@ def test_a_vanished_client_leaves_no_watch_behind(kvs):
 
 def test_watching_a_directory_is_refused(kvs):
     kvs.svc.commit([{"key": "dir.k", "value": 0}])
-    assert errnum_of(kvs.call, "kvs.watch", {"key": "dir"}, stream=True) == errno.EISDIR
+    assert errnum_of(kvs.call, "kvs-watch.lookup", {"key": "dir", "flags": WATCH},
+                     stream=True) == errno.EISDIR
 
 
 def test_mkdir_makes_an_empty_directory_that_outlives_a_restart(tmp_path):
