@@ -20,6 +20,7 @@ import time
 
 from bench.common import Row, median, progress, run_timed, submit_many
 from fluxlite.jobapi import api
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.testing import Instance, fluxlite_command
 
 
@@ -119,7 +120,7 @@ def _crash(rows, quick):
         n = sum(1 for j in jobs if j in have)
         for key, value in keys.items():
             try:
-                n += h.call("kvs.get", {"key": key}, timeout=30)["value"] == value
+                n += kvsv.value(h.call("kvs.lookup", {"key": key}, timeout=30)) == value
             except Exception:
                 pass
         return n

@@ -21,6 +21,7 @@ import sys
 import click
 
 from ..errors import UsageError
+from ..protocol import kvs
 from ..util import kvs_archive
 from .common import HELP, handle
 
@@ -30,16 +31,16 @@ CHUNK_BYTES = 1 << 20      # bytes of values per commit (a commit's limit is 4 M
 
 def _walk(h, path: str):
     """Every (key, value) below `path` ("." for the root), keys in order."""
-    listing = h.call("kvs.ls", {"key": path}, nodeid=0)
-    links = listing.get("links", {})
-    for name in listing["entries"]:
+    names, links = kvs.entries(h.call("kvs.lookup", {"key": path, "flags": kvs.READDIR},
+                                      nodeid=0))
+    for name in names:
         key = name.rstrip(".") if path == "." else f"{path}.{name.rstrip('.')}"
         if name in links:       # a symbolic link is archived as one, not followed
             yield key, kvs_archive.Link(links[name]["target"], links[name].get("namespace"))
         elif name.endswith("."):
             yield from _walk(h, key)
         else:
-            yield key, h.call("kvs.get", {"key": key}, nodeid=0)["value"]
+            yield key, kvs.value(h.call("kvs.lookup", {"key": key}, nodeid=0))
 
 
 @click.command(context_settings=HELP)

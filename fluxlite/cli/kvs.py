@@ -9,9 +9,9 @@ import json
 import click
 
 from ..errors import UsageError
+from ..protocol.kvs import READDIR, READLINK, TREEOBJ, WAITCREATE, WATCH, WATCH_APPEND, entries
+from ..protocol.kvs import value as _value
 from .common import HELP, echo_value, fsd_timeout, handle
-
-READLINK = 2        # Flux's FLUX_KVS_READLINK: kvs.lookup answers with the link itself
 
 
 @click.group(context_settings=HELP)
@@ -26,6 +26,17 @@ _namespace = click.option("-N", "--namespace", metavar="NAME",
 def _in(namespace: str | None, payload: dict) -> dict:
     """A kvs request's payload, in `namespace` when one is named."""
     return payload if namespace is None else {**payload, "namespace": namespace}
+
+
+def _get(h, namespace: str | None, key: str):
+    """The value at KEY (kvs.lookup); IsADirectory for a directory."""
+    return _value(h.call("kvs.lookup", _in(namespace, {"key": key}), nodeid=0))
+
+
+def _watch(h, namespace: str | None, key: str, flags: int, timeout=None):
+    """kvs-watch.lookup's answers for KEY, a stream."""
+    return h.stream("kvs-watch.lookup", _in(namespace, {"key": key, "flags": flags}),
+                    nodeid=0, timeout=timeout)
 
 
 def _root_refs(fn):
@@ -45,8 +56,6 @@ def _commit(h, namespace, ops: list, o: dict) -> None:
     if o.get("sequence"):
         click.echo(str(resp.get("rootseq", resp.get("version"))))
 
-
-TREEOBJ = 16        # Flux's FLUX_KVS_TREEOBJ: kvs.lookup answers with the RFC 11 object
 
 
 @kvs.command(context_settings=HELP)
@@ -94,7 +103,7 @@ def get(namespace, keys, **o):
                              nodeid=0)["val"]
                 show(key, json.dumps(obj, separators=(",", ":")))
             else:
-                show(key, h.call("kvs.get", _in(namespace, {"key": key}), nodeid=0)["value"])
+                show(key, _get(h, namespace, key))
 
 
 def _show_value(key: str, value, *, label: bool, raw: bool) -> None:
@@ -109,11 +118,12 @@ def _show_value(key: str, value, *, label: bool, raw: bool) -> None:
 
 def _watch_value(h, namespace, key: str, o: dict, show) -> None:
     """--watch (or --waitcreate alone: the first value once KEY exists)."""
-    payload = {"key": key, "waitcreate": bool(o["waitcreate"]), "append": bool(o["append"])}
+    flags = WATCH | (WAITCREATE if o["waitcreate"] else 0) | (WATCH_APPEND if o["append"]
+                                                               else 0)
     shown, last = 0, object()
-    for resp in h.stream("kvs.watch", _in(namespace, payload), nodeid=0):
+    for resp in _watch(h, namespace, key, flags):
         # --append: each appended item as it comes (the items there first, then more)
-        for value in resp["entries"] if "entries" in resp else [resp["value"]]:
+        for value in _value(resp) if o["append"] else [_value(resp)]:
             if o["uniq"] and value == last:
                 continue
             last = value
@@ -300,7 +310,7 @@ def _dump_dir(h, key, recursive, keys_only, namespace=None):
         if keys_only:
             click.echo(full)
         else:
-            value = h.call("kvs.get", _in(namespace, {"key": full}), nodeid=0)["value"]
+            value = _get(h, namespace, full)
             click.echo(f"{full} = {value if isinstance(value, str) else json.dumps(value)}")
 
 
@@ -320,7 +330,7 @@ def unlink(namespace, recursive, force, keys, **o):
             if _dirkey(key) == ".":
                 raise UsageError("cannot unlink the root directory")
             try:
-                h.call("kvs.get", _in(namespace, {"key": key}), nodeid=0)
+                _get(h, namespace, key)
             except NotFound:
                 if force:
                     continue
@@ -335,7 +345,9 @@ def unlink(namespace, recursive, force, keys, **o):
 
 
 def _entries(h, key: str, namespace: str | None = None) -> list[str]:
-    return h.call("kvs.ls", _in(namespace, {"key": key}), nodeid=0)["entries"]
+    """The names in directory KEY, a subdirectory's ending in "."."""
+    return entries(h.call("kvs.lookup", _in(namespace, {"key": key, "flags": READDIR}),
+                          nodeid=0))[0]
 
 
 def _dirkey(key: str) -> str:
@@ -372,12 +384,9 @@ def _check_eventlog(key: str, value) -> list:
 
 def _entries_of(h, key: str, waitcreate: bool, timeout=None):
     """Each entry of the eventlog at KEY as it comes (the ones there first)."""
-    stream = h.stream("kvs.watch", {"key": key, "append": True, "waitcreate": waitcreate},
-                      nodeid=0, timeout=timeout)
-    for resp in stream:
-        if "entries" not in resp:
-            _check_eventlog(key, resp.get("value"))
-        yield from resp.get("entries", ())
+    flags = WATCH | WATCH_APPEND | (WAITCREATE if waitcreate else 0)
+    for resp in _watch(h, None, key, flags, timeout):
+        yield from _value(resp)
 
 
 @eventlog.command("get", context_settings=HELP)
@@ -398,16 +407,12 @@ def eventlog_get(waitcreate, watch, count, unformatted, human, color, stream, ke
     show = _printer(unformatted, human)
     with handle() as h:
         if not (watch or waitcreate):
-            value = h.call("kvs.get", {"key": key}, nodeid=0)["value"]
-            for e in _check_eventlog(key, value):
+            for e in _check_eventlog(key, _get(h, None, key)):
                 show(e)
             return
         if not watch:   # --waitcreate: what is there once it exists
-            stream = h.stream("kvs.watch", {"key": key, "append": True, "waitcreate": True},
-                              nodeid=0)
-            first = next(stream, {})
-            stream.close()
-            for e in first.get("entries", None) or _check_eventlog(key, first.get("value")):
+            first = h.call("kvs-watch.lookup", {"key": key, "flags": WAITCREATE}, nodeid=0)
+            for e in _check_eventlog(key, _value(first)):
                 show(e)
             return
         n = 0

@@ -8,9 +8,9 @@ from __future__ import annotations
 import click
 
 from ..errors import FluxliteError, NotFound
+from ..protocol import kvs
+from ..protocol.kvs import TREEOBJ
 from .common import HELP, handle
-
-TREEOBJ = 16        # Flux's FLUX_KVS_TREEOBJ: kvs.lookup answers with the RFC 11 object
 
 
 def _in(namespace: str | None, payload: dict) -> dict:
@@ -21,18 +21,18 @@ def _ops(h, ns: str | None, src: str, dst: str) -> list[dict]:
     """Commit operations that write what is at `src` under `dst`: a link as a link, a
     list made by appends as such a list (its tree object is RFC 18 lines), a
     directory key by key."""
-    import base64
     obj = h.call("kvs.lookup", _in(ns, {"key": src, "flags": TREEOBJ}), nodeid=0)["val"]
     if obj.get("type") == "symlink":
         return [{"key": dst, "flags": 0, "dirent": obj}]
     if obj.get("type") not in ("dir", "dirref"):
-        value = h.call("kvs.get", _in(ns, {"key": src}), nodeid=0)["value"]
-        if base64.b64decode(obj.get("data") or "").endswith(b"\n") and \
-                isinstance(value, list):
-            return [{"key": dst, "append": value}]
-        return [{"key": dst, "value": value}]
+        answer = h.call("kvs.lookup", _in(ns, {"key": src}), nodeid=0)
+        if answer.get("log"):
+            return [{"key": dst, "append": kvs.value(answer)}]
+        return [{"key": dst, "value": kvs.value(answer)}]
     ops = [{"key": dst, "mkdir": True}]
-    for entry in h.call("kvs.ls", _in(ns, {"key": src}), nodeid=0)["entries"]:
+    names, _ = kvs.entries(h.call("kvs.lookup", _in(ns, {"key": src, "flags": kvs.READDIR}),
+                                  nodeid=0))
+    for entry in names:
         name = entry.rstrip(".")
         ops += _ops(h, ns, f"{src}.{name}", f"{dst}.{name}")
     return ops
@@ -45,7 +45,7 @@ def _copy(src_ns, dst_ns, src: str, dst: str, *, remove: bool) -> None:
         except NotFound:
             raise NotFound(f"{src}: No such file or directory") from None
         try:   # DST is replaced, as Flux's copy replaces it
-            h.call("kvs.get", _in(dst_ns, {"key": dst}), nodeid=0)
+            h.call("kvs.lookup", _in(dst_ns, {"key": dst}), nodeid=0)
             ops.insert(0, {"key": dst, "unlink": True})
         except NotFound:
             pass

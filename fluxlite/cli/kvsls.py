@@ -12,8 +12,8 @@ import sys
 import click
 
 from ..errors import FluxliteError, NotFound
-
-TREEOBJ = 16        # Flux's FLUX_KVS_TREEOBJ: kvs.lookup answers with the RFC 11 object
+from ..protocol import kvs
+from ..protocol.kvs import TREEOBJ
 
 
 def window_width(width: int | None, one: bool) -> int:
@@ -92,12 +92,12 @@ class Lister:
         return 1 if self.failed else 0
 
     def listing(self, key: str, label: bool, vspace: bool) -> None:
-        resp = self.h.call("kvs.ls", self._payload({"key": key}), nodeid=0)
-        links = resp.get("links") or {}
+        names, links = kvs.entries(self.h.call(
+            "kvs.lookup", self._payload({"key": key, "flags": kvs.READDIR}), nodeid=0))
         if label:
             click.echo(f"{chr(10) if vspace else ''}{key}:")
         shown, longest = [], 0
-        for entry in resp["entries"]:
+        for entry in names:
             name = entry[:-1] if entry.endswith(".") else entry
             longest = max(longest, len(name))   # as Flux: the widest name unmarked
             if self.classify:
@@ -105,7 +105,7 @@ class Lister:
             shown.append(name)
         columns(shown, self.win, longest)
         if self.recursive:
-            for entry in resp["entries"]:
+            for entry in names:
                 if entry.endswith("."):
                     sub = entry[:-1] if key == "." else f"{key}.{entry[:-1]}"
                     self.listing(sub, label, True)

@@ -18,6 +18,7 @@ import json
 import click
 
 from ..jobapi import api
+from ..protocol import kvs
 from ..util import hostlist, idset
 from ..util.fluid import utf8_locale
 from .common import HELP, fsd_timeout, handle
@@ -431,13 +432,15 @@ def resource_eventlog(fmt, time_format, human, color, follow, wait_for, matches,
         show = EventPrinter(fmt, "human" if human else time_format, wait_for, matches,
                              keep)
         if not follow:
-            for e in h.call("kvs.get", {"key": "resource.eventlog"}, nodeid=0)["value"]:
+            for e in kvs.value(h.call("kvs.lookup", {"key": "resource.eventlog"}, nodeid=0)):
                 show(e)
             return
         try:
-            for resp in h.stream("kvs.watch", {"key": "resource.eventlog", "append": True,
-                                               "waitcreate": True}, nodeid=0, timeout=timeout):
-                for e in resp["entries"]:
+            flags = kvs.WATCH | kvs.WAITCREATE | kvs.WATCH_APPEND
+            for resp in h.stream("kvs-watch.lookup", {"key": "resource.eventlog",
+                                                      "flags": flags},
+                                 nodeid=0, timeout=timeout):
+                for e in kvs.value(resp):
                     if show(e):
                         return
         except RPCTimeout:

@@ -2,7 +2,7 @@
 
     h = Handle()                         # $FLUXLITE_URI
     h.call("attr.get", {"name": "size"})
-    for entry in h.stream("kvs.watch", {...}): ...
+    for entry in h.stream("kvs-watch.lookup", {...}): ...
     p1 = h.rpc(...); p2 = h.rpc(..., streaming=True); h.run_until(lambda: done)
 
 No asyncio here: the CLI's start-up time is part of every command's latency.

@@ -21,6 +21,7 @@ import time
 from ..errors import EndOfStream, FluxliteError, InvalidType, NoChild, NotFound, RPCTimeout
 from ..job import eventlog as jel
 from ..job import states
+from ..protocol import kvs
 from ..util import fluid, hostlist
 
 
@@ -48,16 +49,19 @@ def cancel_request(jobid: int, note: str = "") -> tuple[str, dict]:
 
 
 def eventlog_get_request(jobid: int, path: str = "eventlog") -> tuple[str, dict]:
-    return "kvs.get", {"key": jel.eventlog_key(jobid, path)}
+    """kvs.lookup of a job eventlog (its entries: kvs.value() of the answer)."""
+    return "kvs.lookup", {"key": jel.eventlog_key(jobid, path)}
 
 
 def eventlog_watch_request(key: str) -> tuple[str, dict]:
-    return "kvs.watch", {"key": key, "waitcreate": True, "append": True}
+    """kvs-watch.lookup of an eventlog: its entries so far, then each new batch."""
+    return "kvs-watch.lookup", {"key": key, "flags": kvs.WATCH | kvs.WAITCREATE
+                                | kvs.WATCH_APPEND}
 
 
 def job_data_request(jobid: int, key: str) -> tuple[str, dict]:
-    """kvs.get of one of a job's keys (jobspec, R, eventlog, guest.output...)."""
-    return "kvs.get", {"key": jel.job_key(jobid, key)}
+    """kvs.lookup of one of a job's keys (jobspec, R, eventlog, guest.output...)."""
+    return "kvs.lookup", {"key": jel.job_key(jobid, key)}
 
 
 # -------------------------------------------- pipelined (pending RPC) API
@@ -164,7 +168,7 @@ def history(h) -> list[int]:
 
 def job_data(h, jobid: int, key: str):
     """The value of one of a job's keys (jobspec, R, eventlog...); NotFound if absent."""
-    return h.call(*job_data_request(jobid, key))["value"]
+    return kvs.value(h.call(*job_data_request(jobid, key)))
 
 
 def raise_all(h, *, userid: int | None, states: list[str], etype: str = "cancel",
@@ -261,7 +265,7 @@ def event_watch(h, jobid: int, path: str = "eventlog", *, follow: bool = True,
     path = "eventlog" if path == "main" else path
     if not follow:
         try:
-            value = h.call(*eventlog_get_request(jobid, path))["value"]
+            value = kvs.value(h.call(*eventlog_get_request(jobid, path)))
         except NotFound:
             raise _no_eventlog(h, jobid, path) from None
         yield from value
@@ -348,7 +352,7 @@ class Follower:
         if self.done or self._failed(msg):
             return
         self.created = True
-        for e in msg.payload["entries"]:
+        for e in kvs.value(msg.payload):
             self.on_entry(e)
             if self.end.reached(e):
                 self._end()
@@ -357,7 +361,7 @@ class Follower:
     def _main(self, msg) -> None:
         if self.done or self._failed(msg):
             return
-        for e in msg.payload["entries"]:
+        for e in kvs.value(msg.payload):
             self.main_entries.append(e)
             if self.on_main is not None:
                 self.on_main(e)
@@ -368,13 +372,13 @@ class Follower:
 
     def close(self) -> None:
         """Stop the watches early, here and in the KVS (not only when the handle closes)."""
-        for key, p in self._watches:
+        for _key, p in self._watches:
             if p.done:
                 continue
             p.cancel()
             if self.h.connected and not getattr(getattr(self.h, "sock", None), "closed",
                                                 False):
-                self.h.send("kvs.unwatch", {"key": key, "matchtag": p.matchtag})
+                self.h.send("kvs-watch.cancel", {"matchtag": p.matchtag})
         self._watches.clear()
 
 
@@ -408,7 +412,7 @@ def _no_eventlog(h, jobid: int, path: str, main: list[dict] | None = None) -> No
     """ENOENT for a missing job eventlog, saying whether the job may still write it."""
     state = info(h, jobid)["state"]
     if main is None and state == states.INACTIVE:
-        main = h.call(*eventlog_get_request(jobid))["value"]
+        main = kvs.value(h.call(*eventlog_get_request(jobid)))
     return no_eventlog_error(jobid, path, state, main)
 
 

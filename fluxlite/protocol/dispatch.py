@@ -1,9 +1,9 @@
 """The one dispatcher: how a request reaches its handler, in a broker service or a job shell.
 
     class KVS(Service):
-        @handler("kvs.get", schema=KeyRequest, roles=ANY)
-        def get(self, msg, req): ...           # return a payload, or raise FluxliteError
-        @handler("kvs.watch", schema=WatchRequest, streaming=True, roles=ANY)
+        @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
+        def lookup(self, msg, req): ...        # return a payload, or raise FluxliteError
+        @handler("kvs-watch.lookup", schema=WatchLookupRequest, streaming=True, roles=ANY)
         async def watch(self, msg, req): ...   # answer many times itself
 
 Each handler declares, beside its code, its topic, whether it streams, the shape

@@ -4,8 +4,10 @@ answer, shared by the kvs service and every reader (CLI, job API, shell, the
 
 An answer is {namespace, key?, val}: `val` an RFC 11 tree object.  A value's
 object holds its JSON text in base64; a log made by appends (an eventlog,
-output) is Flux's RFC 18 text, one JSON entry per line, which `value(...,
-log=True)` reads back as the list of its entries.
+output) kept in the disk store, and every answer of a FLUX_KVS_WATCH_APPEND
+watch, is Flux's RFC 18 text, one JSON entry per line: such an answer also
+says `log: true` (fluxlite's; Flux's readers pass it by), and `value()` reads
+it back as the list of its entries.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ def raw(obj: dict) -> bytes:
         raise ProtocolError("KVS answer: a val object's data must be base64") from None
 
 
-def value(answer: dict, log: bool = False):
-    """The Python value of a lookup answer: its JSON, else its bytes; with `log`, the
-    list of entries of an RFC 18 log (one JSON entry per line)."""
+def value(answer: dict):
+    """The Python value of a lookup answer: its JSON, else its bytes; for a log
+    (`log: true`), the list of its entries."""
     data = raw(answer["val"])
-    if log:
+    if answer.get("log"):
         try:
             return [json.loads(line) for line in data.splitlines() if line]
         except ValueError:
@@ -51,3 +53,19 @@ def value(answer: dict, log: bool = False):
         return json.loads(data)
     except (UnicodeDecodeError, ValueError):
         return data
+
+
+def entries(answer: dict) -> tuple[list[str], dict[str, dict]]:
+    """A FLUX_KVS_READDIR answer's names, sorted, a subdirectory's ending in ".",
+    and its symbolic links' {name: {target, namespace?}}."""
+    obj = answer["val"]
+    if not isinstance(obj, dict) or obj.get("type") != "dir" \
+            or not isinstance(obj.get("data"), dict):
+        raise ProtocolError("KVS answer: expected a dir tree object")
+    names, links = [], {}
+    for name, sub in sorted(obj["data"].items()):
+        kind = sub.get("type") if isinstance(sub, dict) else None
+        names.append(name + "." if kind in ("dir", "dirref") else name)
+        if kind == "symlink":
+            links[name] = sub.get("data") or {}
+    return names, links

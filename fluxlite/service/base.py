@@ -2,8 +2,8 @@
 
     class KVS(Service):
         name = "kvs"
-        @handler("kvs.get", schema=KeyRequest, roles=ANY)
-        def get(self, msg, req): ...          # return a payload, or raise FluxliteError
+        @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
+        def lookup(self, msg, req): ...       # return a payload, or raise FluxliteError
 
 A service sees its broker only through a ServiceContext: who and where it is
 (rank, size, owner, hostname), the attributes, and how to send (an RPC, a

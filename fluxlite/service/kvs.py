@@ -19,9 +19,12 @@ directory is refused (EISDIR).
                            are left empty, but for the top-level one (a purged
                            job's path)
 
-`kvs.watch` streams a key: the value now (or, with `append`, the entries so
-far) and then every change (with `append`, only the new entries); with
-`waitcreate` it waits for a missing key instead of failing with ENOENT.
+Reads are Flux's: `kvs.lookup` {key, flags, namespace?} answers a key's RFC 11
+tree object (a directory's with FLUX_KVS_READDIR), and `kvs-watch.lookup`
+streams a key: its value now (with FLUX_KVS_WATCH_APPEND, the entries so far)
+and then every change (only the new entries); with FLUX_KVS_WAITCREATE it waits
+for a missing key instead of failing with ENOENT; `kvs-watch.cancel` {matchtag}
+ends it.  protocol/kvs.py holds the flags and reads an answer back.
 Services on rank 0 call `commit()` and `lookup()` directly; everyone else
 uses the RPCs.  The trees themselves (reading, committing, loading a durable
 store) are kvs_tree.py's; this module serves them.  Jobs keep their jobspec, R,
@@ -30,7 +33,7 @@ eventlogs and output here.
 Maps (a jobspec, an R) and lists made by appends (eventlogs, output) live in
 the on-disk store (kvs_store.py), not in rank 0's heap: the tree holds a small
 node for each (`Blob`, `Log`) and reads the value back, decoded afresh for each
-reader, for `kvs.get` and watches.  Where a value lives is the KVS's business
+reader, for lookups and watches.  Where a value lives is the KVS's business
 alone.  What stays in the heap per job is its directory and those nodes, so a
 burst of thousands of pending jobs leaves little behind once they are purged.
 
@@ -77,11 +80,6 @@ from .kvs_store import READ_BATCH, UNLINK, Log, Store, Symlink
 from .kvs_tree import NS_ROW, PRIMARY, Dir, KVSTree, row_name, split_key, stored_in
 
 
-class KeyRequest(Struct, kw_only=True):
-    key: Key
-    namespace: str | None = None
-
-
 class CommitRequest(Struct, kw_only=True):
     ops: Annotated[list[dict], Meta(max_length=MAX_OPS)]
     namespace: str | None = None
@@ -95,13 +93,6 @@ class LookupRequest(Struct, kw_only=True):
     namespace: str | None = None
 
 
-class WatchRequest(Struct, kw_only=True):
-    key: Key
-    waitcreate: bool = False
-    append: bool = False
-    namespace: str | None = None
-
-
 class WatchLookupRequest(Struct, kw_only=True):
     key: Key
     flags: Annotated[int, Meta(ge=0)] = 0
@@ -110,12 +101,6 @@ class WatchLookupRequest(Struct, kw_only=True):
 
 class WatchCancelRequest(Struct, kw_only=True):
     matchtag: Matchtag
-
-
-class UnwatchRequest(Struct, kw_only=True):
-    key: Key
-    matchtag: Matchtag
-    namespace: str | None = None
 
 
 class NamespaceCreateRequest(Struct, kw_only=True):
@@ -129,14 +114,13 @@ class NamespaceRequest(Struct, kw_only=True):
 
 
 class _Watcher:
-    __slots__ = ("msg", "append", "sent", "flux", "once", "uniq", "last")
+    """A kvs-watch.lookup: answers {namespace, key, val: tree object}."""
+    __slots__ = ("msg", "append", "sent", "once", "uniq", "last")
 
-    def __init__(self, msg, append: bool, flux: bool = False, once: bool = False,
-                 uniq: bool = False):
+    def __init__(self, msg, append: bool, once: bool = False, uniq: bool = False):
         self.msg = msg
         self.append = append
         self.sent = 0  # entries already sent (append mode)
-        self.flux = flux    # kvs-watch.lookup: answers {namespace, key, val: tree object}
         self.once = once    # no FLUX_KVS_WATCH: one answer (once the key exists)
         self.uniq = uniq    # FLUX_KVS_WATCH_UNIQ: only a value that differs
         self.last = None
@@ -207,23 +191,22 @@ class KVSService(KVSTree, Service):
                 return
             w.sent = len(value)
             self._answer(wkey, w, new)
-        elif w.flux:
+        else:
             obj = self._treeobj(value)
             if w.uniq and obj == w.last:
                 return
             w.last = obj if w.uniq else None
-            self._answer(wkey, w, obj)
-        else:
-            self.respond(w.msg, {"value": self._value(value)})
+            self._answer(wkey, w, obj, isinstance(value, Log))
 
-    def _answer(self, wkey: tuple[str, str], w: _Watcher, got) -> None:
-        """One answer to a watcher: new entries (append) or a tree object; a
-        one-time kvs-watch.lookup (no FLUX_KVS_WATCH) then ends."""
-        if not w.flux:
-            self.respond(w.msg, {"entries": got})
-            return
-        obj = treeobj.encode(got, log=True) if w.append else got
-        self.respond(w.msg, {"namespace": wkey[0], "key": wkey[1], "val": obj})
+    def _answer(self, wkey: tuple[str, str], w: _Watcher, got, log: bool = False) -> None:
+        """One answer to a watcher: new entries (append) or a tree object (`log`: a
+        log's RFC 18 lines, protocol/kvs.py); a one-time kvs-watch.lookup (no
+        FLUX_KVS_WATCH) then ends."""
+        answer = {"namespace": wkey[0], "key": wkey[1],
+                  "val": treeobj.encode(got, log=True) if w.append else got}
+        if w.append or log:
+            answer["log"] = True
+        self.respond(w.msg, answer)
         if w.once:
             msg = w.msg
             self._drop_watch(wkey, w)
@@ -306,11 +289,6 @@ class KVSService(KVSTree, Service):
         self.store.finish(True, changes if self.store.durable else None, self.version)
 
     # ---------------------------------------------------------------- RPCs
-    @handler("kvs.get", schema=KeyRequest, roles=ANY)
-    def get(self, msg, req):
-        _, root = self._ns(msg, req.namespace)
-        return {"value": self._value(self._node(req.key, root, msg))}
-
     @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
     def lookup_rpc(self, msg, req):
         """Flux's kvs.lookup: the key's RFC 11 tree object (kvs_treeobj.py); a
@@ -325,12 +303,20 @@ class KVSService(KVSTree, Service):
                 raise UsageError(f"key {req.key!r} is not a symbolic link")
             return {"namespace": ns, "val": self._treeobj(node)}
         if whole or req.flags & treeobj.READDIR:
-            node = root if whole else self._walk(req.key, root, msg)
+            try:
+                node = root if whole else self._walk(req.key, root, msg)
+            except NotFound:
+                raise NotFound(f"directory {req.key!r} not found") from None
             if not isinstance(node, Dir):
-                raise NotADirectory(f"key {req.key!r} is a value, not a directory")
+                raise NotADirectory(f"{req.key!r} is not a directory: it holds a value "
+                                    "(read it with kvs get)")
             data = {name: self._treeobj(v) for name, v in node.items()}
             return {"namespace": ns, "val": {"ver": 1, "type": "dir", "data": data}}
-        return {"namespace": ns, "val": self._treeobj(self._node(req.key, root, msg))}
+        node = self._node(req.key, root, msg)
+        answer = {"namespace": ns, "val": self._treeobj(node)}
+        if isinstance(node, Log):
+            answer["log"] = True      # RFC 18 lines (protocol/kvs.py)
+        return answer
 
     def _treeobj(self, node) -> dict:
         if isinstance(node, Dir):
@@ -354,41 +340,6 @@ class KVSService(KVSTree, Service):
         version = self.commit(ops, ns)
         return {"version": version, "rootseq": version}
 
-    @handler("kvs.ls", schema=KeyRequest, roles=ANY)
-    def ls(self, msg, req):
-        key = req.key
-        _, node = self._ns(msg, req.namespace)
-        if key not in ("", "."):
-            try:
-                node = self._walk(key, node, msg)
-            except NotFound:
-                raise NotFound(f"directory {key!r} not found") from None
-        if not isinstance(node, Dir):
-            raise NotADirectory(f"{key!r} is not a directory: it holds a value "
-                                "(read it with kvs get)")
-        out = {"entries": [k + ("." if isinstance(v, Dir) else "") for k, v in
-                           sorted(node.items())]}
-        links = {k: treeobj.symlink(v.target, v.namespace)["data"] for k, v in node.items()
-                 if isinstance(v, Symlink)}
-        if links:
-            out["links"] = links
-        return out
-
-    @handler("kvs.watch", schema=WatchRequest, streaming=True, roles=ANY)
-    def watch(self, msg, req):
-        ns, root = self._ns(msg, req.namespace)
-        wkey = (ns, ".".join(split_key(req.key)))
-        w = _Watcher(msg, req.append)
-        if not req.waitcreate:
-            self._node(wkey[1], root, msg)  # ENOENT or EISDIR now, not a silent wait
-        self.watchers.setdefault(wkey, []).append(w)
-        self.track_stream(msg, lambda: self._drop_watch(wkey, w))
-        try:
-            self._node(wkey[1], root)
-        except FluxliteError:
-            return
-        self._send_watch(wkey, w)
-
     @handler("kvs-watch.lookup", schema=WatchLookupRequest, streaming=True, roles=ANY)
     def watch_lookup(self, msg, req):
         """Flux's kvs-watch.lookup: with FLUX_KVS_WATCH, the key's tree object now and
@@ -407,7 +358,7 @@ class KVSService(KVSTree, Service):
             raise UsageError("kvs-watch.lookup: FLUX_KVS_WATCH needs a streaming request")
         ns, root = self._ns(msg, req.namespace)
         wkey = (ns, ".".join(split_key(req.key)))
-        w = _Watcher(msg, bool(flags & kvsflags.WATCH_APPEND), flux=True,
+        w = _Watcher(msg, bool(flags & kvsflags.WATCH_APPEND),
                      once=not flags & kvsflags.WATCH, uniq=bool(flags & kvsflags.WATCH_UNIQ))
         if not flags & kvsflags.WAITCREATE:
             self._node(wkey[1], root, msg)  # ENOENT or EISDIR now, not a silent wait
@@ -454,12 +405,3 @@ class KVSService(KVSTree, Service):
     @handler("content-backing.checkpoint-get", schema=None)
     def backing_checkpoint_get(self, msg, req):
         return self.checkpoint_get(msg, req)
-
-    @handler("kvs.unwatch", schema=UnwatchRequest, roles=ANY)
-    def unwatch(self, msg, req):
-        wkey = (req.namespace or PRIMARY, req.key)
-        for w in list(self.watchers.get(wkey, ())):
-            if w.msg.matchtag == req.matchtag and w.msg.route == msg.route:
-                self._drop_watch(wkey, w)
-                self.end_stream(w.msg)
-        return {}

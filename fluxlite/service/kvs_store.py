@@ -5,8 +5,8 @@ remembered (its jobspec and R, its eventlogs and output), and a Python heap
 does not shrink back after a peak of thousands of pending jobs.  So the KVS
 keeps every map value (`Blob`) and every appended list (`Log`) here from the
 start; the tree in the heap holds only directories, small nodes (an id, a
-length) and scalars.  Clients never see the difference: `kvs.get` and
-`kvs.watch` read the values back from here.
+length) and scalars.  Clients never see the difference: `kvs.lookup` and
+`kvs-watch.lookup` read the values back from here.
 
 The file is `<rundir>/content.sqlite`, owner-only (mode 0600, never a
 symlink), with no journal file and no fsync: it lives and dies with the

@@ -56,7 +56,7 @@ def open_for_writing(path: str) -> tarfile.TarFile:
 
 
 class Link:
-    """A key that is a symbolic link (what the kvs service's `kvs.ls` says of it)."""
+    """A key that is a symbolic link (what a `kvs.lookup` with FLUX_KVS_READDIR says of it)."""
 
     def __init__(self, target: str, namespace: str | None = None):
         self.target, self.namespace = target, namespace

@@ -31,11 +31,10 @@ METHODS = {
     "event.unsubscribe": {"topic": "fuzz."},
     "event.publish": m.event_publish_payload("fuzz.event", {"a": 1}),
     "broker.state": {},
-    "kvs.get": {"key": "fuzz.a"},
+    "kvs.lookup": {"key": "fuzz.a"},
     "kvs.commit": {"ops": [{"key": "fuzz.a", "value": 1}]},
-    "kvs.ls": {"key": "fuzz"},
-    "kvs.watch": {"key": "fuzz.a", "waitcreate": True},
-    "kvs.unwatch": {"key": "fuzz.a", "matchtag": 1},
+    "kvs-watch.lookup": {"key": "fuzz.a", "flags": 4 | 8},     # FLUX_KVS_WATCH|WAITCREATE
+    "kvs-watch.cancel": {"matchtag": 1},
     "kvs.stats": {},
     "job-manager.submit": None,   # filled in with a real jobspec by the caller
     "job-manager.wait": {"id": 1},

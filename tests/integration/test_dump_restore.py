@@ -9,6 +9,7 @@ import tarfile
 
 import pytest
 
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.testing import fluxlite_command, one_error_line
 
 
@@ -108,8 +109,8 @@ def test_symbolic_links_are_archived_as_links(instance_factory, tmp_path):
     b = instance_factory(1)
     b.cli("restore", archive, check=True)
     hb = b.handle()
-    assert hb.call("kvs.get", {"key": "to_v"})["value"] == 1
-    assert hb.call("kvs.get", {"key": "to_d.v"})["value"] == 1
+    assert kvsv.value(hb.call("kvs.lookup", {"key": "to_v"})) == 1
+    assert kvsv.value(hb.call("kvs.lookup", {"key": "to_d.v"})) == 1
     for key, data in [("dangling", {"target": "no.such"}),
                       ("aside", {"target": "x", "namespace": "side"})]:
         val = hb.call("kvs.lookup", {"key": key, "flags": 2})["val"]     # READLINK

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from fluxlite.jobapi import api
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.testing import fluxlite_command, jobid_of, one_error_line
 from fluxlite.util import fluid
 
@@ -218,9 +219,9 @@ def test_kvs_put_json_raw_mkdir(inst1):
     cp = inst1.cli("kvs", "put", "-j", "a.c=notjson")
     assert one_error_line(cp) == "fluxlite kvs put: a.c: value is not valid JSON: 'notjson'"
     inst1.cli("kvs", "put", "-r", "a.d=[1]", check=True)
-    assert inst1.handle().call("kvs.get", {"key": "a.d"})["value"] == "[1]"
+    assert kvsv.value(inst1.handle().call("kvs.lookup", {"key": "a.d"})) == "[1]"
     inst1.cli("kvs", "put", "-r", "a.e=-", input="from stdin", check=True)
-    assert inst1.handle().call("kvs.get", {"key": "a.e"})["value"] == "from stdin"
+    assert kvsv.value(inst1.handle().call("kvs.lookup", {"key": "a.e"})) == "from stdin"
     inst1.cli("kvs", "mkdir", "d.e", "a.b", check=True)
     assert out(inst1, "kvs", "ls", "-F", "d") == "e.\n"
     assert out(inst1, "kvs", "ls", "a.b") == ""     # the value became an empty directory

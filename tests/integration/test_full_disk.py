@@ -13,6 +13,7 @@ from rawpeer import rss_kib
 from smalldisk import fill, small_disk
 
 from fluxlite.errors import FluxliteError
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.service.kvs_store import HELD_MAX
 from fluxlite.testing import Instance, _readline
 
@@ -70,6 +71,6 @@ def test_full_disk_is_two_lines_bounded_memory_and_enospc(tmp_path):
             wait_for("writing out works again")
             assert inst.cli("dmesg").stdout.count("writing out failed") == 1
             for i in (acked[0], acked[-1]):
-                v = h.call("kvs.get", {"key": f"big.k{i}"})["value"]
+                v = kvsv.value(h.call("kvs.lookup", {"key": f"big.k{i}"}))
                 assert v["i"] == i and len(v["data"]) == CHUNK
             h.call("kvs.commit", {"ops": [{"key": "after", "value": {"ok": 1}}]})

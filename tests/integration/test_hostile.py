@@ -273,7 +273,8 @@ def test_a_killed_waiter_does_not_steal_the_next_waits_job(inst1, tmp_path):
     watcher = subprocess.Popen(
         [sys.executable, "-c",
          "import sys; from fluxlite.client.sync import Handle\n"
-         "h = Handle()\nw = h.stream('kvs.watch', {'key': 'marker'})\nnext(w)\n"
+         "h = Handle()\nw = h.stream('kvs-watch.lookup', {'key': 'marker', 'flags': 4})\n"
+             "next(w)\n"
          "p = h.rpc('job-manager.wait', {})\nprint('ready', flush=True)\n"
          "h.wait(p)\n"],
         env=inst1.env, stdout=subprocess.PIPE, text=True)
@@ -329,8 +330,8 @@ def test_a_client_that_never_reads_is_dropped_and_rank0_stays_bounded(instance_f
     h.call("kvs.commit", {"ops": [{"key": "flood", "value": value}]})
     base_watchers = h.call("kvs.stats")["watchers"]
     with RawPeer(local_endpoint(inst), rcvhwm=1, rcvbuf=4096) as slow:
-        slow.send([header(topic="kvs.watch", flags=m.STREAMING, matchtag=7),
-                   m._packb({"key": "flood"})])
+        slow.send([header(topic="kvs-watch.lookup", flags=m.STREAMING, matchtag=7),
+                   m._packb({"key": "flood", "flags": 4})])      # FLUX_KVS_WATCH
         assert slow.recv(10) is not None  # the watch is open (its first value)
         before = rss_kib(pid)
         dropped = False

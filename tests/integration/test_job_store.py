@@ -2,9 +2,15 @@
 
 import pytest
 
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.testing import one_error_line
 
 pytestmark = pytest.mark.timeout(120)
+
+def ls(h, payload, **kw) -> list[str]:
+    """A directory's names (kvs.lookup with FLUX_KVS_READDIR)."""
+    return kvsv.entries(h.call("kvs.lookup", {**payload, "flags": kvsv.READDIR}, **kw))[0]
+
 
 
 def jobid_of(cp) -> str:
@@ -93,9 +99,10 @@ def test_age_limit_purges_a_job_once_it_is_old_enough(inst1):
     jobid = jobid_of(inst1.cli("submit", "true", check=True))
     h = inst1.handle()
     # the job's directory goes when it is purged: that ends a watch on its eventlog
-    stream = h.stream("kvs.watch", {"key": job_key(fluid.parse(jobid), "eventlog"),
-                                    "append": True, "waitcreate": True}, timeout=30)
-    names = [e["name"] for r in stream for e in r["entries"]]
+    flags = kvsv.WATCH | kvsv.WATCH_APPEND | kvsv.WAITCREATE
+    stream = h.stream("kvs-watch.lookup", {"key": job_key(fluid.parse(jobid), "eventlog"),
+                                           "flags": flags}, timeout=30)
+    names = [e["name"] for r in stream for e in kvsv.value(r)]
     assert names[-1] == "clean"
     assert one_error_line(inst1.cli("jobs", jobid)) == f"fluxlite jobs: unknown job id {jobid}"
 
@@ -120,7 +127,7 @@ def test_a_purged_job_leaves_nothing_in_the_kvs(inst1):
     ids = inst1.cli("submit", "--cc=1-3", "--wait", "echo", "hi", check=True).stdout.split()
     assert h.call("kvs.stats")["store_entries"] > store0   # jobspecs, R, eventlogs
     assert inst1.cli("job", "attach", ids[0], check=True).stdout == "hi\n"
-    assert h.call("kvs.ls", {"key": "job"})["entries"]
+    assert ls(h, {"key": "job"})
     inst1.cli("job", "purge", "--num-limit=0", "--force", check=True)
-    assert h.call("kvs.ls", {"key": "job"})["entries"] == []
+    assert ls(h, {"key": "job"}) == []
     assert h.call("kvs.stats")["store_entries"] == store0

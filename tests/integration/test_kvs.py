@@ -4,6 +4,13 @@ CLI: kvs ls -R, dir, unlink, and bad input that changes nothing."""
 import pytest
 
 from fluxlite.errors import FluxliteError
+from fluxlite.protocol import kvs as kvsv
+
+
+def ls(h, payload, **kw) -> list[str]:
+    """A directory's names (kvs.lookup with FLUX_KVS_READDIR)."""
+    return kvsv.entries(h.call("kvs.lookup", {**payload, "flags": kvsv.READDIR}, **kw))[0]
+
 
 
 def test_commit_is_all_or_nothing(inst1):
@@ -18,34 +25,34 @@ def test_commit_is_all_or_nothing(inst1):
                                       {"key": "t.x.y", "value": 1},   # t.x: a directory now
                                       {"key": "t.x", "append": [1]}]})
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "t.a"})
+        h.call("kvs.lookup", {"key": "t.a"})
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "t.x"})
+        h.call("kvs.lookup", {"key": "t.x"})
     assert h.call("kvs.stats")["version"] == v
     h.call("kvs.commit", {"ops": [{"key": "t.l", "append": [1]}, {"key": "t.l", "append": [2]}]})
-    assert h.call("kvs.get", {"key": "t.l"})["value"] == [1, 2]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "t.l"})) == [1, 2]
     with pytest.raises(FluxliteError, match="not a list"):
         h.call("kvs.commit", {"ops": [{"key": "t.l", "append": [3]},
                                       {"key": "t.b", "append": [3]}]})
-    assert h.call("kvs.get", {"key": "t.l"})["value"] == [1, 2]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "t.l"})) == [1, 2]
 
 
 def test_dict_values_are_values(inst1):
     h = inst1.handle()
     h.call("kvs.commit", {"ops": [{"key": "d.v", "value": {"a": {"b": 1}}}]})
-    assert h.call("kvs.get", {"key": "d.v"})["value"] == {"a": {"b": 1}}
-    assert h.call("kvs.ls", {"key": "d"})["entries"] == ["v"]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "d.v"})) == {"a": {"b": 1}}
+    assert ls(h, {"key": "d"}) == ["v"]
     with pytest.raises(FluxliteError, match="is a directory"):
-        h.call("kvs.get", {"key": "d"})
+        h.call("kvs.lookup", {"key": "d"})
 
 
 def test_watch_sees_changes_and_removal_of_a_parent(inst1):
     h = inst1.handle()
     h.call("kvs.commit", {"ops": [{"key": "w.dir.k", "value": 1}]})
-    stream = h.stream("kvs.watch", {"key": "w.dir.k"}, timeout=10)
-    assert next(stream) == {"value": 1}
+    stream = h.stream("kvs-watch.lookup", {"key": "w.dir.k", "flags": kvsv.WATCH}, timeout=10)
+    assert kvsv.value(next(stream)) == 1
     h.call("kvs.commit", {"ops": [{"key": "w.dir.k", "value": 2}]})
-    assert next(stream) == {"value": 2}
+    assert kvsv.value(next(stream)) == 2
     h.call("kvs.commit", {"ops": [{"key": "w.dir", "unlink": True}]})
     with pytest.raises(StopIteration):
         next(stream)  # removing the directory ends the watch (ENODATA)
@@ -61,7 +68,7 @@ def test_bad_requests(inst1):
         with pytest.raises(FluxliteError, match=words):
             h.call("kvs.commit", payload)
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.watch", {"key": "nosuch"})
+        next(h.stream("kvs-watch.lookup", {"key": "nosuch", "flags": kvsv.WATCH}, timeout=10))
 
 
 def test_eventlog_of_a_key_that_is_not_one(inst1):
@@ -84,13 +91,15 @@ def test_long_lists_live_in_the_on_disk_store(inst1):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     before = h.call("kvs.stats")["store_entries"]
     h.call("kvs.commit", {"ops": [{"key": "s.log", "append": [0, 1]}]})
-    stream = h.stream("kvs.watch", {"key": "s.log", "append": True}, timeout=10)
-    assert next(stream) == {"entries": [0, 1]}
+    stream = h.stream("kvs-watch.lookup", {"key": "s.log",
+                                           "flags": kvsv.WATCH | kvsv.WATCH_APPEND},
+                      timeout=10)
+    assert kvsv.value(next(stream)) == [0, 1]
     h.call("kvs.commit", {"ops": [{"key": "s.log", "append": list(range(2, 3000))}]})
     assert h.call("kvs.stats")["store_entries"] == before + 3000
     got = []
     while len(got) < 2998:
-        got += next(stream)["entries"]
+        got += kvsv.value(next(stream))
     assert got == list(range(2, 3000))
     big = "x" * 10000  # one large entry goes to disk at once
     h.call("kvs.commit", {"ops": [{"key": "s.big", "append": [{"data": big}]}]})
@@ -100,10 +109,10 @@ def test_long_lists_live_in_the_on_disk_store(inst1):
                                       {"key": "s.big", "unlink": True},
                                       {"key": "s.v", "value": 1},
                                       {"key": "s.v", "append": [1]}]})
-    assert h.call("kvs.get", {"key": "s.log"})["value"] == list(range(3000))
-    assert h.call("kvs.get", {"key": "s.big"})["value"] == [{"data": big}]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "s.log"})) == list(range(3000))
+    assert kvsv.value(h.call("kvs.lookup", {"key": "s.big"})) == [{"data": big}]
     h.call("kvs.commit", {"ops": [{"key": "s.log", "append": [3000]}]})
-    assert next(stream) == {"entries": [3000]}
+    assert kvsv.value(next(stream)) == [3000]
     h.call("kvs.commit", {"ops": [{"key": "s", "unlink": True}]})
     with pytest.raises(StopIteration):
         next(stream)

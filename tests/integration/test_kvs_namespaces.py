@@ -7,6 +7,13 @@ import errno
 import pytest
 
 from fluxlite.errors import FluxliteError
+from fluxlite.protocol import kvs as kvsv
+
+
+def ls(h, payload, **kw) -> list[str]:
+    """A directory's names (kvs.lookup with FLUX_KVS_READDIR)."""
+    return kvsv.entries(h.call("kvs.lookup", {**payload, "flags": kvsv.READDIR}, **kw))[0]
+
 
 
 def _names(h):
@@ -26,23 +33,24 @@ def test_a_namespace_is_a_tree_of_its_own(inst1):
 
     h.call("kvs.commit", {"namespace": "lab", "ops": [{"key": "a.b", "value": 1}]})
     h.call("kvs.commit", {"ops": [{"key": "a.c", "value": 2}]})
-    assert h.call("kvs.get", {"key": "a.b", "namespace": "lab"})["value"] == 1
-    assert h.call("kvs.ls", {"key": "a", "namespace": "lab"})["entries"] == ["b"]
-    assert h.call("kvs.ls", {"key": "a"})["entries"] == ["c"]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "a.b", "namespace": "lab"})) == 1
+    assert ls(h, {"key": "a", "namespace": "lab"}) == ["b"]
+    assert ls(h, {"key": "a"}) == ["c"]
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "a.b"})
+        h.call("kvs.lookup", {"key": "a.b"})
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "a.c", "namespace": "lab"})
+        h.call("kvs.lookup", {"key": "a.c", "namespace": "lab"})
     got = h.call("kvs.lookup", {"key": "a.b", "namespace": "lab"})
     assert got["namespace"] == "lab"
-    assert h.call("kvs.get", {"key": "a.c", "namespace": "primary"})["value"] == 2
+    assert kvsv.value(h.call("kvs.lookup", {"key": "a.c", "namespace": "primary"})) == 2
 
 
 def test_a_missing_namespace_is_enotsup_and_primary_stays(inst1):
     h = inst1.handle()
-    for topic, payload in [("kvs.get", {"key": "k"}), ("kvs.ls", {"key": "."}),
+    for topic, payload in [("kvs.lookup", {"key": "k"}),
+                           ("kvs.lookup", {"key": ".", "flags": kvsv.READDIR}),
                            ("kvs.commit", {"ops": [{"key": "k", "value": 1}]}),
-                           ("kvs.lookup", {"key": "k"}),
+                           ("kvs-watch.lookup", {"key": "k"}),
                            ("kvs.namespace-remove", {})]:
         with pytest.raises(FluxliteError) as exc:
             h.call(topic, {**payload, "namespace": "nowhere"})
@@ -60,11 +68,12 @@ def test_removing_a_namespace_drops_its_keys_and_ends_its_watches(inst1):
     h.call("kvs.namespace-create", {"namespace": "tmp"})
     h.call("kvs.commit", {"namespace": "tmp", "ops": [{"key": "w", "value": 1},
                                                       {"key": "log", "append": [1, 2]}]})
-    stream = h.stream("kvs.watch", {"key": "w", "namespace": "tmp"}, timeout=10)
-    assert next(stream) == {"value": 1}
+    stream = h.stream("kvs-watch.lookup", {"key": "w", "namespace": "tmp",
+                                           "flags": kvsv.WATCH}, timeout=10)
+    assert kvsv.value(next(stream)) == 1
     h.call("kvs.commit", {"ops": [{"key": "w", "value": 5}]})   # the primary one's w
     h.call("kvs.commit", {"namespace": "tmp", "ops": [{"key": "w", "value": 2}]})
-    assert next(stream) == {"value": 2}
+    assert kvsv.value(next(stream)) == 2
     h.call("kvs.namespace-remove", {"namespace": "tmp"})
     with pytest.raises(FluxliteError) as exc:
         next(stream)
@@ -72,8 +81,8 @@ def test_removing_a_namespace_drops_its_keys_and_ends_its_watches(inst1):
     assert _names(h) == ["primary"]
     assert h.call("kvs.stats")["watchers"] == 0
     h.call("kvs.namespace-create", {"namespace": "tmp"})      # made afresh: empty
-    assert h.call("kvs.ls", {"key": ".", "namespace": "tmp"})["entries"] == []
-    assert h.call("kvs.get", {"key": "w"})["value"] == 5
+    assert ls(h, {"key": ".", "namespace": "tmp"}) == []
+    assert kvsv.value(h.call("kvs.lookup", {"key": "w"})) == 5
 
 
 def test_a_state_directory_keeps_namespaces(instance_factory, tmp_path):
@@ -92,11 +101,11 @@ def test_a_state_directory_keeps_namespaces(instance_factory, tmp_path):
     h = b.handle()
     listed = h.call("kvs.namespace-list")["namespaces"]
     assert [(n["namespace"], n["owner"]) for n in listed[1:]] == [("keep", 4242)]
-    assert h.call("kvs.get", {"key": "d.v", "namespace": "keep"})["value"] == {"m": "keep"}
-    assert h.call("kvs.get", {"key": "d.log", "namespace": "keep"})["value"] == ["x"]
-    assert h.call("kvs.get", {"key": "ln", "namespace": "keep"})["value"] == {"m": "keep"}
+    assert kvsv.value(h.call("kvs.lookup", {"key": "d.v", "namespace": "keep"})) == {"m": "keep"}
+    assert kvsv.value(h.call("kvs.lookup", {"key": "d.log", "namespace": "keep"})) == ["x"]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "ln", "namespace": "keep"})) == {"m": "keep"}
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "d.v"})
+        h.call("kvs.lookup", {"key": "d.v"})
 
 
 def test_symbolic_links_are_followed_and_read(inst1):
@@ -113,18 +122,18 @@ def test_symbolic_links_are_followed_and_read(inst1):
         # Flux's own commit operation for a link into another namespace
         {"key": "to_far", "flags": 0, "dirent": {"ver": 1, "type": "symlink", "data": {
             "target": "there", "namespace": "far"}}}]})
-    assert h.call("kvs.get", {"key": "to_a"})["value"] == 1
-    assert h.call("kvs.get", {"key": "to_link"})["value"] == 1
-    assert h.call("kvs.get", {"key": "to_dir.a"})["value"] == 1
-    assert h.call("kvs.ls", {"key": "to_dir"})["entries"] == ["a"]
-    assert h.call("kvs.get", {"key": "to_far.v"})["value"] == "far"
+    assert kvsv.value(h.call("kvs.lookup", {"key": "to_a"})) == 1
+    assert kvsv.value(h.call("kvs.lookup", {"key": "to_link"})) == 1
+    assert kvsv.value(h.call("kvs.lookup", {"key": "to_dir.a"})) == 1
+    assert ls(h, {"key": "to_dir"}) == ["a"]
+    assert kvsv.value(h.call("kvs.lookup", {"key": "to_far.v"})) == "far"
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "dangling"})
+        h.call("kvs.lookup", {"key": "dangling"})
     with pytest.raises(FluxliteError) as exc:
-        h.call("kvs.get", {"key": "loop1"})
+        h.call("kvs.lookup", {"key": "loop1"})
     assert exc.value.errnum == errno.ELOOP
     with pytest.raises(FluxliteError, match="is a directory"):
-        h.call("kvs.get", {"key": "to_dir"})
+        h.call("kvs.lookup", {"key": "to_dir"})
 
     READLINK, TREEOBJ = 2, 16            # Flux's FLUX_KVS_READLINK, FLUX_KVS_TREEOBJ
     link = h.call("kvs.lookup", {"key": "to_link", "flags": READLINK})["val"]
@@ -139,12 +148,12 @@ def test_symbolic_links_are_followed_and_read(inst1):
 
     # a link is a value of its own: replaced by a value, unlinked without its target
     h.call("kvs.commit", {"ops": [{"key": "to_a", "unlink": True}]})
-    assert h.call("kvs.get", {"key": "dir.a"})["value"] == 1
+    assert kvsv.value(h.call("kvs.lookup", {"key": "dir.a"})) == 1
     with pytest.raises(FluxliteError, match="not found"):
-        h.call("kvs.get", {"key": "to_link"})
+        h.call("kvs.lookup", {"key": "to_link"})
     h.call("kvs.namespace-remove", {"namespace": "far"})
     with pytest.raises(FluxliteError) as exc:
-        h.call("kvs.get", {"key": "to_far.v"})
+        h.call("kvs.lookup", {"key": "to_far.v"})
     assert exc.value.errnum == errno.ENOTSUP
 
 

@@ -39,10 +39,10 @@ def test_requests_not_taken_after_a_drop_are_answered_as_refused(instance_factor
     with drop_watch(inst) as wait_dropped, \
             RawPeer(local_endpoint(inst), rcvhwm=1, rcvbuf=4096) as slow:
         for tag in range(1, 401):        # 400 answers of 32 KiB: far more than may wait
-            slow.send([header(topic="kvs.get", matchtag=tag), m._packb({"key": "big"})])
+            slow.send([header(topic="kvs.lookup", matchtag=tag), m._packb({"key": "big"})])
         wait_dropped()
         for tag in range(401, 451):      # sent after the drop: not taken
-            slow.send([header(topic="kvs.get", matchtag=tag), m._packb({"key": "big"})])
+            slow.send([header(topic="kvs.lookup", matchtag=tag), m._packb({"key": "big"})])
         answered, disconnect = [], None
         deadline = time.monotonic() + 30
         while disconnect is None and time.monotonic() < deadline:
@@ -112,7 +112,7 @@ def test_the_send_queue_is_counted_in_bytes(instance_factory):
             RawPeer(local_endpoint(inst), rcvhwm=1, rcvbuf=4096) as slow:
         before = rss_kib(pid)
         for tag in range(1, 1001):      # 1000 answers of 256 KiB: 250 MB if all waited
-            slow.send([header(topic="kvs.get", matchtag=tag), m._packb({"key": "flood"})])
+            slow.send([header(topic="kvs.lookup", matchtag=tag), m._packb({"key": "flood"})])
         wait_dropped()
         h.call("broker.ping", {}, nodeid=0)     # rank 0 has handled the flood
         grown = rss_kib(pid) - before

@@ -17,6 +17,7 @@ import pytest
 from fluxlite.client.sync import Handle
 from fluxlite.job import jobspec as js
 from fluxlite.jobapi import api
+from fluxlite.protocol import kvs as kvsv
 
 CYCLES = 20
 PER_CYCLE = 50   # submits and puts a client makes at most in a cycle: bounded work, as
@@ -68,7 +69,7 @@ def _check(inst, jobs: list[int], keys: dict) -> tuple[int, int]:
     lost = [j for j in jobs if j not in have]
     for key, value in keys.items():
         try:
-            got = h.call("kvs.get", {"key": key}, timeout=30)["value"]
+            got = kvsv.value(h.call("kvs.lookup", {"key": key}, timeout=30))
         except Exception:
             got = None
         if got != value:

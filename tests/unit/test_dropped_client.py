@@ -22,7 +22,7 @@ def outcome(p):
 def test_requests_after_refused_from_are_refused_the_rest_lost():
     h = Core()
     h.connected = h.answered = True
-    sent = [h.rpc("kvs.get", {"key": "k"}) for _ in range(5)]
+    sent = [h.rpc("kvs.lookup", {"key": "k"}) for _ in range(5)]
     tags = [p.matchtag for p in sent]
     frames = m.encode(Message.control("disconnect", {"reason": "client too slow: x",
                                                      "refused_from": tags[3]}))

@@ -158,7 +158,7 @@ def test_every_errno_fluxlite_raises_has_a_class(num, cls):
     klass = getattr(errors, cls)
     assert errors._BY_ERRNO[num] is klass and klass.default_errnum == num
     assert type(FluxliteError("m", num)) is klass
-    resp = Message(REQUEST, "kvs.get", {}).response(None, num, "why")
+    resp = Message(REQUEST, "kvs.lookup", {}).response(None, num, "why")
     err = resp.error()
     assert type(err) is klass and (err.errno, str(err)) == (num, "why")
 

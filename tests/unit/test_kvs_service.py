@@ -9,7 +9,7 @@ import errno
 import pytest
 
 from fluxlite.errors import FluxliteError
-from fluxlite.protocol import kvs as kvsflags
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.protocol.message import ROLE_OWNER, ROLE_USER, STREAMING, Message
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.kvs import KVSService
@@ -18,6 +18,11 @@ pytestmark = pytest.mark.timeout(30)
 
 CLIENT = b"\x01client"
 OTHER = b"\x02other"
+
+def ls(h, payload, **kw) -> list[str]:
+    """A directory's names (kvs.lookup with FLUX_KVS_READDIR)."""
+    return kvsv.entries(h.call("kvs.lookup", {**payload, "flags": kvsv.READDIR}, **kw))[0]
+
 
 
 class KVS:
@@ -72,14 +77,14 @@ def test_commit_sets_appends_and_unlinks_and_counts_versions(kvs):
                                          {"key": "a.log", "append": [{"n": 1}]}]})["version"]
     v2 = kvs.call("kvs.commit", {"ops": [{"key": "a.log", "append": [{"n": 2}]}]})["version"]
     assert v2 == v1 + 1
-    assert kvs.call("kvs.get", {"key": "a.b"}) == {"value": 1}
-    assert kvs.call("kvs.get", {"key": "a.log"}) == {"value": [{"n": 1}, {"n": 2}]}
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "a.b"})) == 1
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "a.log"})) == [{"n": 1}, {"n": 2}]
     kvs.call("kvs.commit", {"ops": [{"key": "a.b", "unlink": True}]})
-    assert errnum_of(kvs.call, "kvs.get", {"key": "a.b"}) == errno.ENOENT
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "a.b"}) == errno.ENOENT
     # unlinking what is not there is no error, and unlinking a directory takes its keys
     kvs.call("kvs.commit", {"ops": [{"key": "no.such.key", "unlink": True}]})
     kvs.call("kvs.commit", {"ops": [{"key": "a", "unlink": True}]})
-    assert errnum_of(kvs.call, "kvs.get", {"key": "a.log"}) == errno.ENOENT
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "a.log"}) == errno.ENOENT
 
 
 def test_a_commit_that_fails_half_way_changes_nothing(kvs):
@@ -91,7 +96,7 @@ def test_a_commit_that_fails_half_way_changes_nothing(kvs):
     assert errnum_of(kvs.svc.commit, bad) == errno.EINVAL
     assert kvs.svc.lookup("x.log") == ["e1"]
     assert not kvs.svc.exists("x.new.deep")
-    assert kvs.call("kvs.ls", {"key": "x"})["entries"] == ["log", "val"]
+    assert ls(kvs, {"key": "x"}) == ["log", "val"]
     assert kvs.svc.version == version
 
 
@@ -104,7 +109,7 @@ def test_values_and_directories_replace_each_other_as_in_flux(kvs):
     assert errnum_of(kvs.svc.lookup, "d") == errno.EISDIR
     kvs.svc.commit([{"key": "m", "value": {"a": 1}}])    # a map (kept in the store)
     kvs.svc.commit([{"key": "m.x", "value": 4}])
-    assert kvs.call("kvs.ls", {"key": "m"})["entries"] == ["x"]
+    assert ls(kvs, {"key": "m"}) == ["x"]
     kvs.svc.commit([{"key": "v", "value": "x"}, {"key": "v.gone", "unlink": True}])
     assert kvs.svc.lookup("v") == "x"                   # nothing to unlink below a value
     # an append to a directory is refused; what came before in the commit is taken back
@@ -145,7 +150,7 @@ def test_commit_is_for_the_owner_reads_are_for_anyone(kvs):
                       role=ROLE_USER, userid=2000)
     (resp,) = kvs.answers(req)
     assert resp.errnum == errno.EPERM
-    assert kvs.call("kvs.get", {"key": "k"}, role=ROLE_USER, userid=2000) == {"value": "v"}
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "k"}, role=ROLE_USER, userid=2000)) == "v"
 
 
 def test_leading_and_trailing_dots_name_the_same_key(kvs):
@@ -158,11 +163,11 @@ def test_ls_marks_directories_and_refuses_values_and_missing_keys(kvs):
     kvs.svc.commit([{"key": "job.1.eventlog", "append": [{}]},
                     {"key": "job.1.R", "value": {"r": 1}}, {"key": "job.2.R", "value": {}},
                     {"key": "top", "value": 0}])
-    assert kvs.call("kvs.ls", {"key": "."})["entries"] == ["job.", "top"]
-    assert kvs.call("kvs.ls", {"key": "job"})["entries"] == ["1.", "2."]
-    assert kvs.call("kvs.ls", {"key": "job.1"})["entries"] == ["R", "eventlog"]
-    assert errnum_of(kvs.call, "kvs.ls", {"key": "top"}) == errno.ENOTDIR
-    assert errnum_of(kvs.call, "kvs.ls", {"key": "job.3"}) == errno.ENOENT
+    assert ls(kvs, {"key": "."}) == ["job.", "top"]
+    assert ls(kvs, {"key": "job"}) == ["1.", "2."]
+    assert ls(kvs, {"key": "job.1"}) == ["R", "eventlog"]
+    assert errnum_of(ls, kvs, {"key": "top"}) == errno.ENOTDIR
+    assert errnum_of(ls, kvs, {"key": "job.3"}) == errno.ENOENT
 
 
 def test_a_map_read_back_is_the_readers_own_copy(kvs):
@@ -173,13 +178,12 @@ def test_a_map_read_back_is_the_readers_own_copy(kvs):
 
 
 # ----------------------------------------------------------------- watches
-WATCH, WAITCREATE, WATCH_APPEND = kvsflags.WATCH, kvsflags.WAITCREATE, kvsflags.WATCH_APPEND
+WATCH, WAITCREATE, WATCH_APPEND = kvsv.WATCH, kvsv.WAITCREATE, kvsv.WATCH_APPEND
 
 
-def values(answers, log=False):
+def values(answers):
     """What each answer of a kvs-watch.lookup stream holds, and its end's errnum."""
-    return [kvsflags.value(r.payload, log=log) if not r.errnum else r.errnum
-            for r in answers]
+    return [kvsv.value(r.payload) if not r.errnum else r.errnum for r in answers]
 
 
 def test_watch_sends_the_value_now_then_each_change_and_ends_when_removed(kvs):
@@ -197,7 +201,7 @@ def test_watch_sends_the_value_now_then_each_change_and_ends_when_removed(kvs):
 
 def test_uniq_watch_sends_only_a_changed_value(kvs):
     kvs.svc.commit([{"key": "u", "value": 1}])
-    req = kvs.request("kvs-watch.lookup", {"key": "u", "flags": WATCH | kvsflags.WATCH_UNIQ},
+    req = kvs.request("kvs-watch.lookup", {"key": "u", "flags": WATCH | kvsv.WATCH_UNIQ},
                       stream=True)
     kvs.svc.commit([{"key": "u", "value": 1}])
     kvs.svc.commit([{"key": "u", "value": 2}])
@@ -210,7 +214,7 @@ def test_append_watch_sends_entries_so_far_then_only_new_ones(kvs):
                       stream=True)
     kvs.svc.append("log", 3)
     kvs.svc.append("log", 4, 5)
-    assert values(kvs.answers(req), log=True) == [[1, 2], [3], [4, 5]]
+    assert values(kvs.answers(req)) == [[1, 2], [3], [4, 5]]
 
 
 def test_append_watch_follows_a_log_that_moved_to_the_disk_store(kvs):
@@ -220,9 +224,9 @@ def test_append_watch_follows_a_log_that_moved_to_the_disk_store(kvs):
     many = [f"line {i}" for i in range(300)]      # long enough to leave the heap
     kvs.svc.commit([{"key": "out", "append": many}])
     kvs.svc.append("out", "last")
-    entries = [e for got in values(kvs.answers(req), log=True) for e in got]
+    entries = [e for got in values(kvs.answers(req)) for e in got]
     assert entries == ["first", *many, "last"]
-    assert kvsflags.value(kvs.call("kvs.lookup", {"key": "out"}), log=True) == \
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "out"})) == \
         ["first", *many, "last"]
 
 
@@ -312,8 +316,8 @@ def test_mkdir_makes_an_empty_directory_that_outlives_a_restart(tmp_path):
     k = kvs_in(tmp_path / "state")
     k.call("kvs.commit", {"ops": [{"key": "d.old", "value": 1}]})
     k.call("kvs.commit", {"ops": [{"key": "d", "mkdir": True}, {"key": "e", "mkdir": True}]})
-    assert k.call("kvs.ls", {"key": "d"}) == {"entries": []}
-    assert errnum_of(k.call, "kvs.get", {"key": "d"}) == errno.EISDIR
+    assert ls(k, {"key": "d"}) == []
+    assert errnum_of(k.call, "kvs.lookup", {"key": "d"}) == errno.EISDIR
     k.call("kvs.commit", {"ops": [{"key": "e.x", "value": 2}]})
     # replacements as in Flux: a value over a directory, a directory over a value
     k.call("kvs.commit", {"ops": [{"key": "r.sub.k", "value": 1}, {"key": "v", "value": 1}]})
@@ -323,11 +327,11 @@ def test_mkdir_makes_an_empty_directory_that_outlives_a_restart(tmp_path):
     k.svc.stop()
     again = kvs_in(tmp_path / "state")
     try:
-        assert again.call("kvs.ls", {"key": "."})["entries"] == ["d.", "e.", "r", "v."]
-        assert again.call("kvs.ls", {"key": "d"}) == {"entries": []}
-        assert again.call("kvs.get", {"key": "e.x"}) == {"value": 2}
-        assert again.call("kvs.get", {"key": "r"}) == {"value": {"m": 1}}
-        assert again.call("kvs.get", {"key": "v.below"}) == {"value": 2}
+        assert ls(again, {"key": "."}) == ["d.", "e.", "r", "v."]
+        assert ls(again, {"key": "d"}) == []
+        assert kvsv.value(again.call("kvs.lookup", {"key": "e.x"})) == 2
+        assert kvsv.value(again.call("kvs.lookup", {"key": "r"})) == {"m": 1}
+        assert kvsv.value(again.call("kvs.lookup", {"key": "v.below"})) == 2
     finally:
         again.svc.stop()
 
@@ -385,20 +389,21 @@ def test_namespace_owner_rules_are_fluxs(kvs):
                      **guest) == errno.EPERM
     kvs.call("kvs.namespace-create", {"namespace": "g", "owner": 2000})
     kvs.call("kvs.commit", {"namespace": "g", "ops": [{"key": "k", "value": 1}]}, **guest)
-    assert kvs.call("kvs.get", {"key": "k", "namespace": "g"}, **guest) == {"value": 1}
-    assert kvs.call("kvs.get", {"key": "k", "namespace": "g"}) == {"value": 1}
-    for topic, payload in [("kvs.get", {"key": "k"}), ("kvs.ls", {"key": "."}),
-                           ("kvs.lookup", {"key": "k"}),
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "k", "namespace": "g"}, **guest)) == 1
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "k", "namespace": "g"})) == 1
+    for topic, payload in [("kvs.lookup", {"key": "k"}),
+                           ("kvs.lookup", {"key": ".", "flags": kvsv.READDIR}),
                            ("kvs.commit", {"ops": [{"key": "k", "value": 2}]})]:
         assert errnum_of(kvs.call, topic, {**payload, "namespace": "g"},
                          **stranger) == errno.EPERM, topic
-    assert errnum_of(kvs.call, "kvs.watch", {"key": "k", "namespace": "g"}, stream=True,
-                     **stranger) == errno.EPERM
+    assert errnum_of(kvs.call, "kvs-watch.lookup", {"key": "k", "namespace": "g",
+                                                    "flags": kvsv.WATCH},
+                     stream=True, **stranger) == errno.EPERM
     # a link in the primary namespace does not open the guest's to a stranger
     kvs.call("kvs.commit", {"ops": [{"key": "peek", "symlink": "k",
                                      "target_namespace": "g"}]})
-    assert kvs.call("kvs.get", {"key": "peek"}, **guest) == {"value": 1}
-    assert errnum_of(kvs.call, "kvs.get", {"key": "peek"}, **stranger) == errno.EPERM
+    assert kvsv.value(kvs.call("kvs.lookup", {"key": "peek"}, **guest)) == 1
+    assert errnum_of(kvs.call, "kvs.lookup", {"key": "peek"}, **stranger) == errno.EPERM
     assert errnum_of(kvs.call, "kvs.namespace-remove", {"namespace": "g"},
                      **guest) == errno.EPERM
     listed = kvs.call("kvs.namespace-list", **stranger)["namespaces"]

@@ -5,6 +5,7 @@ import errno
 import pytest
 
 from fluxlite.errors import FluxliteError
+from fluxlite.protocol import kvs as kvsv
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.kvs import KVSService
 from fluxlite.service.kvs_store import Blob, Log
@@ -73,16 +74,16 @@ def test_unlink_with_prune_removes_the_directories_left_empty(kvs):
            for i in (1, 2) for j in ("a", "b")]
     kvs.commit(ops)
     kvs.commit([{"key": "job.0000.001.a", "unlink": True, "prune": True}])
-    assert kvs.ls(None, _key("job.0000.001"))["entries"] == ["b."]
+    assert _ls(kvs, "job.0000.001") == ["b."]
     kvs.commit([{"key": "job.0000.001.b", "unlink": True, "prune": True}])
-    assert kvs.ls(None, _key("job.0000"))["entries"] == ["002."]   # 001 went with b
+    assert _ls(kvs, "job.0000") == ["002."]   # 001 went with b
     kvs.commit([{"key": "job.0000.002.a", "unlink": True, "prune": True},
                 {"key": "job.0000.002.b", "unlink": True, "prune": True}])
-    assert kvs.ls(None, _key("job"))["entries"] == []   # up to the top-level directory
+    assert _ls(kvs, "job") == []   # up to the top-level directory
     assert kvs.store.count() == 0
     kvs.commit([{"key": "d.x", "value": 1}])
     kvs.commit([{"key": "d.x", "unlink": True}])   # without prune: d stays, empty
-    assert kvs.ls(None, _key("d"))["entries"] == []
+    assert _ls(kvs, "d") == []
 
 
 def test_a_failed_commit_puts_pruned_directories_back(kvs):
@@ -91,10 +92,11 @@ def test_a_failed_commit_puts_pruned_directories_back(kvs):
         kvs.commit([{"key": "job.a.b", "unlink": True, "prune": True},
                     {"key": "v", "append": [2]}])   # v is not a list: found while applying
     assert kvs.lookup("job.a.b.eventlog") == [1]
-    assert kvs.ls(None, _key("."))["entries"] == ["job.", "v"]
+    assert _ls(kvs, ".") == ["job.", "v"]
     assert kvs.store.count() == 1
 
 
-def _key(key):
-    from fluxlite.service.kvs import KeyRequest
-    return KeyRequest(key=key)
+def _ls(kvs, key):
+    """The names in directory `key`, as kvs.lookup with FLUX_KVS_READDIR answers."""
+    from fluxlite.service.kvs import LookupRequest
+    return kvsv.entries(kvs.lookup_rpc(None, LookupRequest(key=key, flags=kvsv.READDIR)))[0]

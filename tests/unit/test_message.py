@@ -8,12 +8,12 @@ from fluxlite.protocol import message as m
 
 
 def test_request_roundtrip():
-    req = m.Message.request("kvs.get", {"key": "a.b", "n": [1, 2]}, nodeid=3,
+    req = m.Message.request("kvs.lookup", {"key": "a.b", "n": [1, 2]}, nodeid=3,
                             flags=m.STREAMING, matchtag=42, userid=1000, role=m.ROLE_OWNER)
     req.route = [b"\x00ab", 1, -1]
     back = m.decode(m.encode(req))
     assert (back.type, back.topic, back.nodeid, back.flags, back.matchtag) == \
-        (m.REQUEST, "kvs.get", 3, m.STREAMING, 42)
+        (m.REQUEST, "kvs.lookup", 3, m.STREAMING, 42)
     assert back.route == [b"\x00ab", 1, -1]
     assert back.payload == {"key": "a.b", "n": [1, 2]}
     assert (back.userid, back.role) == (1000, m.ROLE_OWNER)

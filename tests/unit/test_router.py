@@ -97,10 +97,10 @@ def req(topic, nodeid=m.NODEID_ANY, flags=0, tag=7, route=None):
 # rank, size, kary, services here, message (topic, nodeid, flags), source,
 # where it goes: ("service", name) | (hop, topic) | ("error", errno, words)
 CASES = [
-    ("local service, any rank", 0, 7, 2, ["kvs"], ("kvs.get", m.NODEID_ANY, 0), CLIENT,
+    ("local service, any rank", 0, 7, 2, ["kvs"], ("kvs.lookup", m.NODEID_ANY, 0), CLIENT,
      ("service", "kvs")),
-    ("not here: upstream", 3, 7, 2, [], ("kvs.get", m.NODEID_ANY, 0), CLIENT,
-     (PARENT, "kvs.get")),
+    ("not here: upstream", 3, 7, 2, [], ("kvs.lookup", m.NODEID_ANY, 0), CLIENT,
+     (PARENT, "kvs.lookup")),
     ("not here, rank 0: ENOSYS", 0, 7, 2, [], ("nosuch.get", m.NODEID_ANY, 0), CLIENT,
      ("error", errno.ENOSYS, "No service matching nosuch.get")),
     ("to this rank", 1, 7, 2, ["broker"], ("broker.ping", 1, 0), PARENT,
@@ -117,11 +117,11 @@ CASES = [
      ("error", errno.EHOSTUNREACH, "does not exist (instance size is 7)")),
     ("child lost", 0, 7, 2, [], ("broker.ping", 1, 0), CLIENT,
      ("error", errno.EHOSTUNREACH, "rank 1 is lost")),
-    ("upstream flag skips own services", 1, 7, 2, ["kvs"], ("kvs.get", 1, m.UPSTREAM), CLIENT,
-     (PARENT, "kvs.get")),
-    ("upstream flag at rank 0", 0, 7, 2, ["kvs"], ("kvs.get", 0, m.UPSTREAM), CLIENT,
-     ("error", errno.ENOSYS, "No service matching kvs.get")),
-    ("no parent connection", 3, 7, 2, [], ("kvs.get", m.NODEID_ANY, 0), CLIENT,
+    ("upstream flag skips own services", 1, 7, 2, ["kvs"], ("kvs.lookup", 1, m.UPSTREAM), CLIENT,
+     (PARENT, "kvs.lookup")),
+    ("upstream flag at rank 0", 0, 7, 2, ["kvs"], ("kvs.lookup", 0, m.UPSTREAM), CLIENT,
+     ("error", errno.ENOSYS, "No service matching kvs.lookup")),
+    ("no parent connection", 3, 7, 2, [], ("kvs.lookup", m.NODEID_ANY, 0), CLIENT,
      ("error", errno.EHOSTUNREACH, "not connected to a parent")),
     ("flat tree: rank 0 to leaf", 0, 5, 0, [], ("broker.ping", 4, 0), CLIENT, (4, "broker.ping")),
 ]
@@ -178,7 +178,7 @@ def test_requests_before_open_wait_for_the_services():
 
 def test_client_route_is_replaced_by_its_identity():
     r, links = router(rank=3, down=[])
-    r.deliver(req("kvs.get", route=[b"forged", 2]), CLIENT)
+    r.deliver(req("kvs.lookup", route=[b"forged", 2]), CLIENT)
     hop, msg = links.sent[-1]
     assert hop == PARENT and msg.route == [CLIENT]
 
@@ -269,7 +269,7 @@ def test_vanished_client_disconnects_only_where_an_answer_may_still_come():
     r, links = router(rank=1, down=(3,))
     answered, held = _Answer(r, 1), Service()
     r.services.update({"kvs": answered, "job-manager": held})
-    r.deliver(req("kvs.get"), CLIENT)
+    r.deliver(req("kvs.lookup"), CLIENT)
     r.deliver(req("job-manager.wait"), CLIENT)
     links.run()                                          # kvs answers, the wait is kept
     r.deliver(req("sched.alloc"), CLIENT)                # not on rank 1: sent up
@@ -307,12 +307,12 @@ def test_an_answer_at_once_does_not_settle_a_kept_request():
     kvs = _WatchesAndAnswers(r)
     r.services["kvs"] = kvs
     r.deliver(req("kvs.watch", flags=m.STREAMING, tag=1), CLIENT)
-    r.deliver(req("kvs.get", tag=2), CLIENT)
-    r.deliver(req("kvs.get", nodeid=9, tag=3), CLIENT)     # no rank 9: refused
+    r.deliver(req("kvs.lookup", tag=2), CLIENT)
+    r.deliver(req("kvs.lookup", nodeid=9, tag=3), CLIENT)     # no rank 9: refused
     links.run()
     r.client_gone(CLIENT, "client connection closed")
     links.run()
-    assert kvs.got == ["kvs.watch", "kvs.get", "kvs.disconnect"]
+    assert kvs.got == ["kvs.watch", "kvs.lookup", "kvs.disconnect"]
 
 
 def test_vanished_client_loses_its_services_and_fails_requests_to_it():
@@ -332,7 +332,7 @@ def test_send_failure_to_a_client_forgets_it():
     r, links = router(rank=0, dead_clients=[CLIENT])
     svc = Service()
     r.services["kvs"] = svc
-    r.deliver(req("kvs.get"), CLIENT)
+    r.deliver(req("kvs.lookup"), CLIENT)
     links.run()
     r.respond(svc.got[0].response({}))
     assert CLIENT not in r.clients
@@ -488,7 +488,7 @@ def test_losing_the_parent_fails_internal_rpcs_and_client_requests():
     own services (PendingRPCs), fails with EHOSTUNREACH; nothing is left in flight."""
     r, links = router(rank=3, down=[])
     got = []
-    p = r.rpc("kvs.get", {"key": "a"})
+    p = r.rpc("kvs.lookup", {"key": "a"})
     p.on_response = got.append
     r.deliver(req("kvs.lookup", tag=31), CLIENT)
     r.deliver(req("job-manager.wait", tag=32, flags=m.STREAMING), OTHER)

@@ -24,6 +24,7 @@ import os
 import subprocess
 
 from ...job.eventlog import decode_data, entry, eventlog_key
+from ...protocol import kvs
 from ...protocol.dispatch import handler
 from ...protocol.schema import Struct
 from ...util import idset
@@ -90,8 +91,9 @@ class Input(ShellPlugin):
         if not self.stream:
             return
         key = eventlog_key(self.shell.jobid, "input")
-        self.watch = self.shell.rpc("kvs.watch", {"key": key, "append": True,
-                                                  "waitcreate": True}, streaming=True)
+        self.watch = self.shell.rpc("kvs-watch.lookup", {
+            "key": key, "flags": kvs.WATCH | kvs.WAITCREATE | kvs.WATCH_APPEND},
+            streaming=True)
         self.watch.on_response = self._arrived
 
     @handler("stdin", schema=StdinRequest)
@@ -110,7 +112,7 @@ class Input(ShellPlugin):
     def _arrived(self, msg) -> None:
         if msg.errnum:
             return
-        self._take(msg.payload.get("entries", ()))
+        self._take(kvs.value(msg.payload))
 
     def _take(self, entries) -> None:
         if not self.started:

@@ -1,5 +1,5 @@
-"""`flux.kvs`: Flux's KVS API over fluxlite's kvs service (kvs.get, kvs.ls,
-kvs.commit, kvs.watch).
+"""`flux.kvs`: Flux's KVS API over fluxlite's kvs service, by Flux's topics
+(kvs.lookup, kvs.commit, kvs-watch.lookup and kvs-watch.cancel).
 
 Writes are staged in a transaction (KVSTxn; the module functions use one per
 handle) and sent as one kvs.commit: all of it or nothing.  A value is what
@@ -19,6 +19,7 @@ import json
 from collections import abc
 
 from fluxlite.errors import EndOfStream, IsADirectory, NotFound, UsageError
+from fluxlite.protocol import kvs as lookup
 
 from .future import Future, FutureState
 
@@ -65,8 +66,8 @@ def _decode(value):
 
 def get_key_direct(flux_handle, key, namespace=None):
     """The value at `key` (OSError: ENOENT if none, EISDIR for a directory)."""
-    return _decode(_h(flux_handle).call(
-        "kvs.get", _with_ns({"key": _check_key(key)}, namespace))["value"])
+    return _decode(lookup.value(_h(flux_handle).call(
+        "kvs.lookup", _with_ns({"key": _check_key(key)}, namespace))))
 
 
 def _kind(flux_handle, key, namespace) -> str | None:
@@ -220,8 +221,8 @@ class KVSDir(abc.MutableMapping):
 
     def _entries(self) -> list[str]:
         try:
-            return _h(self.fhdl).call("kvs.ls", _with_ns({"key": self.path},
-                                                          self.namespace))["entries"]
+            return lookup.entries(_h(self.fhdl).call("kvs.lookup", _with_ns(
+                {"key": self.path, "flags": lookup.READDIR}, self.namespace)))[0]
         except NotFound:
             raise FileNotFoundError(errno.ENOENT, "No such file or directory: KVS "
                                     f"directory {self.path!r}") from None
@@ -337,8 +338,7 @@ class KVSWatchFuture(Future):
     def cancel(self, stop: bool = False) -> None:
         self._cancelled = True
         if not self._pending.done:
-            self._handle.send("kvs.unwatch", _with_ns(
-                {"key": self._key, "matchtag": self._pending.matchtag}, self._namespace))
+            self._handle.send("kvs-watch.cancel", {"matchtag": self._pending.matchtag})
 
 
 def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
@@ -352,9 +352,11 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
     h = fh.handle
     state = FutureState(fh)
     state.streaming = state.reactor_only = True
-    pending = h.rpc("kvs.watch", _with_ns({"key": _check_key(key), "waitcreate": waitcreate,
-                                           "append": append}, namespace), streaming=True)
-    last = []
+    flags = (lookup.WATCH | (lookup.WAITCREATE if waitcreate else 0)
+             | (lookup.WATCH_APPEND if append else 0) | (lookup.WATCH_UNIQ if uniq else 0)
+             | (lookup.WATCH_FULL if full else 0))
+    pending = h.rpc("kvs-watch.lookup", _with_ns({"key": _check_key(key), "flags": flags},
+                                                 namespace), streaming=True)
 
     def on_response(msg):
         if msg.errnum:
@@ -366,19 +368,13 @@ def kvs_watch_async(flux_handle, key, namespace=None, waitcreate: bool = False,
                 errnum, errstr = errno.ENOENT, f"key {key!r} was removed"
             state.fulfill(None, errnum, errstr)
             return
-        if append:
-            for entry in msg.payload.get("entries", []):
-                state.fulfill(_decode(entry))
-            return
-        value = _decode(msg.payload.get("value"))
-        if uniq and last and last[0] == value:
-            return
-        last[:] = [value]
-        state.fulfill(value)
+        value = lookup.value(msg.payload)
+        for entry in value if append else [value]:
+            state.fulfill(_decode(entry))
 
     pending.on_response = on_response
     future = KVSWatchFuture(state, pending, h)
-    future._key, future._cancelled, future._namespace = key, False, namespace
+    future._cancelled = False
     return future
 
 
