@@ -71,7 +71,7 @@ from ..errors import (
     UsageError,
 )
 from ..protocol import kvs as kvsflags
-from ..protocol.message import NORESPONSE, STREAMING
+from ..protocol.message import STREAMING
 from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from . import kvs_treeobj as treeobj
 from . import statedir
@@ -379,7 +379,7 @@ class KVSService(KVSTree, Service):
                 if w.msg.matchtag == req.matchtag and w.msg.route == msg.route:
                     self._drop_watch(wkey, w)
                     self.end_stream(w.msg)
-        return self.no_reply if msg.flags & NORESPONSE else {}
+        return {}     # (not sent where the request wants no response, as Flux's)
 
     @handler("kvs.stats", schema=None, roles=ANY)
     def stats(self, msg, req):
