@@ -61,8 +61,10 @@ def _check_listening(uri: str, path: str) -> None:
         raise NotFound(f"no instance at {uri}: {path} does not exist")
 
 
-# what a client socket's monitor reports (connected, refused and retrying, lost)
-MONITOR_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
+# what a client socket's monitor reports: connected, refused (the attempt's socket
+# closed), lost.  A handle makes one connection and never retries (see sync.Handle),
+# so these are at most three events in its life, whether or not anyone reads them.
+MONITOR_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_CLOSED | zmq.EVENT_DISCONNECTED
 
 
 def next_monitor_event(monitor) -> int:
@@ -82,7 +84,7 @@ def await_connection(monitor, uri: str, timeout: float) -> None:
         event = next_monitor_event(monitor)
         if event == zmq.EVENT_CONNECTED:
             return
-        if event == zmq.EVENT_CONNECT_RETRIED:
+        if event == zmq.EVENT_CLOSED:
             raise ConnectionRefused(f"no instance at {uri}: "
                                     f"{os.strerror(errno.ECONNREFUSED)} (has it exited?)")
 

@@ -63,6 +63,13 @@ class Handle(HandleCore):
         self.sock.setsockopt(zmq.RCVHWM, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
         self.sock.setsockopt(zmq.SNDTIMEO, int(connect_timeout * 1000))
+        # one connection: once it closes the handle is lost (`_lost`), so nothing may
+        # reconnect behind it.  A socket retrying a dead instance posts a monitor event
+        # on every try (several a second); unread (a handle nobody polls any more), about
+        # 2000 of them fill the monitor's pipe, and then the I/O thread of the context
+        # that all of this process's handles share blocks: none of them can connect
+        # to any instance again.
+        self.sock.setsockopt(zmq.RECONNECT_IVL, -1)
         self.monitor = self.sock.get_monitor_socket(MONITOR_EVENTS)
         self.sock.connect(self.endpoint)
         if self.endpoint.startswith("ipc://"):
