@@ -378,7 +378,8 @@ def _shell_options(params: dict, extra_options: dict | None) -> dict:
     if params.get("rlimits"):
         from . import optvalues
         options["rlimit"] = optvalues.rlimits(params["rlimits"])
-    return options
+    from ..job.shell_options import canonical  # -o signal.signum=N: one signal object
+    return canonical(options)
 
 
 def _task_counts(params: dict, per_node: int | None) -> tuple[dict, bool]:

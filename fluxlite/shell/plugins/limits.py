@@ -5,8 +5,11 @@ rlimit (`-o rlimit.NAME=N`, `--rlimit`): each task starts with these soft limits
 files (`--add-file`, attributes.system.files, RFC 37 entries with their data
 inline): written into the job's temporary directory on every node before any
 task starts, so tasks find them as {{tmpdir}}/NAME.
-signal (`--signal=SIG@TIME`, `-o signal`): the tasks get SIG TIME seconds before
-the job's time limit (at once when less time is left when they start).
+signal (`--signal=SIG@TIME`, `-o signal`, `-o signal.signum=N -o signal.timeleft=T`):
+the tasks get SIG TIME seconds before the job's time limit (at once when less time
+is left when they start); `-o signal=0` sends nothing, as Flux's.
+oom.adjust (`-o oom.adjust=N`): each task's /proc/PID/oom_score_adj, as Flux's oom
+plugin sets it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import resource
 import time
 
+from ...util import fsd
 from ..plugin import ShellPlugin
 
 
@@ -33,8 +37,9 @@ class Limits(ShellPlugin):
                         for k, v in limits.items()]
         self.files = shell.jobspec["attributes"]["system"].get("files") or {}
         signal = opts.get("signal")
-        self.signal = {} if signal is None else ({} if signal == 1 else dict(signal))
-        self.warn = signal is not None
+        self.signal = dict(signal) if isinstance(signal, dict) else {}
+        self.warn = signal is not None and signal != 0
+        self.oom_adjust = opts.get("oom.adjust")
         self._timer = None
 
     def shell_init(self) -> None:
@@ -56,14 +61,18 @@ class Limits(ShellPlugin):
                 os.close(fd)
 
     def task_init(self, task) -> None:
-        if self.rlimits:
-            limits = self.rlimits
+        if not self.rlimits and self.oom_adjust is None:
+            return
+        limits, oom = self.rlimits, self.oom_adjust
 
-            def apply():
-                for which, soft in limits:
-                    _hard = resource.getrlimit(which)[1]
-                    resource.setrlimit(which, (soft, _hard))
-            task.preexec = apply
+        def apply():
+            for which, soft in limits:
+                _hard = resource.getrlimit(which)[1]
+                resource.setrlimit(which, (soft, _hard))
+            if oom is not None:
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write(str(int(oom)))
+        task.preexec = apply
 
     def shell_start(self) -> None:
         if not self.warn:
@@ -73,7 +82,7 @@ class Limits(ShellPlugin):
         if not expiration:
             return
         signum = int(self.signal.get("signum", 10))
-        left = float(self.signal.get("timeleft", 60))
+        left = fsd.parse(self.signal.get("timeleft", 60))
         delay = max(0.0, expiration - left - time.time())
         self._timer = asyncio.get_running_loop().call_later(delay, self._send, signum)
 
