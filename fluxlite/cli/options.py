@@ -450,5 +450,15 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
     if params.get("setopt"):
         _warn_unknown_options(options)
     for key, val in (params.get("setattr") or {}).items():
-        spec.setattr(key if key.startswith(("user.", "system.")) else f"system.{key}", val)
+        spec.setattr(attribute_key(key), val)
     return spec.jobspec
+
+
+def attribute_key(key: str) -> str:
+    """-S KEY as Flux reads it: under attributes.system unless KEY begins with user.,
+    system. or attributes.; a leading '.' names a key under attributes itself."""
+    if key.startswith("."):
+        return key[1:]
+    if key.startswith(("user.", "system.", "attributes.")):
+        return key
+    return f"system.{key}"
