@@ -375,9 +375,9 @@ def _shell_options(params: dict, extra_options: dict | None) -> dict:
     for key in ("signal", "taskmap"):
         if params.get(key) is not None:
             options[key] = params[key]
-    if params.get("rlimits"):
+    if "rlimits" in params:  # a command with --rlimit: the submitter's limits, as Flux's
         from . import optvalues
-        options["rlimit"] = optvalues.rlimits(params["rlimits"])
+        options["rlimit"] = optvalues.rlimits(params["rlimits"] or ())
     from ..job.shell_options import canonical  # -o signal.signum=N: one signal object
     return canonical(options)
 

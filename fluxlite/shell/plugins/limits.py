@@ -1,7 +1,8 @@
 """rlimit, files and the warning signal: what a job asks of its tasks' setting.
 
-rlimit (`-o rlimit.NAME=N`, `--rlimit`): each task starts with these soft limits
-(-1: unlimited); a limit above the hard one fails the task's start.
+rlimit (`-o rlimit.NAME=N`, `--rlimit`, and the submitter's own limits, which the
+submitting commands put there as Flux's do): each task starts with these soft
+limits (-1: unlimited); one above the hard limit is the hard limit, with a warning.
 files (`--add-file`, attributes.system.files, RFC 37 entries with their data
 inline): written into the job's temporary directory on every node before any
 task starts, so tasks find them as {{tmpdir}}/NAME.
@@ -32,9 +33,8 @@ class Limits(ShellPlugin):
         opts = shell.options
         limits = dict(opts.get("rlimit") or {})
         limits.update({k[7:]: v for k, v in opts.items() if k.startswith("rlimit.")})
-        self.rlimits = [(getattr(resource, f"RLIMIT_{k.upper()}"),
-                         resource.RLIM_INFINITY if v == -1 else int(v))
-                        for k, v in limits.items()]
+        self.limits = limits
+        self.rlimits: list[tuple[int, int]] = []
         self.files = shell.jobspec["attributes"]["system"].get("files") or {}
         signal = opts.get("signal")
         self.signal = dict(signal) if isinstance(signal, dict) else {}
@@ -42,7 +42,29 @@ class Limits(ShellPlugin):
         self.oom_adjust = opts.get("oom.adjust")
         self._timer = None
 
+    def _changes(self, limits: dict) -> list[tuple[int, int]]:
+        """(resource, soft limit) for each limit the tasks need other than the shell's
+        own (the submitter's usually are); one above the hard limit is the hard limit,
+        with a warning, as Flux's rlimit plugin does."""
+        out = []
+        for name, value in limits.items():
+            which = getattr(resource, f"RLIMIT_{name.upper()}", None)
+            if which is None:
+                self.shell.log(f"rlimit.{name}: no such limit on this system", "WARN")
+                continue
+            soft = resource.RLIM_INFINITY if value == -1 else int(value)
+            cur, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY
+                                                   or soft > hard):
+                self.shell.log(f"{name} exceeds current max, raising value to hard limit",
+                               "WARN")
+                soft = hard
+            if soft != cur:
+                out.append((which, soft))
+        return out
+
     def shell_init(self) -> None:
+        self.rlimits = self._changes(self.limits)
         if not self.files:
             return
         tmpdir = self.shell.tmpdir
