@@ -49,6 +49,7 @@ class Attach:
         self.show_exec = verbose >= 3
         self.read_only = False           # job attach --read-only: no stdin, no signals
         self.skip_lines = 0              # job attach --tail: output lines left out
+        self.held: list[dict] | None = []  # output entries that came before `submit`
 
     # ---------------------------------------------------------------- output
     def _write(self, stream: str, rank: str, data: bytes, eof: bool = False) -> None:
@@ -73,6 +74,12 @@ class Attach:
         return data
 
     def _on_output(self, e: dict) -> None:
+        if self.held is not None:  # the output log can answer first: hold it until the
+            self.held.append(e)    # submit time is known, which stamps its log lines
+            return
+        self._show_output(e)
+
+    def _show_output(self, e: dict) -> None:
         ctx = e.get("context") or {}
         name = e.get("name")
         if name == "data":
@@ -103,6 +110,9 @@ class Attach:
         ctx = e.get("context") or {}
         if name == "submit":
             self.t0 = e.get("timestamp")
+            held, self.held = self.held or [], None
+            for entry in held:
+                self._show_output(entry)
         if self.show_events:
             self._event_line("job", e)
         if name == self.wait_event:
@@ -195,6 +205,8 @@ class Attach:
                 signal.signal(s, handler)
             os.close(self._sig_r)
             os.close(sig_w)
+        for entry in self.held or []:  # no submit event seen: show them unstamped
+            self._show_output(entry)
         for (stream, rank), rest in self.lines.tails():
             self._write(stream, rank, rest, eof=True)
         if self.detached or (self.seen_event and not follow.done):

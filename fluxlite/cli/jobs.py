@@ -29,15 +29,15 @@ from .jobselect import filter_option, selected, since_option, user_option
 from .outformat import OutputFormat
 
 FORMATS = {  # as Flux's: a QUEUE column only when some job names a queue
-    "default": ("{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+} "
+    "default": ("{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+} "
                 "{status_abbrev:>2.2} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h} "
                 "{contextual_info}"),
-    "long": ("{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+} {status:>9.9} "
+    "long": ("{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+} {status:>9.9} "
              "{ntasks:>6} {nnodes:>6h} {t_submit!d:%b%d %R::>12} {t_remaining!F:>12h} "
              "{contextual_time!F:>8h} {contextual_info}"),
     "deps": ("{id.f58:>12} ?:{queue:<8.8} {name:<10.10+} {urgency:<3} {priority:<12} "
              "{state:<8.8} {dependencies}"),
-    "endreason": ("{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+} "
+    "endreason": ("{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+} "
                   "{status_abbrev:>2.2} {t_inactive!d:%b%d %R::>12h} {inactive_reason}"),
     "instances": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status_abbrev:>2.2} "
                   "{nnodes:>6h} {depth:>5h} {contextual_time!F:>8h} {uri}"),

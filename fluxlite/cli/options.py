@@ -375,10 +375,11 @@ def _shell_options(params: dict, extra_options: dict | None) -> dict:
     for key in ("signal", "taskmap"):
         if params.get(key) is not None:
             options[key] = params[key]
-    if params.get("rlimits"):
+    if "rlimits" in params:  # a command with --rlimit: the submitter's limits, as Flux's
         from . import optvalues
-        options["rlimit"] = optvalues.rlimits(params["rlimits"])
-    return options
+        options["rlimit"] = optvalues.rlimits(params["rlimits"] or ())
+    from ..job.shell_options import canonical  # -o signal.signum=N: one signal object
+    return canonical(options)
 
 
 def _task_counts(params: dict, per_node: int | None) -> tuple[dict, bool]:
@@ -449,5 +450,15 @@ def jobspec_from(command: list[str], params: dict, *, per_node: int | None = Non
     if params.get("setopt"):
         _warn_unknown_options(options)
     for key, val in (params.get("setattr") or {}).items():
-        spec.setattr(key if key.startswith(("user.", "system.")) else f"system.{key}", val)
+        spec.setattr(attribute_key(key), val)
     return spec.jobspec
+
+
+def attribute_key(key: str) -> str:
+    """-S KEY as Flux reads it: under attributes.system unless KEY begins with user.,
+    system. or attributes.; a leading '.' names a key under attributes itself."""
+    if key.startswith("."):
+        return key[1:]
+    if key.startswith(("user.", "system.", "attributes.")):
+        return key
+    return f"system.{key}"

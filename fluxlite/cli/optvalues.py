@@ -8,36 +8,66 @@ import os
 
 from ..errors import UsageError
 
+# the limits a job does not take from its submitter unless asked (as Flux's)
+RLIMITS_NOT_PROPAGATED = ("memlock", "msgqueue", "nice", "rtprio", "rttime", "sigpending")
+
 
 def rlimits(rules: tuple[str, ...]) -> dict[str, int]:
-    """--rlimit rules, in order: {NAME: limit} (-1 unlimited) for the job shell."""
+    """{NAME: soft limit} (-1 unlimited) for the job shell, as Flux's submission commands
+    build it: the submitter's own soft limits, all but RLIMITS_NOT_PROPAGATED, then
+    each --rlimit rule in order (several to an option, comma-separated): -PATTERN
+    drops the limits it matches (`-*` all), NAME=VALUE sets one (unlimited, infinity
+    or inf: no limit), PATTERN adds the submitter's own (`*` all, `memlock`)."""
+    import fnmatch
     import resource
 
-    from ..job.shell_options import RLIMITS
-    out: dict[str, int] = {}
-    for rule in rules:
-        if rule in ("-*", "-all"):
-            out.clear()
-            continue
-        name, eq, value = rule.lstrip("-").partition("=")
-        name = name.lower().removeprefix("rlimit_")
-        if name not in RLIMITS:
-            raise UsageError(f"--rlimit={rule}: unknown limit {name!r} (one of "
-                             f"{', '.join(RLIMITS)})")
-        if rule.startswith("-"):
-            out.pop(name, None)
-        elif eq:
-            if value.lower() in ("unlimited", "infinity", "inf"):
-                out[name] = -1
-            elif value.isdigit():
-                out[name] = int(value)
-            else:
-                raise UsageError(f"--rlimit={rule}: {value!r} is not a number or "
-                                 "'unlimited'")
-        else:
+    from ..job import shell_options
+    # the limits this system has (Linux has no RLIMIT_LOCKS to read or set)
+    RLIMITS = [n for n in shell_options.RLIMITS if hasattr(resource, f"RLIMIT_{n.upper()}")]
+
+    def own(names) -> dict[str, int]:
+        out = {}
+        for name in names:
             soft = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[0]
             out[name] = -1 if soft == resource.RLIM_INFINITY else soft
+        return out
+
+    def matching(pattern: str, rule: str) -> list[str]:
+        names = fnmatch.filter(RLIMITS, _rlimit_name(pattern))
+        if not names and not any(c in pattern for c in "*?["):
+            raise UsageError(f"--rlimit={rule}: unknown limit {pattern!r} (one of "
+                             f"{', '.join(RLIMITS)})")
+        return names
+
+    out = own(n for n in RLIMITS if n not in RLIMITS_NOT_PROPAGATED)
+    for rule in (r.strip() for option in rules for r in option.split(",")):
+        if not rule:
+            continue
+        if rule.startswith("-"):
+            for name in matching(rule[1:], rule):
+                out.pop(name, None)
+            continue
+        name, eq, value = rule.partition("=")
+        if not eq:
+            out.update(own(matching(name, rule)))
+            continue
+        if not name or any(c in name for c in "*?["):
+            raise UsageError(f"--rlimit={rule}: expected NAME=VALUE with one limit's name")
+        [name] = matching(name, rule)
+        if value.lower() in ("unlimited", "infinity", "inf"):
+            out[name] = -1
+        elif value.isdigit():
+            out[name] = int(value)
+        else:
+            raise UsageError(f"--rlimit={rule}: {value!r} is not a number or 'unlimited'")
     return out
+
+
+def _rlimit_name(text: str) -> str:
+    """A limit's name as --rlimit takes it: any case, RLIMIT_ prefix or not, ofile
+    for nofile (as Flux's)."""
+    name = text.lower().removeprefix("rlimit_")
+    return "nofile" if name == "ofile" else name
 
 
 def file_entry(arg: str) -> tuple[str, dict]:

@@ -6,10 +6,10 @@ or the name of a predefined format ("long").  On top of str.format, as Flux:
   {f:<10.10+}   truncate to the precision and mark it with a trailing "+"
   {f!F}         seconds as a short duration ("0.050s", "1.5m")
   {f!d:%b%d %R::>12}  a timestamp through strftime, then padded as a string
-  {f!D}         a timestamp in ISO 8601
+  {f!D}         a timestamp in ISO 8601 (both empty for 0, a time never reached)
   {f!H}         seconds as H:MM:SS (a nonzero duration is at least 0:00:01)
   ?:{f}         drop the field (and its heading) when it is empty for every row
-  +:{f:<5}      widen the field to its longest value (and heading)
+  +:{f:<5}      widen the field to its longest value (and heading), from its width
   ?+:{f}        both
 The header row prints each field's heading with the field's width and
 alignment.  A field that is not in the command's table, an unknown format
@@ -57,14 +57,17 @@ class _Formatter(string.Formatter):
             return str(timedelta(seconds=round(1 if 0 < value < 1 else value)))
         if conversion == "d":
             return datetime.fromtimestamp(value)
-        if conversion == "D":
-            return datetime.fromtimestamp(value).strftime("%FT%T")
+        if conversion == "D":  # a time never reached (0) is empty, as Flux's
+            return datetime.fromtimestamp(value).strftime("%FT%T") if value else ""
         return super().convert_field(value, conversion)
 
     def format_field(self, value, spec):
         if isinstance(value, datetime):
             dspec, _, spec = spec.partition("::")
-            value = value.strftime(dspec) if dspec else value.isoformat(" ")
+            if value == datetime.fromtimestamp(0):  # a time never reached: empty
+                value = ""
+            else:
+                value = value.strftime(dspec) if dspec else value.isoformat(" ")
         while spec.endswith(("h", "+")):
             if spec.endswith("h"):
                 value = "-" if str(value) in _EMPTY else str(value)
@@ -137,8 +140,10 @@ class OutputFormat:
                     if text.strip():
                         items.append((text, None, None, None))
                     continue
-                if "+" in mark:
-                    width = max([len(v) for v in values] + [len(self.headings[field])])
+                if "+" in mark:  # as Flux's: never narrower than the spec's own width
+                    m = re.match(r"^(?:[^<>=^]?[<>=^])?(\d*)", spec or "")
+                    width = max([len(v) for v in values] + [len(self.headings[field]),
+                                                            int(m.group(1) or 0)])
                     spec = _widen(spec, width)
             items.append((text, field, spec, conv))
         self.items = items

@@ -67,13 +67,15 @@ def _text(v) -> None:
 def _signal(v) -> None:
     """Flux's `signal` option: 1 (SIGUSR1, 60 s before the time limit), or
     {"signum": N, "timeleft": SECONDS} with either key left out."""
-    if isinstance(v, int) and not isinstance(v, bool) and v == 1:
+    if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
         return
     if not isinstance(v, dict) or set(v) - {"signum", "timeleft"}:
         raise ValueError
     signum, timeleft = v.get("signum", 10), v.get("timeleft", 60)
     if isinstance(signum, bool) or not isinstance(signum, int) or not 0 < signum < 65:
         raise ValueError
+    if isinstance(timeleft, str):  # a Flux Standard Duration, as Flux's signal plugin
+        timeleft = fsd.parse(timeleft)
     if isinstance(timeleft, bool) or not isinstance(timeleft, (int, float)) or timeleft < 0:
         raise ValueError
 
@@ -128,6 +130,7 @@ def _output_mode(v) -> None:
 
 PMI_METHODS = ("simple", "pmix")
 PMI_OFF = ("off", "none")
+PMI_ALIASES = {"pmi1": "simple", "pmi2": "simple"}  # as Flux's pmi plugin takes them
 
 
 def pmi_list(v) -> list[str] | None:
@@ -137,7 +140,7 @@ def pmi_list(v) -> list[str] | None:
     if v is None:
         return None
     items = v if isinstance(v, list) else str(v).split(",")
-    names = [str(x).strip() for x in items]
+    names = [PMI_ALIASES.get(str(x).strip(), str(x).strip()) for x in items]
     if not names or any(n not in PMI_METHODS + PMI_OFF for n in names):
         raise ValueError
     if any(n in PMI_OFF for n in names):
@@ -152,10 +155,27 @@ def _pmi(v) -> None:
 
 
 AFFINITY_MODES = ("on", "off", "per-task")
+AFFINITY_FLAGS = ("dry-run", "verbose")  # cpu-affinity only, before the mode, as Flux's
 
 
-def _affinity(v) -> None:
+def affinity(v, flags: bool = False) -> tuple[object, set[str]]:
+    """(mode, {'verbose', 'dry-run'}) of an affinity option's value: `verbose,per-task`
+    and `dry-run,on` (Flux's cpu-affinity) put the flags first; alone they mean on."""
+    found: set[str] = set()
+    if not flags or not isinstance(v, str):
+        return v, found
+    while True:
+        flag = next((f for f in AFFINITY_FLAGS if v.startswith(f)), None)
+        if flag is None:
+            break
+        found.add(flag)
+        v = v[len(flag):].removeprefix(",")
+    return (v or "on"), found
+
+
+def _check_affinity(v, flags: bool) -> None:
     """cpu-affinity / gpu-affinity: on, off, per-task or map:IDSET;IDSET..."""
+    v, _ = affinity(v, flags)
     if v in (1, True) or v in AFFINITY_MODES:
         return
     if not isinstance(v, str) or not v.startswith("map:"):
@@ -163,6 +183,19 @@ def _affinity(v) -> None:
     from ..util import idset
     for part in v[4:].split(";"):
         idset.decode(part)
+
+
+def _cpu_affinity(v) -> None:
+    _check_affinity(v, True)
+
+
+def _gpu_affinity(v) -> None:
+    _check_affinity(v, False)
+
+
+def _oom_adjust(v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not -1000 <= v <= 1000:
+        raise ValueError
 
 
 OPTIONS = {
@@ -188,9 +221,10 @@ OPTIONS = {
     "verbose": (_verbose, "shell", "the shell's log lines on stderr: 1 (-o verbose), 2 more"),
     "nosetpgrp": (_flag, "shell", "tasks stay in the shell's process group"),
     "mpi": (_text, "mpi", "the MPI flavour to prepare for (none: nothing to prepare)"),
-    "cpu-affinity": (_affinity, "affinity", "on (default): bind tasks to the job's cores; "
-                                            "per-task: share them out; off; map:LIST"),
-    "gpu-affinity": (_affinity, "affinity", "on (default): CUDA_VISIBLE_DEVICES names the "
+    "cpu-affinity": (_cpu_affinity, "affinity", "on (default): bind tasks to the job's "
+                                                "cores; per-task: share them out; off; "
+                                                "map:LIST; verbose, or dry-run, first"),
+    "gpu-affinity": (_gpu_affinity, "affinity", "on (default): CUDA_VISIBLE_DEVICES names the "
                                             "job's GPUs; per-task; off; map:LIST"),
     "signal": (_signal, "signal", "send signum this many seconds (timeleft) before the time "
                                   "limit (--signal)"),
@@ -204,6 +238,12 @@ OPTIONS = {
     "hwloc": (_any, "hwloc", "hwloc.xmlfile, hwloc.restrict (Flux's hwloc options)"),
     "pmi-simple": (_any, "pmi", "PMI-1 server tuning (Flux's pmi-simple.*)"),
     "sysmon": (_any, "sysmon", "periodic resource use logging (Flux's sysmon plugin)"),
+    "oom": (_any, "oom", "oom.adjust=N: each task's oom_score_adj, -1000 to 1000"),
+    "oom.adjust": (_oom_adjust, "oom", "each task's oom_score_adj, -1000 to 1000"),
+    "coprocess": (_any, "coprocess", "helper processes beside the job (Flux's; not run here)"),
+    "coprocess-kill-timeout": (_exit_timeout, "coprocess", "Flux's; nothing to kill here"),
+    "rexec-shutdown-timeout": (_exit_timeout, "rexec", "Flux's; accepted, no effect"),
+    "stop-tasks-in-exec": (_any, "shell", "Flux's debugger hook; accepted, no effect"),
 }
 
 _MESSAGES = {
@@ -213,11 +253,15 @@ _MESSAGES = {
     "output.stdout.path": "output.stdout.path must be a file name",
     "output.stderr.path": "output.stderr.path must be a file name",
     "output.mode": "output.mode must be truncate or append",
-    "pmi": "pmi must be a comma-separated list of simple and pmix, or off",
+    "pmi": "pmi must be a comma-separated list of simple (or pmi1, pmi2) and pmix, or off",
     "verbose": "verbose takes no value, or a level 0, 1, 2...",
     "nosetpgrp": "nosetpgrp takes no value, or true/false",
     "mpi": "mpi must be a name, e.g. none",
-    "cpu-affinity": "cpu-affinity must be on, off, per-task or map:LIST",
+    "cpu-affinity": "cpu-affinity must be on, off, per-task or map:LIST (after 'verbose,' "
+                    "or 'dry-run,' if given)",
+    "oom.adjust": "oom.adjust must be a number from -1000 to 1000",
+    "coprocess-kill-timeout": "coprocess-kill-timeout is not a valid Flux Standard Duration",
+    "rexec-shutdown-timeout": "rexec-shutdown-timeout is not a valid Flux Standard Duration",
     "gpu-affinity": "gpu-affinity must be on, off, per-task or map:LIST",
     "signal": "signal must be {\"signum\": N, \"timeleft\": SECONDS} (--signal=SIG@TIME)",
     "env-expand": "env-expand must be {VARIABLE: VALUE}",
@@ -243,7 +287,51 @@ def parse_setopt(text: str) -> tuple[str, object]:
 
 
 _DOTTED = ("pty.", "output.", "input.", "stage-in.", "hwloc.", "pmi-simple.", "pmi.",
-           "sysmon.", "signal.", "taskmap.")
+           "sysmon.", "signal.", "taskmap.", "oom.")
+
+# Flux nests dotted names (`-o output.stdout.path=F` is {"output": {"stdout": {"path":
+# F}}}); these families are read here by their dotted names, so a nested table of one
+# is spelled out, and these objects are read whole, so their dotted members are merged
+_FLAT_FAMILIES = ("output", "input", "pty", "hwloc", "stage-in", "pmi-simple", "sysmon",
+                  "oom")
+_WHOLE = ("signal", "taskmap")  # rlimit.NAME is checked, and read, one limit at a time
+
+
+def _spell_out(prefix: str, value, out: dict) -> None:
+    if isinstance(value, dict) and value:
+        for key, sub in value.items():
+            _spell_out(f"{prefix}.{key}", sub, out)
+    else:
+        out[prefix] = value
+
+
+def canonical(options: dict) -> dict:
+    """The shell options as fluxlite reads them, from either spelling: Flux's nested
+    tables of the dotted families made dotted names, `signal.signum`-style names merged
+    into their object, and Flux's `input.stdin.path` (a file) as `input.path`."""
+    if not isinstance(options, dict):
+        return options
+    out: dict = {}
+    for name, value in options.items():
+        family, dot, rest = name.partition(".")
+        if family in _FLAT_FAMILIES and isinstance(value, dict):
+            _spell_out(name, value, out)
+        elif dot and family in _WHOLE:
+            whole = out.get(family)
+            whole = dict(whole) if isinstance(whole, dict) else {}
+            cur = whole
+            *parents, leaf = rest.split(".")
+            for p in parents:
+                cur = cur.setdefault(p, {})
+            cur[leaf] = value
+            out[family] = whole
+        elif name in _WHOLE and isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name] = dict(out[name], **value)
+        else:
+            out[name] = value
+    if out.get("input.stdin.type") == "file" and "input.stdin.path" in out:
+        out.setdefault("input.path", out["input.stdin.path"])
+    return out
 
 
 def lookup(name: str):
@@ -281,7 +369,7 @@ def validate(options: dict) -> None:
     here knows is a plugin's: accepted, as Flux does)."""
     if not isinstance(options, dict):
         raise UsageError("shell options must be a map")
-    for name, value in options.items():
+    for name, value in canonical(options).items():
         spec = lookup(name)
         if spec is None:
             continue

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from ..client.aio import AsyncHandle
 from ..errors import FluxliteError, PluginError, UsageError
 from ..job import eventlog as jel
-from ..job import taskmap
+from ..job import shell_options, taskmap
 from ..job.jobspec import command_name
 from ..job.shell_info import ShellInfo
 from ..protocol.dispatch import Dispatcher, handler
@@ -96,7 +96,9 @@ class JobShell:
         self.is_leader = self.rank == 0
         self.jobspec: dict = info.jobspec
         sysattrs = self.jobspec["attributes"]["system"]
-        self.options: dict = dict(sysattrs.get("shell", {}).get("options", {}))
+        # Flux's nested spelling of the options read as fluxlite's dotted names
+        self.options: dict = shell_options.canonical(
+            dict(sysattrs.get("shell", {}).get("options", {})))
         verbose = self.options.get("verbose", 0)  # -o verbose: 1, -o verbose=2: more
         self.verbose: int = verbose if type(verbose) is int else 0
         self.command: list[str] = self.jobspec["tasks"][0]["command"]

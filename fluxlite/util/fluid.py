@@ -180,15 +180,16 @@ def parse_words(text: str) -> int:
 
 
 def parse(text: str) -> int:
-    """Decode a job id given as F58, decimal, 0x-hex, dotted hex, mnemonic words or
-    emoji; ValueError otherwise."""
+    """Decode a job id given as F58, decimal, 0x-hex, dotted hex (with or without the
+    kvs form's `job.`), mnemonic words or emoji; ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         return _validate(text, text)
     if not isinstance(text, str):
         raise ValueError(f"invalid job id {text!r}")
     s = text.strip()
+    s = s[4:] if s.startswith("job.") else s  # the kvs form, job.DOTHEX (as Flux's parser)
     if not s:
-        raise ValueError("invalid job id ''")
+        raise ValueError(f"invalid job id {text!r}")
     if "." in s:
         parts = s.split(".")
         if len(parts) != 4 or not all(p and len(p) <= 4 and _is_hex(p) for p in parts):

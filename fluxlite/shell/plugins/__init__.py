@@ -29,7 +29,7 @@ def builtin_plugins(shell) -> list:
         plugins.append(PMIx)
     opts = shell.options
     if "rlimit" in opts or "signal" in opts or "files" in shell.jobspec["attributes"]["system"] \
-            or any(k.startswith("rlimit.") for k in opts):
+            or "oom.adjust" in opts or any(k.startswith("rlimit.") for k in opts):
         from .limits import Limits
         plugins.insert(0, Limits)
     if shell.is_leader and any(k == "pty" or k.startswith("pty.") for k in opts):

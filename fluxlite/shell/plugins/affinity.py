@@ -5,12 +5,16 @@ Shell options (as Flux's):
     cpu-affinity   on (default): every task is bound to all of the job's cores on
                    this node; per-task: the cores are shared out among the local
                    tasks, in blocks; off: no binding; map:LIST: task i gets the
-                   i-th of LIST's semicolon-separated core idsets (0-1;2-3)
+                   i-th of LIST's semicolon-separated core idsets (0-1;2-3).
+                   `verbose,` first logs the cores of the shell and of each task;
+                   `dry-run,` logs them and binds nothing
     gpu-affinity   on (default): CUDA_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES
                    where AMD's /dev/kfd exists) names all of the job's GPUs on
-                   this node; per-task: the GPUs are shared out among the local
-                   tasks; off: the variables are left as the job's environment
-                   has them; map:LIST as for cpu-affinity
+                   this node, and is -1 for a job with none here (so that it uses
+                   no GPU it was not given), with CUDA_DEVICE_ORDER=PCI_BUS_ID
+                   unless the job sets it; per-task: the GPUs are shared out among
+                   the local tasks; off: the variables are left as the job's
+                   environment has them; map:LIST as for cpu-affinity
 
 GPU ids in R count the GPUs the instance's brokers see; where the shell
 itself was started with CUDA_VISIBLE_DEVICES (a nested or restricted
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import os
 
+from ...job.shell_options import affinity
 from ...util import idset
 from ..plugin import ShellPlugin
 
@@ -53,7 +58,9 @@ class Affinity(ShellPlugin):
     def __init__(self, shell):
         super().__init__(shell)
         opts = shell.options
-        self.cpu_mode = opts.get("cpu-affinity", "on")
+        self.cpu_mode, flags = affinity(opts.get("cpu-affinity", "on"), flags=True)
+        self.cpu_verbose = bool(flags)
+        self.cpu_dry_run = "dry-run" in flags
         self.gpu_mode = opts.get("gpu-affinity", "on")
         self.cores = list(shell.info.cores)
         self.gpus = list(shell.info.gpus)
@@ -70,16 +77,26 @@ class Affinity(ShellPlugin):
             return self.devices[gpu]
         return str(gpu)
 
+    def shell_init(self) -> None:
+        if self.cpu_verbose and self.cpu_mode not in ("off", 0, False):
+            self.shell.log(f"cpus: {idset.encode(set(self.cores) & self.usable)}")
+
     def task_init(self, task) -> None:
         n = self.shell.nlocal
+        if self.gpu_mode != "off":
+            task.env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         gpus = share(self.gpus, n, self.gpu_mode, task.localid)
         if gpus is not None:
             value = ",".join(self._device(g) for g in gpus)
             task.env["CUDA_VISIBLE_DEVICES"] = value
             if self.amd:
                 task.env["ROCR_VISIBLE_DEVICES"] = value
+        elif self.gpu_mode != "off":  # no GPU here for this job: none to use
+            task.env["CUDA_VISIBLE_DEVICES"] = "-1"
         cores = share(self.cores, n, self.cpu_mode, task.localid)
         if cores is not None:
             here = set(cores) & self.usable
-            if here:
+            if self.cpu_verbose and here:
+                self.shell.log(f"task {task.rank}: cpus: {idset.encode(here)}")
+            if here and not self.cpu_dry_run:
                 task.cpus = here

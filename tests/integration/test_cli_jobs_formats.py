@@ -1,0 +1,31 @@
+"""`jobs` formats as Flux prints them, through the real CLI: a time never reached
+(t_inactive of a running job) is empty under !d and !D (so `-o endreason` shows `-`),
+and a `+:` field widens from its own width (USER of the default format is at least 8
+wide, as Flux's `+:{username:<8}`)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_time_never_reached_is_empty(inst1):
+    jobid = inst1.cli("submit", "sleep", "30", check=True).stdout.strip()
+    inst1.cli("job", "wait-event", "-t", "30", jobid, "start", check=True)
+    end = inst1.cli("jobs", "-o", "endreason", jobid, check=True).stdout.splitlines()
+    assert end[1].split()[3:] == ["R", "-"], end
+    cp = inst1.cli("jobs", "-n", "-o", "{t_inactive!D}|{t_inactive!d:%H:%M::>6}|"
+                   "{t_inactive!D:>4h}|{t_run!D}", jobid, check=True)
+    empty, stamp, dash, started = cp.stdout.rstrip("\n").split("|")
+    assert (empty, stamp, dash) == ("", "      ", "   -"), cp.stdout
+    assert started.startswith("20") and "T" in started
+    inst1.cli("cancel", jobid, check=True)
+
+
+def test_expanding_fields_keep_their_own_width(inst1):
+    inst1.cli("run", "true", check=True)
+    header = inst1.cli("jobs", "-a", check=True).stdout.splitlines()[0]
+    assert header.startswith("       JOBID USER     NAME       ST"), header
+    cp = inst1.cli("jobs", "-a", "-c1", "-o", "+:{name:<12}|+:{name:<1}|", check=True)
+    assert cp.stdout.splitlines() == ["NAME        |NAME|", "true        |true|"]
