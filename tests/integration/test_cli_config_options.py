@@ -198,13 +198,15 @@ def test_load_start_only_key_waits_for_the_next_start(inst2):
     ((), "[1, 2]", "not a config object"),
     ((), '{"tbon": {"lost-timeout": "soon"}}', "load: invalid value for tbon.lost-timeout"),
     ((), '{"queues": {"q": {"requires": 3}}}', "queues.q.requires"),
+    ((), '{"queues": {"a": {}}, "policy": {"jobspec": {"defaults": {"system": '
+         '{"queue": "zz"}}}}}', "'zz' is not a configured queue"),
     (("/nonexistent/conf.d",), None, "Error parsing config: cannot read config"),
 ])
 def test_load_bad_input(inst2, args, stdin, said):
-    before = got(inst2)
+    before = got(inst2), inst2.cli("queue", "status", check=True).stdout
     cp = inst2.cli("config", "load", *args, input=stdin)
     assert cp.stdout == "" and said in one_error_line(cp)
-    assert got(inst2) == before
+    assert (got(inst2), inst2.cli("queue", "status", check=True).stdout) == before
 
 
 # ----------------------------------------------------------------------- reload

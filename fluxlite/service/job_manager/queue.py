@@ -174,7 +174,10 @@ class Queues:
         otherwise, and nothing changes).  Jobs submitted later get the new
         defaults and limits."""
         cfg = msg.payload if isinstance(msg.payload, dict) else {}
-        new = jpolicy.Policy(cfg.get("queues") or {}, cfg.get("policy") or {})
+        queues, policy = cfg.get("queues") or {}, cfg.get("policy") or {}
+        jpolicy.check_queues(queues, "queues")
+        jpolicy.check_policy(policy, "policy")
+        new = jpolicy.Policy(queues, policy)
         gone = [q for q in self.queues if q not in new.names]
         for q in gone:
             n = sum(1 for j in self.jobs.values()
