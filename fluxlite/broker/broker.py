@@ -241,7 +241,8 @@ class Broker:
         out += [admin.ModuleService(ctx, services=lambda: self.router.services),
                 admin.LogService(ctx), admin.ConfigService(
                     ctx, configured=self._config_in_effect, read=battrs.read_toml,
-                    values=battrs.config_values, attributes=battrs.ATTRIBUTES)]
+                    values=battrs.config_values, attributes=battrs.ATTRIBUTES,
+                    on_membership=self.on_membership)]
         return out
 
     def _config_in_effect(self) -> dict:

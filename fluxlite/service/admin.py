@@ -17,7 +17,7 @@
   their `config-reload`, as Flux's modules get theirs; an attribute that may
   change at run time (tbon timeouts, exec.*, job-manager limits, ...) is set
   through attr.set, the one writer of attributes, on every rank (`config.update`
-  to the others); a key read only at start (tbon.topo, resource.*, ...) stays
+  to the others, and to a rank that joins again after a change); a key read only at start (tbon.topo, resource.*, ...) stays
   as it is until the next start, which the broker's log says (flux-config(5):
   changes take effect at restart unless noted).
 - `config.reload` (`fluxlite config reload`): config.path (the start's --conf)
@@ -94,7 +94,7 @@ class LogService(Service):
 class ConfigService(Service):
     name = "config"
 
-    def __init__(self, ctx, *, configured, read, values, attributes):
+    def __init__(self, ctx, *, configured, read, values, attributes, on_membership=None):
         super().__init__(ctx)
         self.configured = configured        # () -> {dotted name: value} set at start
         self.read = read                    # path -> the config object written there
@@ -103,6 +103,9 @@ class ConfigService(Service):
         self.path = ctx.attrs.get("config.path") or None
         self.current = self._initial()
         self._changing = asyncio.Lock()     # one replacement at a time
+        self._replaced = False              # rank 0: the config changed since the start
+        if ctx.rank == 0 and on_membership is not None:
+            on_membership(self._membership)
 
     def _initial(self) -> dict:
         """The object in effect at start: the config file as written (the tables
@@ -176,8 +179,9 @@ class ConfigService(Service):
             if obj == self.current:
                 return
             await self._apply(obj, where, leader=True)
+            self._replaced = True
             if self.ctx.size > 1:
-                await self._tell_followers(obj)
+                await self._tell_followers(obj, range(1, self.ctx.size))
 
     async def _apply(self, obj: dict, where: str, *, leader: bool) -> None:
         """Put `obj` in effect on this rank: every key is checked first (one bad key
@@ -229,18 +233,35 @@ class ConfigService(Service):
                                    error=exc.message)
             raise
 
-    async def _tell_followers(self, obj: dict) -> None:
-        """Every other rank takes the new object; one that does not answer in time
-        (lost, stopped) keeps the config it started with, and the log says so."""
-        async def one(rank: int) -> None:
+    async def _tell_followers(self, obj: dict, ranks) -> list[int]:
+        """`ranks` take the new object; one that does not answer in time (lost,
+        stopped) keeps the config it had, and the log says so (it gets the config
+        when it joins again).  Returns the ranks that took it."""
+        async def one(rank: int) -> int | None:
             try:
                 await asyncio.wait_for(
                     self.rpc("config.update", {"config": obj}, nodeid=rank).get(),
                     FOLLOWER_TIMEOUT)
+                return rank
             except (TimeoutError, FluxliteError) as exc:
-                self.log.warning("config not taken by a rank", rank=rank,
+                self.log.warning("config not taken by a rank", to_rank=rank,
                                  error=getattr(exc, "message", "no answer"))
-        await asyncio.gather(*(one(r) for r in range(1, self.ctx.size)))
+                return None
+        return [r for r in await asyncio.gather(*(one(r) for r in ranks)) if r is not None]
+
+    def _membership(self, changes: dict) -> None:
+        """Rank 0: a broker that joins (again: restarted) after the config changed
+        started with the config file; it gets the leader's object, as Flux's
+        followers sync theirs at join."""
+        joined = sorted(set(changes.get("online", ())) - {0})
+        if self._replaced and joined:
+            self.spawn(self._give_joined(joined))
+
+    async def _give_joined(self, ranks: list[int]) -> None:
+        async with self._changing:
+            took = await self._tell_followers(self.current, ranks)
+        if took:
+            self.log.info("config given to ranks that joined", ranks=",".join(map(str, took)))
 
 
 # tables a service takes at run time (its config-reload), not through an attribute

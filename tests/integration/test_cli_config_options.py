@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
+from fluxlite.client.sync import Handle
 from fluxlite.testing import fluxlite_command, one_error_line
+from fluxlite.util import idset
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -230,6 +236,95 @@ def test_reload_without_a_config_path_changes_nothing(inst1):
     inst1.cli("config", "load", input='{"site": {"name": "x"}}', check=True)
     inst1.cli("config", "reload", check=True)       # as Flux: no path, nothing to read
     assert got(inst1) == {"site": {"name": "x"}}
+
+
+# ------------------------------------------------- a rank that joins after a change
+def two_host_config(tmp_path) -> str:
+    """Two brokers of fixed hosts (node0, node1) on this machine, over TCP."""
+    cert = tmp_path / "curve.cert"
+    subprocess.run(fluxlite_command() + ["keygen", str(cert)], check=True, timeout=60)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "conf.toml"
+    conf.write_text(f"""[bootstrap]
+curve_cert = "{cert}"
+default_port = {port}
+default_bind = "tcp://127.0.0.1:%p"
+default_connect = "tcp://127.0.0.1:%p"
+hosts = [{{host = "node0"}}, {{host = "node1"}}]
+
+[tbon]
+torpid-timeout = "1s"
+lost-timeout = "2s"
+""")
+    return str(conf)
+
+
+def wait_for_line(stream, needle: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no line with {needle!r} within {timeout}s"
+        line = stream.readline()
+        assert line, f"end of output before a line with {needle!r}"
+        if needle in line:
+            return
+
+
+def test_a_rank_that_joins_again_gets_the_config(tmp_path):
+    conf = two_host_config(tmp_path)
+    rundir = tmp_path / "rank0"
+    rundir.mkdir(mode=0o700)
+
+    def broker(host, *extra, stderr=subprocess.DEVNULL):
+        return subprocess.Popen(fluxlite_command() + ["broker", "--config-path", conf,
+                                                      "--hostname", host, *extra],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=stderr, text=True)
+
+    procs = [broker("node0", "--rundir", str(rundir), "-Sbroker.rc2-none=1",
+                    "-Slog-stderr-level=info", stderr=subprocess.PIPE), broker("node1")]
+    env = dict(os.environ, FLUXLITE_URI=f"local://{rundir}/local")
+    h = None
+    try:
+        wait_for_line(procs[0].stderr, "->run", 60)       # rank 0 serves clients
+        threading.Thread(target=procs[0].stderr.read, daemon=True).start()
+        h = Handle(env["FLUXLITE_URI"])
+
+        def members(predicate):
+            for snap in h.stream("overlay.watch", nodeid=0, timeout=60):
+                if predicate({k: idset.decode(v) for k, v in snap["ranks"].items()}):
+                    return
+        members(lambda ms: ms.get("online") == {0, 1})
+        procs[1].kill()
+        procs[1].wait(30)
+        members(lambda ms: 1 in ms.get("lost", set()))
+        cp = subprocess.run(fluxlite_command() + ["config", "set", "-t", "fsd",
+                                                  "exec.kill-timeout", "7s"],
+                            env=env, capture_output=True, text=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        log = h.rpc("broker.dmesg-follow", {"new": True}, nodeid=0, streaming=True)
+        procs[1] = broker("node1")          # node1 starts again, from the config file
+        given = None
+        while given is None:
+            h.wait(log, 60)
+            given = next((e for e in log.take()["entries"]
+                          if e.get("event") == "config given to ranks that joined"), None)
+        assert given["ranks"] == "1"
+        assert h.call("attr.get", {"name": "exec.kill-timeout"}, nodeid=1)["value"] == "7s"
+        assert h.call("config.get", nodeid=1)["exec"] == {"kill-timeout": "7s"}
+    finally:
+        if h is not None:
+            h.close()
+        subprocess.run(fluxlite_command() + ["shutdown"], env=env, capture_output=True,
+                       timeout=60)
+        for p in procs:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(30)
 
 
 # ---------------------------------------------------------------------- builtin
