@@ -176,6 +176,9 @@ ATTRIBUTES: dict[str, Attr] = {
                      "hostlist)", config=False),
     "local-uri": Attr(None, _text, False, "URI clients on this rank connect to", config=False),
     "rundir": Attr(None, _text, False, "private run directory (mode 0700)", config=False),
+    "config.path": Attr(None, _text, False, "the config file or directory the instance "
+                        "started with (--conf), which `config reload` reads again",
+                        config=False),
     "statedir": Attr("", _text, False, "directory whose database keeps the KVS (jobs, their "
                      "output, queues, drained ranks) across restarts; empty: nothing is kept"),
     "content.backing-path": Attr("", _text, False, "the state database file itself "
@@ -307,7 +310,8 @@ def read_toml(path: str) -> dict:
     """The TOML file at `path` (attribute tables or a `[bootstrap]` table): a file that
     cannot be read fails with its errno (NotFound...), bad TOML is a UsageError.
     A directory is Flux's config directory: its `*.toml` files in name order,
-    each one's tables merged into the ones before (a key set twice: the later)."""
+    each one's tables merged into the ones before (a key set twice: the later).
+    A file named *.json is read as JSON, as Flux reads one (an object of tables)."""
     if os.path.isdir(path):
         merged: dict = {}
         for name in sorted(glob.glob(os.path.join(glob.escape(path), "*.toml"))):
@@ -315,6 +319,8 @@ def read_toml(path: str) -> dict:
         return merged
     try:
         with open(path, "rb") as f:
+            if path.endswith(".json"):
+                return _json_table(f.read(), path)
             return tomllib.load(f)
     except OSError as exc:
         raise FluxliteError.from_oserror(exc, f"cannot read config {path}") from None
@@ -323,6 +329,17 @@ def read_toml(path: str) -> dict:
     except UnicodeDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: not UTF-8 text (byte "
                          f"{exc.start})") from None
+
+
+def _json_table(data: bytes, path: str) -> dict:
+    try:
+        table = json.loads(data)
+    except ValueError as exc:
+        raise UsageError(f"config {path} is not valid JSON: {exc}") from None
+    if not isinstance(table, dict):
+        raise UsageError(f"config {path}: a JSON config is an object of tables, not "
+                         f"{type(table).__name__}")
+    return table
 
 
 def _merge(into: dict, table: dict) -> None:
@@ -344,29 +361,48 @@ def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
             raise UsageError(f"config {path}: a [bootstrap] table is read only by "
                              "`fluxlite broker --config-path FILE`")
         data = {k: v for k, v in data.items() if k != "bootstrap"}
+    return config_values(data, f"config {path}")
+
+
+def config_values(data: dict, where: str) -> dict[str, str]:
+    """The attributes a config object (TOML tables, as JSON) sets: {dotted name:
+    value as checked}, with Flux's spellings (ALIASES) read as fluxlite's.  An
+    unknown key of a table fluxlite reads is an error naming `where`; Flux's keys
+    of no meaning here and other components' tables are left out.  (`where`
+    empty: the message names the key alone.)"""
     out: dict[str, str] = {}
-    _flatten(data, "", out, path)
+    _flatten(data, "", out, where)
     return out
 
 
-def _flatten(table: dict, prefix: str, out: dict, path: str) -> None:
+def _flatten(table: dict, prefix: str, out: dict, where: str) -> None:
     for key, value in table.items():
         name = f"{prefix}{key}"
         if name in STRUCTURED:
-            ATTRIBUTES[name].check.checker(value, f"config {path}: {name}")
+            ATTRIBUTES[name].check.checker(value, f"{where}: {name}" if where else name)
             out[name] = json.dumps(value)
             continue
         if isinstance(value, dict):
-            _flatten(value, f"{name}.", out, path)
+            _flatten(value, f"{name}.", out, where)
             continue
         name = flux_config.ALIASES.get(name, name)
         if name not in ATTRIBUTES:
             if "." in name and flux_config.ignored(name):
                 continue   # a Flux key or table of no meaning here
-            raise UsageError(f"config {path}: unknown key {name!r}")
+            raise UsageError(f"{_at(where)}unknown key {name!r}")
         if isinstance(value, bool):
             value = "1" if value else "0"
-        out[name] = check(name, value)
+        if not ATTRIBUTES[name].config:
+            raise UsageError(f"{_at(where)}{name} is set by the broker and cannot be "
+                             "configured")
+        try:
+            out[name] = ATTRIBUTES[name].check(value)
+        except ValueError as exc:
+            raise UsageError(f"{_at(where)}invalid value for {name}: {exc}") from None
+
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""
 
 
 def defaults() -> dict[str, str]:

@@ -24,6 +24,7 @@ needs, named at construction (see _build_services).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -239,15 +240,19 @@ class Broker:
                                           on_membership=self.on_membership))
         out += [admin.ModuleService(ctx, services=lambda: self.router.services),
                 admin.LogService(ctx), admin.ConfigService(
-                    ctx, config=self._config_in_effect, attributes=battrs.ATTRIBUTES,
-                    check=battrs.check)]
+                    ctx, configured=self._config_in_effect, read=battrs.read_toml,
+                    values=battrs.config_values, attributes=battrs.ATTRIBUTES,
+                    on_membership=self.on_membership)]
         return out
 
-    def _config_in_effect(self) -> dict[str, str]:
-        """The configured tables' keys whose value is not the default (`config get`)."""
+    def _config_in_effect(self) -> dict:
+        """The configured tables' keys whose value is not the default (`config get`);
+        a whole table ([queues], [policy], [[resource.config]]) as its object."""
         specs = battrs.ATTRIBUTES
-        return {n: v for n, v in self.attrs.items()
-                if "." in n and n in specs and specs[n].config and v != specs[n].default}
+        return {n: json.loads(v) if n in battrs.STRUCTURED else v
+                for n, v in self.attrs.items()
+                if ("." in n or n in battrs.STRUCTURED) and n in specs and specs[n].config
+                and v != specs[n].default}
 
     def _inventory(self):
         """Cores, GPUs and properties per rank: a nested instance's allocation, else the

@@ -16,12 +16,17 @@ from __future__ import annotations
 def build_attrs(conf: str | None, setattrs, *, base: dict[str, str] | None = None,
                 bootstrap: bool = False, **direct) -> dict[str, str]:
     """The attributes brokers start with: the defaults, then `base`, the config file
-    `conf`, the named options (`direct`, None: not given), and -S NAME=VALUE."""
+    `conf`, the named options (`direct`, None: not given), and -S NAME=VALUE.
+    With `conf`, config.path names it (absolute), as in Flux: `config reload`
+    reads it again."""
+    import os
+
     from . import attrs as battrs
     values = battrs.defaults()
     values.update(base or {})
     if conf:
         values.update(battrs.load_config(conf, bootstrap=bootstrap))
+        values["config.path"] = os.path.abspath(conf)
     for name, value in direct.items():
         if value is not None:
             values[name] = battrs.check(name, value)
@@ -29,6 +34,14 @@ def build_attrs(conf: str | None, setattrs, *, base: dict[str, str] | None = Non
         name, value = battrs.parse_setattr(item)
         values[name] = value
     return values
+
+
+def read_config(path: str) -> dict:
+    """The config object at `path` as written, unchecked (`config get -c`, `config
+    load PATH`): a directory's *.toml merged in name order, a *.json file, or a TOML
+    file.  An unreadable file fails with its errno, bad TOML or JSON is a UsageError."""
+    from . import attrs as battrs
+    return battrs.read_toml(path)
 
 
 def check_attr(name: str, value) -> str:

@@ -53,7 +53,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "top": ("top", "top", "A live view of the instance's resources, jobs and instances"),
     "pstree": ("pstree", "pstree", "Draw jobs and nested instances as a tree"),
     "version": ("tools", "version", "Print the versions of fluxlite and its libraries"),
-    "config": ("tools", "config", "Show the instance configuration: get"),
+    "config": ("config", "config", "Show and change the instance configuration: get, set, "
+               "unset, load, reload, builtin"),
     "jobtap": ("tools", "jobtap", "Show the job-manager's plugins: list"),
     "module": ("tools", "module", "Show each broker's services: list"),
     "hostlist": ("tools", "hostlist", "Expand, combine and transform lists of hosts"),

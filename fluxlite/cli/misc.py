@@ -19,28 +19,50 @@ from .common import HELP, RANK, handle
 @click.option("-r", "--rank", type=RANK, default=None, help="Rank to ping a SERVICE on.")
 @click.option("-p", "--pad", type=click.IntRange(0, 1 << 20), default=0,
               help="Bytes of padding in each ping.")
+@click.option("-b", "--batch", is_flag=True,
+              help="Send all COUNT pings first, then read the replies (needs --count).")
+@click.option("-u", "--userid", is_flag=True,
+              help="Show the userid and rolemask each request reached the service with.")
 @click.argument("target")
-def ping(count, interval, rank, pad, target):
+def ping(count, interval, rank, pad, batch, userid, target):
     """Ping TARGET until interrupted: a rank (its broker), a SERVICE (e.g. kvs), or
     RANK!SERVICE (e.g. 1!kvs, the same as --rank 1 kvs).
 
     Each reply prints RANK!SERVICE.ping pad=N seq=N time=MS ms (ROUTE); Ctrl-C
     stops it (exit 0)."""
+    from ..errors import UsageError
+    if batch and not count:
+        raise UsageError("--batch should only be used with --count")
     nodeid, service = _ping_target(target, rank)
     topic = f"{service}.ping"
-    payload = {"pad": "p" * pad, "seq": 0}
+    padding = "p" * pad
+
+    def show(seq: int, t0: float, resp) -> None:
+        ms = (time.perf_counter() - t0) * 1000
+        resp = resp if isinstance(resp, dict) else {}
+        where = resp.get("rank", nodeid)
+        route = "!".join(str(hop) for hop in resp.get("route", []))
+        who = (f" userid={resp.get('userid', 0)} rolemask=0x{resp.get('rolemask', 0):x}"
+               if userid else "")
+        click.echo(f"{where}!{topic} pad={pad}{who} seq={seq} time={ms:.3f} ms ({route})")
+
     with handle() as h:
-        seq = 0
         try:
+            if batch:   # as Flux's: every request out (INTERVAL apart), then the replies
+                sent = []
+                for seq in range(count):
+                    sent.append((seq, time.perf_counter(),
+                                 h.rpc(topic, {"pad": padding, "seq": seq}, nodeid=nodeid)))
+                    if interval and seq + 1 < count:
+                        time.sleep(interval)
+                for seq, t0, pending in sent:
+                    h.wait(pending)
+                    show(seq, t0, pending.take())
+                return 0
+            seq = 0
             while not count or seq < count:
-                payload["seq"] = seq
                 t0 = time.perf_counter()
-                resp = h.call(topic, payload, nodeid=nodeid)
-                ms = (time.perf_counter() - t0) * 1000
-                resp = resp if isinstance(resp, dict) else {}
-                where = resp.get("rank", nodeid)
-                route = "!".join(str(hop) for hop in resp.get("route", []))
-                click.echo(f"{where}!{topic} pad={pad} seq={seq} time={ms:.3f} ms ({route})")
+                show(seq, t0, h.call(topic, {"pad": padding, "seq": seq}, nodeid=nodeid))
                 seq += 1
                 if interval and (not count or seq < count):
                     time.sleep(interval)

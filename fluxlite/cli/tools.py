@@ -1,9 +1,9 @@
-"""Flux's smaller utility commands: version, config get, jobtap list, module list,
+"""Flux's smaller utility commands: version, jobtap list, module list,
 hostlist, env, logger, event pub/sub, pgrep and pkill.
 
 Each prints what its flux(1) namesake prints (flux-core's doc/man1) and exits
 as it does; each reaches the instance only through service methods
-(`config.get`, `job-manager.jobtap`, `module.list`, `log.append`,
+(`job-manager.jobtap`, `module.list`, `log.append`,
 `event.publish`/`event.subscribe`, `job-manager.list`).
 """
 
@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from ..errors import FluxliteError, NotFound, UsageError
+from ..errors import FluxliteError, UsageError
 from .common import HELP, NO_INTERSPERSED, handle
 
 
@@ -35,82 +35,6 @@ def version():
         click.echo(f"broker:  \t\t{mine}")
         click.echo(f"FLUXLITE_URI:\t\t{uri}")
     click.echo(f"build-options:\t\t+zmq=={zmq.zmq_version()}+pyzmq=={zmq.__version__}")
-
-
-# ---------------------------------------------------------------------- config
-TYPES = ("string", "integer", "real", "boolean", "object", "array", "any", "fsd",
-         "fsd-integer", "fsd-real")
-
-
-@click.group(context_settings=HELP)
-def config():
-    """Show the instance configuration: get."""
-
-
-@config.command("get", context_settings=HELP)
-@click.option("-t", "--type", "typ", type=click.Choice(TYPES), default="any",
-              show_default=True, help="Check the value's type (fsd: print it in seconds).")
-@click.option("-d", "--default", "default", default=None, metavar="VALUE",
-              help="Print VALUE if NAME is not set.")
-@click.option("-q", "--quiet", is_flag=True, help="Say nothing if NAME is not set (exit 1).")
-@click.argument("name", required=False)
-def config_get(typ, default, quiet, name):
-    """Print the configuration as JSON, or the value of NAME (a dotted key such as
-    tbon.topo; a string prints bare).  Exit 1 if NAME is not set."""
-    with handle() as h:
-        value = h.call("config.get", nodeid=None)
-    if name:
-        for part in name.split("."):
-            if not isinstance(value, dict) or part not in value:
-                if default is not None:
-                    click.echo(default)
-                    return 0
-                if quiet:
-                    sys.exit(1)
-                raise NotFound(f"{name} is not set")
-            value = value[part]
-    click.echo(_typed(value, typ, name or "configuration"))
-
-
-def _typed(value, typ: str, name: str) -> str:
-    from ..util import fsd
-    wrong = FluxliteError(f"{name} does not have the requested type")
-    if typ.startswith("fsd"):
-        if not isinstance(value, str):
-            raise wrong
-        try:
-            secs = fsd.parse(value)
-        except fsd.FSDError:
-            raise wrong from None
-        return str(int(secs)) if typ == "fsd-integer" else (
-            f"{secs:f}" if typ == "fsd-real" else value)
-    checks = {"string": str, "integer": int, "real": (int, float), "boolean": bool,
-              "object": dict, "array": list}
-    if typ in checks and (not isinstance(value, checks[typ]) or
-                          (typ == "integer" and isinstance(value, bool))):
-        # a config value given as a string may still read as the type asked for
-        converted = _convert(value, typ)
-        if converted is None:
-            raise wrong
-        value = converted
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _convert(value, typ: str):
-    if not isinstance(value, str):
-        return None
-    try:
-        if typ == "integer":
-            return int(value)
-        if typ == "real":
-            return float(value)
-        if typ == "boolean" and value in ("0", "1", "true", "false"):
-            return value in ("1", "true")
-    except ValueError:
-        return None
-    return None
 
 
 # ------------------------------------------------------------- jobtap, module

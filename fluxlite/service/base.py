@@ -81,7 +81,9 @@ class Service:
         if msg.topic == f"{self.name}.ping":
             payload = msg.payload if isinstance(msg.payload, dict) else {}
             hops = [_hop_name(h) for h in msg.route]
-            self.respond(msg, {**payload, "rank": self.ctx.rank, "route": hops})
+            # as Flux's: the payload back, the route, who asked and with what roles
+            self.respond(msg, {**payload, "rank": self.ctx.rank, "route": hops,
+                               "userid": msg.userid, "rolemask": msg.role})
             return True
         service, _, method = msg.topic.rpartition(".")
         if method == "disconnect" and (service == self.name or service in self.aliases):

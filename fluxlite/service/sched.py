@@ -41,6 +41,7 @@ from msgspec import Meta
 from ..errors import Canceled, NotFound, Unsatisfiable, UsageError
 from ..job import constraint as jconstraint
 from ..job import easy, rset
+from ..job import policy as jpolicy
 from ..job import schema as jschema
 from ..job.depend import PRIORITY_MAX
 from ..protocol.schema import AnyMap, JobId, JobRequest, Struct
@@ -292,6 +293,19 @@ class SchedService(Service):
         self._version += 1
 
     # --------------------------------------------------------------- RPCs
+    @handler("sched.config-reload", schema=None)
+    def config_reload(self, msg, req):
+        """Flux's config-reload (`config load`/`reload`): the queues' `requires` of the
+        new config object; jobs asked for later are placed by them."""
+        cfg = msg.payload if isinstance(msg.payload, dict) else {}
+        queues = cfg.get("queues") or {}
+        jpolicy.check_queues(queues, "queues")
+        self.requires = {q: t.get("requires", []) for q, t in queues.items()}
+        self._where.clear()
+        self._changed()
+        self.schedule_soon()
+        return {}
+
     @handler("sched.alloc", schema=AllocRequest)
     def alloc(self, msg, r):
         req = r.request.shared()

@@ -73,3 +73,35 @@ def test_state_machine_parent_fail():
     sm.post("init-success")
     sm.post("quorum-full")
     assert sm.post("parent-fail") == ("run", "cleanup")
+
+
+def test_config_values_of_an_object():
+    """What `config load` checks: Flux's spellings read as fluxlite's, other
+    components' tables and Flux keys of no meaning here left out, tables whole."""
+    got = attrs.config_values({"tbon": {"torpid_max": "5s", "zmqdebug": 1},
+                               "sched-fluxion-qmanager": {"queue-policy": "easy"},
+                               "queues": {"debug": {}}, "batch": {"persist": False}}, "")
+    assert got == {"tbon.torpid-timeout": "5s", "queues": '{"debug": {}}',
+                   "batch.persist": "0"}
+
+
+@pytest.mark.parametrize("obj,said", [
+    ({"tbon": {"color": "red"}}, "^unknown key 'tbon.color'$"),
+    ({"tbon": {"lost-timeout": "soon"}}, "^invalid value for tbon.lost-timeout"),
+    ({"tbon": {"level": 2}}, "^tbon.level is set by the broker"),
+    ({"queues": {"q": {"requires": 3}}}, "^queues.q.requires"),
+])
+def test_config_values_errors_name_the_key(obj, said):
+    with pytest.raises(UsageError, match=said):
+        attrs.config_values(obj, "")
+    with pytest.raises(UsageError, match="^config x.toml: "):
+        attrs.config_values(obj, "config x.toml")
+
+
+def test_read_toml_reads_a_json_file(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text('{"tbon": {"topo": "kary:2"}}')
+    assert attrs.read_toml(str(path)) == {"tbon": {"topo": "kary:2"}}
+    path.write_text("[1]")
+    with pytest.raises(UsageError, match="a JSON config is an object of tables"):
+        attrs.read_toml(str(path))

@@ -96,11 +96,12 @@ def test_imports_point_down():
 
 # The CLI (and the compatibility layer on it) reaches services, the router and the
 # overlay only by RPC, and the broker only through its one entry point: the
-# commands that start brokers (`fluxlite start`, `fluxlite broker`) and the check
-# of batch/alloc --conf
+# commands that start brokers (`fluxlite start`, `fluxlite broker`), the check
+# of batch/alloc --conf, and `config get -c`/`config load PATH` (a config read as
+# brokers read it)
 BY_RPC_ONLY = {"service", "router", "overlay"}
 BROKER_ENTRY = "fluxlite.broker.entry"
-BROKER_ENTRY_USERS = {"fluxlite.cli.start", "fluxlite.cli.optvalues"}
+BROKER_ENTRY_USERS = {"fluxlite.cli.start", "fluxlite.cli.optvalues", "fluxlite.cli.config"}
 
 
 def test_cli_reaches_services_router_and_overlay_only_by_rpc():
@@ -130,8 +131,8 @@ def test_cli_starts_brokers_through_one_entry_point():
 def test_the_broker_entry_point_is_what_the_cli_starts_brokers_with():
     from fluxlite.broker import entry
     public = {n for n in vars(entry) if not n.startswith("_") and callable(getattr(entry, n))}
-    assert public == {"build_attrs", "check_attr", "structured_attrs", "launch",
-                      "run_pmi_broker", "run_config_broker"}
+    assert public == {"build_attrs", "check_attr", "structured_attrs", "read_config",
+                      "launch", "run_pmi_broker", "run_config_broker"}
 
 
 def test_submodule_imports_are_resolved():

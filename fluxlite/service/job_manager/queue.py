@@ -9,6 +9,7 @@ import asyncio
 from ...errors import NoService, UsageError
 from ...job import actions as act
 from ...job import depend, states
+from ...job import policy as jpolicy
 from ...job.actions import Job
 from ...protocol.schema import Name, Struct, Text
 from .. import jm_restart
@@ -164,6 +165,36 @@ class Queues:
     def _unrequested(self, job: Job) -> bool:
         return (job.state == states.SCHED and job.fatal is None and not job.sched_req
                 and job.priority > depend.PRIORITY_MIN)
+
+    @handler("job-manager.config-reload", schema=None)
+    def config_reload(self, msg, r):
+        """Flux's config-reload (`config load`/`reload`): the [queues] and [policy] of
+        the new config object.  A new queue starts enabled and started, one that
+        stays keeps its state, one that goes must have no active job (refused
+        otherwise, and nothing changes).  Jobs submitted later get the new
+        defaults and limits."""
+        cfg = msg.payload if isinstance(msg.payload, dict) else {}
+        queues, policy = cfg.get("queues") or {}, cfg.get("policy") or {}
+        jpolicy.check_queues(queues, "queues")
+        jpolicy.check_policy(policy, "policy")
+        new = jpolicy.Policy(queues, policy)
+        gone = [q for q in self.queues if q not in new.names]
+        for q in gone:
+            n = sum(1 for j in self.jobs.values()
+                    if j.queue == q and j.state != states.INACTIVE)
+            if n:
+                what = f"queue {q}" if q else "the anonymous queue"
+                raise UsageError(f"{what} has {n} active job{'s' if n != 1 else ''}: it "
+                                 "cannot be removed until they end")
+        self.policy = new
+        for q in gone:
+            del self.queues[q]
+            self.actions.stopped.discard(q)
+            self._nocheckpoint.discard(q)
+        for q in new.names:
+            self.queues.setdefault(q, QueueState())
+        self.checkpoint()
+        return {}
 
     @handler("job-manager.queue-enable", schema=QueueEnableRequest)
     def queue_enable(self, msg, r):
