@@ -17,9 +17,10 @@
   their `config-reload`, as Flux's modules get theirs; an attribute that may
   change at run time (tbon timeouts, exec.*, job-manager limits, ...) is set
   through attr.set, the one writer of attributes, on every rank (`config.update`
-  to the others, and to a rank that joins again after a change); a key read only at start (tbon.topo, resource.*, ...) stays
-  as it is until the next start, which the broker's log says (flux-config(5):
-  changes take effect at restart unless noted).
+  to the others, and to a rank that joins again after a change); a key read
+  only at start (tbon.topo, resource.*, ...) stays as it is until the next
+  start, which the broker's log says (flux-config(5): changes take effect at
+  restart unless noted).
 - `config.reload` (`fluxlite config reload`): config.path (the start's --conf)
   read again and loaded as above; without one, as Flux, nothing changes.
 
