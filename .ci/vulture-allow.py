@@ -41,6 +41,7 @@ parent_rank
 one_error_line
 jobid_of
 wait_event
+wait_gone               # util/procs.py, used by fluxlite.testing only
 
 # service/kvs_store.py (owned by other work now): sizes kept for kvs.stats
 nbytes

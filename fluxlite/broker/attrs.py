@@ -121,6 +121,28 @@ def _level(v) -> str:
     return s
 
 
+def _quorum(v) -> str:
+    s = str(v)
+    if s and (not s.isdigit() or int(s) < 1):
+        raise ValueError(f"{v!r} is not a number of brokers (1 or more; empty: all)")
+    return s
+
+
+def _taskmap(v) -> str:
+    """An RFC 34 taskmap, [[nodeid, nnodes, ppn, repeat], ...], as JSON text."""
+    try:
+        blocks = json.loads(v) if isinstance(v, str) else v
+    except ValueError:
+        blocks = None
+    if not isinstance(blocks, list) or not all(
+            isinstance(b, list) and len(b) == 4
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in b)
+            for b in blocks):
+        raise ValueError(f"{v!r} is not an RFC 34 taskmap ([[NODEID,NNODES,PPN,REPEAT],"
+                         " ...], integers)")
+    return json.dumps(blocks, separators=(",", ":"))
+
+
 def _critical(v) -> str:
     s = str(v)
     if s != "all" and s != "":
@@ -206,6 +228,14 @@ ATTRIBUTES: dict[str, Attr] = {
     "broker.quorum-timeout": Attr("30s", _timeout, False,
                                   "how long rank 0 waits for every rank to join before "
                                   "starting the initial program anyway"),
+    "broker.quorum": Attr("", _quorum, False,
+                          "brokers online before rank 0 starts the initial program "
+                          "(empty: every rank)"),
+    "broker.mapping": Attr(None, _taskmap, False,
+                           "how brokers sit on nodes, an RFC 34 taskmap (set by `start "
+                           "--test-pmi-clique`; [[0,1,N,1]]: N brokers on one node)"),
+    "broker.recovery-mode": Attr("0", _bool, False,
+                                 "1: the instance was started with `start --recovery`"),
     "broker.critical-ranks": Attr("", _critical, False,
                                   "ranks whose loss ends a nested instance: an idset, 'all', "
                                   "or empty for rank 0 plus every interior rank"),

@@ -474,7 +474,7 @@ class Broker:
     def membership_changed(self, changes: dict) -> None:
         if self.rank != 0:
             return
-        if self.overlay.online_count() >= self.size:
+        if self.overlay.online_count() >= int(self.attrs.get("broker.quorum") or self.size):
             self._quorum.set()
         if self.cfg.nested and changes.get("lost"):
             self._check_critical_lost(changes["lost"])

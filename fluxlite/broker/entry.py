@@ -13,20 +13,22 @@ CLI does not load the broker.
 from __future__ import annotations
 
 
-def build_attrs(conf: str | None, setattrs, *, base: dict[str, str] | None = None,
+def build_attrs(conf, setattrs, *, base: dict[str, str] | None = None,
                 bootstrap: bool = False, **direct) -> dict[str, str]:
     """The attributes brokers start with: the defaults, then `base`, the config file
-    `conf`, the named options (`direct`, None: not given), and -S NAME=VALUE.
-    With `conf`, config.path names it (absolute), as in Flux: `config reload`
-    reads it again."""
+    `conf` (or each of a list, in order), the named options (`direct`, None: not
+    given), and -S NAME=VALUE.  With `conf`, config.path names its first path
+    (absolute), as in Flux: `config reload` reads it again."""
     import os
 
     from . import attrs as battrs
     values = battrs.defaults()
     values.update(base or {})
-    if conf:
-        values.update(battrs.load_config(conf, bootstrap=bootstrap))
-        values["config.path"] = os.path.abspath(conf)
+    paths = [conf] if isinstance(conf, str) else list(conf or ())
+    for path in paths:
+        values.update(battrs.load_config(path, bootstrap=bootstrap))
+    if paths:
+        values["config.path"] = os.path.abspath(paths[0])
     for name, value in direct.items():
         if value is not None:
             values[name] = battrs.check(name, value)
@@ -57,10 +59,21 @@ def structured_attrs() -> tuple[str, ...]:
     return battrs.STRUCTURED
 
 
-def launch(size: int, attrs: dict[str, str], command: list[str], **options) -> int:
-    """`size` brokers on this machine; rank 0 runs `command` (launcher.launch)."""
+def launch(size: int, attrs: dict[str, str], command: list[str], *,
+           mode: dict | None = None, **options) -> int:
+    """`size` brokers on this machine; rank 0 runs `command` (launcher.launch).
+    `mode`: Flux's flux-start options, the fields of launcher.StartMode."""
+    from .launcher import StartMode
     from .launcher import launch as launch_here
-    return launch_here(size, attrs, command, **options)
+    return launch_here(size, attrs, command, mode=StartMode(**(mode or {})), **options)
+
+
+def run_local_rank(rank: int, size: int, attrs: dict[str, str], rundir: str,
+                   command: list[str], **options) -> int:
+    """This process as one rank of a `fluxlite start` instance, from the command line
+    the launcher runs under --wrap (launcher.run_rank)."""
+    from .launcher import run_rank
+    return run_rank(rank, size, attrs, rundir, command, **options)
 
 
 def run_pmi_broker(attrs: dict[str, str], command: list[str], **options) -> int:

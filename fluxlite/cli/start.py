@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from . import startopts
 from .common import NO_INTERSPERSED
 
 
@@ -23,25 +24,59 @@ from .common import NO_INTERSPERSED
               help="Cores each rank offers (default, or 0: all of this machine's cores).")
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable); see `fluxlite lsattr`.")
-@click.option("--conf", "--config-path", "conf", type=click.Path(), metavar="PATH",
+@click.option("-c", "--config-path", "config_path", type=click.Path(), metavar="PATH",
               help="Instance config in TOML (see etc/fluxlite.toml): attributes and Flux's "
                    "[resource], [queues] and [policy] tables; a directory: its *.toml "
                    "files, as Flux reads one.")
+@click.option("--conf", "conf", type=click.Path(), metavar="PATH",
+              help="A config file read after --config-path's (its keys win).")
+@click.option("--sysconfig", is_flag=True,
+              help=f"Read the system instance's config ({startopts.SYSCONFIG}), as "
+                   "--config-path would.")
+@click.option("-r", "--recovery", is_flag=False, flag_value="", default=None,
+              metavar="[TARGET]",
+              help="Start rank 0 alone in recovery mode on TARGET: a state directory "
+                   "(kept), or a dump archive (a copy; not kept); none: the system "
+                   f"instance's ({startopts.SYSTEM_STATEDIR}).")
 @click.option("--test-hosts", metavar="HOSTLIST",
               help="Name each rank's host, in rank order (e.g. node[0-3]), so that a "
                    "config for several nodes can be tried on this machine.")
 @click.option("--rundir", "--test-rundir", "rundir", type=click.Path(file_okay=False),
               help="Run directory to use and keep (default: a private temporary one, removed).")
+@click.option("--test-rundir-cleanup", is_flag=True,
+              help="Remove the --test-rundir directory when the instance ends.")
+@click.option("--test-exit-timeout", metavar="FSD", default=None,
+              help="After a broker exits, kill the others this long after (default 20s; "
+                   "none: never).")
+@click.option("--test-exit-mode", type=click.Choice(["any", "leader"]), default=None,
+              help="What starts the exit timer: the leader's exit (default here: the "
+                   "instance outlives other brokers) or any broker's; `any` also makes the "
+                   "exit code the highest of all brokers'.")
+@click.option("--test-start-mode", type=click.Choice(["all", "leader"]), default="all",
+              help="Start every broker (default), or rank 0 alone (with -Sbroker.quorum=1 "
+                   "it runs the initial program at once).")
+@click.option("--test-pmi-clique", metavar="single|per-broker|none|TASKMAP", default=None,
+              help="How the brokers are said to sit on nodes (the broker.mapping "
+                   "attribute): all on one (default), one each, not said, or an RFC 34 "
+                   "taskmap.")
+@click.option("--wrap", "wrap", multiple=True, metavar="ARGS,...",
+              help="Run each broker under these comma-separated arguments, e.g. "
+                   "--wrap=valgrind,--tool=memcheck.")
+@click.option("-X", "--noexec", is_flag=True,
+              help="Start nothing (with -v: print each broker's command line).")
 @click.option("--flux-compat", is_flag=True,
               help="Flux compatibility for this instance, as `eval \"$(fluxlite compat env)\"` "
                    "gives: a `flux` command and Python package, FLUX_* variables.")
 @click.option("-o", "--broker-opts", multiple=True, metavar="OPTS",
               help="Options for every broker, comma-separated (as Flux's): -S NAME=VALUE, "
                    "--setattr=NAME=VALUE, --conf FILE (repeatable).")
-@click.option("-v", "--verbose", count=True, help="Say what is started, on stderr.")
+@click.option("-v", "--verbose", count=True,
+              help="Say what is started, and each broker's command line, on stderr.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_compat,
-          broker_opts, verbose, command):
+def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, recovery,
+          test_hosts, rundir, test_rundir_cleanup, test_exit_timeout, test_exit_mode,
+          test_start_mode, test_pmi_clique, wrap, noexec, flux_compat, broker_opts, verbose,
+          command):
     """Start an instance of SIZE brokers on this machine and run COMMAND in it.
 
     COMMAND runs on rank 0 once every rank has joined, with FLUXLITE_URI set;
@@ -56,7 +91,6 @@ def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_c
     exchange through PMI.
     """
     from ..broker import entry
-    from ..errors import UsageError
     from ..pmi.client import in_environment
     env = dict(os.environ)   # what the instance hands its processes
     if broker_opts:
@@ -64,25 +98,29 @@ def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_c
     if flux_compat:
         from ..util.compat import enable
         enable(env)  # the initial program and jobs get it
-    attrs = entry.build_attrs(conf, setattrs, **{
+    rescue = startopts.Recovery.check(recovery) if recovery is not None else None
+    config_path = startopts.config_path(config_path, sysconfig or (rescue and rescue.system))
+    attrs = entry.build_attrs([p for p in (config_path, conf) if p], setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
     if in_environment():
-        if rundir is not None:
-            raise UsageError("--rundir cannot be used under a PMI launcher (each broker "
-                             "makes its own)")
-        if size is not None and size != int(os.environ.get("PMI_SIZE") or size):
-            raise UsageError(f"--size={size}: the PMI launcher started "
-                             f"{os.environ['PMI_SIZE']} brokers")
+        _check_under_pmi(size, rundir, {
+            "--test-exit-timeout": test_exit_timeout, "--test-exit-mode": test_exit_mode,
+            "--test-start-mode": None if test_start_mode == "all" else test_start_mode,
+            "--test-pmi-clique": test_pmi_clique,
+            "--test-rundir-cleanup": test_rundir_cleanup or None,
+            "--wrap": wrap or None, "--recovery": recovery})
         command = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
+        if noexec:
+            return 0
         return entry.run_pmi_broker(attrs, command, nested=False, env=env)
     size = 1 if size is None else size
-    crit = attrs.get("broker.critical-ranks", "")
-    if crit not in ("", "all"):
-        from ..util import idset
-        if max(idset.decode(crit), default=0) >= size:
-            raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: "
-                             f"this instance has ranks 0-{size - 1}")
+    mode = startopts.start_mode(wrap, noexec, verbose, test_start_mode, test_exit_mode,
+                                test_exit_timeout, test_rundir_cleanup and rundir is not None)
+    mapping = startopts.pmi_clique(test_pmi_clique, size, entry.check_attr)
+    if mapping is not None:
+        attrs["broker.mapping"] = mapping
+    _check_size(attrs, size)
     hosts = _test_hosts(test_hosts, size)
     _check_resources(attrs, hosts or (os.uname().nodename,) * size)
     interactive = False
@@ -98,8 +136,42 @@ def start(size, topo, cores_per_rank, setattrs, conf, test_hosts, rundir, flux_c
         if verbose > 1:
             for name in sorted(attrs):
                 print(f"fluxlite start: {name}={attrs[name]}", file=sys.stderr)
-    return entry.launch(size, attrs, command, rundir=rundir, interactive=interactive,
-                        env=env, hosts=hosts)
+    if rescue is None:
+        return entry.launch(size, attrs, command, rundir=rundir, interactive=interactive,
+                            env=env, hosts=hosts, mode=mode)
+    with rescue.statedir(noexec) as statedir:
+        rescue.enter(attrs, statedir, config_path, mode, noexec)
+        return entry.launch(size, attrs, command, rundir=rundir, interactive=interactive,
+                            env=env, hosts=hosts, mode=mode)
+
+
+def _check_under_pmi(size: int | None, rundir: str | None, local_only: dict) -> None:
+    """Refuse, under a PMI launcher, what only an instance started here can do."""
+    from ..errors import UsageError
+    for name, value in local_only.items():
+        if value is not None:
+            raise UsageError(f"{name} is for an instance started here, not under a "
+                             "PMI launcher")
+    if rundir is not None:
+        raise UsageError("--rundir cannot be used under a PMI launcher (each broker "
+                         "makes its own)")
+    if size is not None and size != int(os.environ.get("PMI_SIZE") or size):
+        raise UsageError(f"--size={size}: the PMI launcher started "
+                         f"{os.environ['PMI_SIZE']} brokers")
+
+
+def _check_size(attrs: dict[str, str], size: int) -> None:
+    """Attributes that name ranks or counts of brokers fit an instance of `size`."""
+    from ..errors import UsageError
+    crit = attrs.get("broker.critical-ranks", "")
+    if crit not in ("", "all"):
+        from ..util import idset
+        if max(idset.decode(crit), default=0) >= size:
+            raise UsageError(f"invalid value for broker.critical-ranks={crit!r}: "
+                             f"this instance has ranks 0-{size - 1}")
+    if int(attrs.get("broker.quorum") or 0) > size:
+        raise UsageError(f"invalid value for broker.quorum={attrs['broker.quorum']}: "
+                         f"this instance has {size} broker{'s' if size > 1 else ''}")
 
 
 def _test_hosts(text: str | None, size: int) -> tuple[str, ...] | None:
@@ -156,8 +228,15 @@ def _with_broker_opts(values, setattrs, conf):
 @click.option("--insecure-plain-tcp", is_flag=True,
               help="With --config-path: allow TCP links without curve_cert (unencrypted, "
                    "anyone may join; for tests only).")
+@click.option("--rank", type=click.IntRange(0), default=None, hidden=True,
+              help="This broker's rank in a `fluxlite start` instance (start --wrap).")
+@click.option("--size", type=click.IntRange(1, 1024), default=None, hidden=True)
+@click.option("--test-hosts", metavar="HOSTLIST", default=None, hidden=True)
+@click.option("--initial-pgid", type=click.IntRange(0), default=None, hidden=True)
+@click.option("--interactive", is_flag=True, hidden=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, command):
+def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, rank, size,
+           test_hosts, initial_pgid, interactive, command):
     """Run one broker of an instance.
 
     With --config-path FILE, on each host listed in FILE's [bootstrap] table:
@@ -167,6 +246,9 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, co
     `fluxlite shutdown`.  Without it, the broker is a task of a batch or alloc
     job and bootstraps through PMI.
     """
+    if rank is not None:
+        return _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive,
+                             setattrs, conf, list(command))
     if config_path is not None:
         return _config_broker(config_path, setattrs, conf, hostname, rundir,
                               insecure_plain_tcp, list(command))
@@ -177,6 +259,19 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, co
             raise UsageError(f"{name} is used only with --config-path")
     from ..broker import entry
     return entry.run_pmi_broker(entry.build_attrs(conf, setattrs), list(command), nested=True)
+
+
+def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, setattrs, conf,
+                  command) -> int:
+    """One rank of a `fluxlite start` instance, as the launcher runs it under --wrap."""
+    from ..broker import entry
+    from ..errors import UsageError
+    if size is None or rundir is None:
+        raise UsageError("--rank needs --size and --rundir (the command line `fluxlite "
+                         "start -v` prints for each rank)")
+    return entry.run_local_rank(rank, size, entry.build_attrs(conf, setattrs), rundir,
+                                command, hosts=_test_hosts(test_hosts, size),
+                                initial_pgid=initial_pgid, interactive=interactive)
 
 
 def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) -> int:
@@ -210,7 +305,8 @@ def check_broker_opts(opts: list[str]) -> None:
     except click.UsageError as exc:
         raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: "
                          "-S NAME=VALUE, --setattr NAME=VALUE, --conf FILE)") from None
-    for name in ("config_path", "hostname", "rundir", "insecure_plain_tcp"):
+    for name in ("config_path", "hostname", "rundir", "insecure_plain_tcp", "rank", "size",
+                 "test_hosts", "initial_pgid", "interactive"):
         if ctx.params[name]:
             raise UsageError(f"--broker-opts: --{name.replace('_', '-')} is not for a "
                              "batch or alloc instance (allowed: -S NAME=VALUE, --conf FILE)")

@@ -1,0 +1,156 @@
+"""Flux's flux-start options around the instance itself (doc/man1/flux-start.rst):
+the system config (--sysconfig), recovery mode (-r/--recovery), and the test-mode
+knobs (--wrap, -X, --test-start-mode, --test-exit-mode/--test-exit-timeout,
+--test-pmi-clique, --test-rundir-cleanup) read into the launcher's StartMode
+fields.  Kept apart from start.py so that the common `fluxlite start` reads none of
+it but the option table."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+
+import click
+
+from ..errors import UsageError
+
+SYSCONFIG = "/etc/flux/system/conf.d"     # Flux's system instance config directory
+SYSTEM_STATEDIR = "/var/lib/flux"         # and its state directory
+STATE_DB = "content.sqlite"               # the state database in a state directory
+
+
+def config_path(given: str | None, system: bool) -> str | None:
+    """-c PATH, else (--sysconfig, or --recovery with no TARGET) the system config,
+    which must be there: fluxlite has no system instance of its own to supply one."""
+    if not system:
+        return given
+    if given:
+        click.echo(f"fluxlite start: warning: overriding the --recovery/--sysconfig "
+                   f"config path with {given}", err=True)
+        return given
+    if not os.path.isdir(SYSCONFIG):
+        raise UsageError(f"--sysconfig: {SYSCONFIG}: no such directory (this machine has "
+                         "no Flux system instance config; name one with -c PATH)")
+    return SYSCONFIG
+
+
+def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | None,
+               exit_timeout: str | None, remove_rundir: bool) -> dict:
+    """The launcher's StartMode fields from start's options."""
+    mode: dict = {"noexec": noexec, "verbose": verbose, "start_mode": start,
+                  "remove_rundir": remove_rundir}
+    args = tuple(a for value in wrap for a in value.split(",") if a)
+    if wrap and not args:
+        raise UsageError("--wrap: no arguments (give a command and its arguments, "
+                         "comma-separated: --wrap=valgrind,--tool=memcheck)")
+    mode["wrap"] = args
+    if exit_mode is not None:
+        mode["exit_mode"] = exit_mode
+    if exit_timeout is not None:
+        from ..util import fsd
+        try:
+            mode["exit_timeout"] = fsd.parse_timeout(exit_timeout)
+        except ValueError as exc:
+            raise UsageError(f"--test-exit-timeout={exit_timeout}: {exc}") from None
+    return mode
+
+
+def pmi_clique(value: str | None, size: int, check_attr) -> str | None:
+    """--test-pmi-clique: the broker.mapping taskmap (RFC 34) the brokers are given,
+    None for `none`.  single (the default): every broker on one node; per-broker:
+    each on a node of its own; anything else: a taskmap of `size` brokers, as
+    `check_attr` (broker/entry.py's) reads the attribute."""
+    value = "single" if value is None else value
+    if value == "none":
+        return None
+    if value == "single":
+        return json.dumps([[0, 1, size, 1]], separators=(",", ":"))
+    if value == "per-broker":
+        return json.dumps([[0, size, 1, 1]], separators=(",", ":"))
+    try:
+        text = check_attr("broker.mapping", value)
+    except UsageError:
+        raise UsageError(f"--test-pmi-clique={value}: expected single, per-broker, none "
+                         "or an RFC 34 taskmap such as [[0,2,2,1]]") from None
+    placed = sum(nnodes * ppn * repeat for _, nnodes, ppn, repeat in json.loads(text))
+    if placed != size:
+        raise UsageError(f"--test-pmi-clique={value}: the taskmap places {placed} "
+                         f"broker{'s' if placed != 1 else ''}, the instance has {size}")
+    return text
+
+
+@dataclass
+class Recovery:
+    """-r/--recovery[=TARGET]: rank 0 alone (no other broker joins) on a state
+    directory, or on a copy of a dump archive restored into a fresh one."""
+    target: str
+    system: bool            # no TARGET: the system instance's state directory
+    archive: bool           # TARGET is a dump archive (fluxlite dump / flux dump)
+
+    @classmethod
+    def check(cls, target: str) -> Recovery:
+        system = not target
+        path = SYSTEM_STATEDIR if system else target
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise UsageError(f"--recovery: {path}: {exc.strerror}") from None
+        if not os.path.isdir(path):
+            return cls(path, system, archive=True)
+        if st.st_uid != os.getuid():
+            raise UsageError(f"--recovery: {path}: not owned by you")
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise UsageError(f"--recovery: {path}: no access")
+        db = os.path.join(path, STATE_DB)
+        if not os.path.exists(db):
+            raise UsageError(f"--recovery: {db}: No such file or directory (not a "
+                             "state directory an instance kept)")
+        if not os.access(db, os.R_OK | os.W_OK):
+            raise UsageError(f"--recovery: {db}: no read and write permission")
+        return cls(path, system, archive=False)
+
+    @contextlib.contextmanager
+    def statedir(self, noexec: bool):
+        """The state directory to start on: TARGET, or a private one the archive is
+        restored into (removed at the end: nothing done in recovery is kept)."""
+        import shutil
+        import subprocess
+        import sys
+        import tempfile
+        if not self.archive:
+            yield os.path.abspath(self.target)
+            return
+        tmp = tempfile.mkdtemp(prefix="fluxlite-recovery-")
+        try:
+            if not noexec:
+                argv = [sys.executable, "-m", "fluxlite", "restore", "-q",
+                        f"--statedir={tmp}", os.path.abspath(self.target)]
+                done = subprocess.run(argv, stdin=subprocess.DEVNULL)
+                if done.returncode:
+                    raise SystemExit(done.returncode)
+            yield tmp
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def enter(self, attrs: dict[str, str], statedir: str, config: str | None, mode: dict,
+              noexec: bool) -> None:
+        """Recovery's attributes and start mode, and the notice that says so."""
+        attrs.update({"statedir": statedir, "broker.recovery-mode": "1",
+                      "broker.quorum": "1", "log-stderr-level": "warning"})
+        mode["start_mode"] = "leader"
+        if noexec:
+            return
+        kept = (f"{statedir} (changes are kept)" if not self.archive else
+                f"restored from {self.target} (changes are not kept)")
+        lines = ["fluxlite recovery mode",
+                 "rank 0 runs alone: no other broker joins",
+                 f"state     {kept}",
+                 f"config    {config or '-'}",
+                 "the instance ends when the initial program (a shell: Ctrl-D) exits"]
+        width = max(map(len, lines)) + 2
+        click.echo("+" + "-" * width, err=True)
+        for line in lines:
+            click.echo(f"| {line}", err=True)
+        click.echo("+" + "-" * width, err=True)
