@@ -48,6 +48,8 @@ from .common import NO_INTERSPERSED
 @click.option("--test-exit-timeout", metavar="FSD", default=None,
               help="After a broker exits, kill the others this long after (default 20s; "
                    "none: never).")
+@click.option("--killer-timeout", metavar="FSD", default=None, hidden=True,
+              help="Flux's older name of --test-exit-timeout.")
 @click.option("--test-exit-mode", type=click.Choice(["any", "leader"]), default=None,
               help="What starts the exit timer: the leader's exit (default here: the "
                    "instance outlives other brokers) or any broker's; `any` also makes the "
@@ -74,7 +76,8 @@ from .common import NO_INTERSPERSED
               help="Say what is started, and each broker's command line, on stderr.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, recovery,
-          test_hosts, rundir, test_rundir_cleanup, test_exit_timeout, test_exit_mode,
+          test_hosts, rundir, test_rundir_cleanup, test_exit_timeout, killer_timeout,
+          test_exit_mode,
           test_start_mode, test_pmi_clique, wrap, noexec, flux_compat, broker_opts, verbose,
           command):
     """Start an instance of SIZE brokers on this machine and run COMMAND in it.
@@ -105,7 +108,8 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
     if in_environment():
         _check_under_pmi(size, rundir, {
-            "--test-exit-timeout": test_exit_timeout, "--test-exit-mode": test_exit_mode,
+            "--test-exit-timeout": test_exit_timeout or killer_timeout,
+            "--test-exit-mode": test_exit_mode,
             "--test-start-mode": None if test_start_mode == "all" else test_start_mode,
             "--test-pmi-clique": test_pmi_clique,
             "--test-rundir-cleanup": test_rundir_cleanup or None,
@@ -116,7 +120,8 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
         return entry.run_pmi_broker(attrs, command, nested=False, env=env)
     size = 1 if size is None else size
     mode = startopts.start_mode(wrap, noexec, verbose, test_start_mode, test_exit_mode,
-                                test_exit_timeout, test_rundir_cleanup and rundir is not None)
+                                test_exit_timeout or killer_timeout,
+                                test_rundir_cleanup and rundir is not None)
     mapping = startopts.pmi_clique(test_pmi_clique, size, entry.check_attr)
     if mapping is not None:
         attrs["broker.mapping"] = mapping

@@ -106,10 +106,11 @@ def test_wrap_with_a_command_that_is_not_there_is_one_error(tag):
 
 
 # ------------------------------------------------------------------ exit timer
-def test_exit_timeout_kills_a_broker_that_outlives_the_leader(tag):
+@pytest.mark.parametrize("option", ["--test-exit-timeout", "--killer-timeout"])
+def test_exit_timeout_kills_a_broker_that_outlives_the_leader(tag, option):
     # rank 1 stopped: rank 0 gives up waiting for it at shutdown and exits; the exit
-    # timer then kills rank 1
-    cp = start(tag, "-s2", "--test-exit-timeout=0.2s", "-Sbroker.shutdown-timeout=0.5s",
+    # timer then kills rank 1 (--killer-timeout: Flux's older name, still taken)
+    cp = start(tag, "-s2", f"{option}=0.2s", "-Sbroker.shutdown-timeout=0.5s",
                "sh", "-c", "kill -STOP $(fluxlite getattr -r 1 broker.pid)")
     assert cp.returncode == 0, cp.stderr
     assert "fluxlite start: exit timeout: killed rank 1" in cp.stderr.splitlines()
