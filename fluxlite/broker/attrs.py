@@ -233,7 +233,8 @@ ATTRIBUTES: dict[str, Attr] = {
                           "(empty: every rank)"),
     "broker.mapping": Attr(None, _taskmap, False,
                            "how brokers sit on nodes, an RFC 34 taskmap (set by `start "
-                           "--test-pmi-clique`; [[0,1,N,1]]: N brokers on one node)"),
+                           "--test-pmi-clique`; [[0,1,N,1]]: N brokers on one node)",
+                           config=False),
     "broker.recovery-mode": Attr("0", _bool, False,
                                  "1: the instance was started with `start --recovery`"),
     "broker.critical-ranks": Attr("", _critical, False,

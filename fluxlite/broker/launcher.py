@@ -55,6 +55,7 @@ class StartMode:
     exit_mode: str = "leader"           # --test-exit-mode: what arms the exit timer
     exit_timeout: float | None = 20.0   # --test-exit-timeout (None: never kill)
     remove_rundir: bool = False         # --test-rundir-cleanup: remove a named run dir
+    pmi_clique: str = "single"          # --test-pmi-clique: the broker.mapping attribute
 
 
 def launch(size: int, attrs: dict[str, str], command: list[str], *,
@@ -68,6 +69,8 @@ def launch(size: int, attrs: dict[str, str], command: list[str], *,
     if not 1 <= size <= MAX_SIZE:
         raise UsageError(f"--size must be between 1 and {MAX_SIZE}, got {size}")
     k = tree.parse_topo(attrs["tbon.topo"])
+    attrs = {n: v for n, v in attrs.items() if n != "broker.mapping"}
+    attrs.update(broker_mapping(mode.pmi_clique, size))
     if mode.wrap and shutil.which(mode.wrap[0]) is None:
         raise UsageError(f"--wrap: {mode.wrap[0]}: command not found")
     if not mode.noexec:
@@ -132,6 +135,30 @@ def _supervise(pids: dict[int, int], mode: StartMode, remove: str | None,
                       exit_timeout=mode.exit_timeout).wait(remove, interactive)
 
 
+def broker_mapping(clique: str, size: int) -> dict[str, str]:
+    """--test-pmi-clique: the broker.mapping attribute (an RFC 34 taskmap) that Flux's
+    brokers read from the PMI_process_mapping flux-start's PMI server gives them.
+    single: every broker on one node; per-broker: each on a node of its own; none:
+    not set ({}); else a taskmap, which must place the instance's `size` brokers."""
+    import json
+    if clique == "none":
+        return {}
+    if clique in ("single", "per-broker"):
+        block = [0, 1, size, 1] if clique == "single" else [0, size, 1, 1]
+        return {"broker.mapping": json.dumps([block], separators=(",", ":"))}
+    from .attrs import ATTRIBUTES
+    try:
+        text = ATTRIBUTES["broker.mapping"].check(clique)
+    except ValueError:
+        raise UsageError(f"--test-pmi-clique={clique}: expected single, per-broker, none "
+                         "or an RFC 34 taskmap such as [[0,2,2,1]]") from None
+    placed = sum(nnodes * ppn * repeat for _, nnodes, ppn, repeat in json.loads(text))
+    if placed != size:
+        raise UsageError(f"--test-pmi-clique={clique}: the taskmap places {placed} "
+                         f"broker{'s' if placed != 1 else ''}, the instance has {size}")
+    return {"broker.mapping": text}
+
+
 def _broker_config(rank: int, topology: tree.Topology, attrs: dict[str, str], rundir: str,
                    hosts: tuple[str, ...], command: list[str], initial_pgid: int,
                    interactive: bool) -> BrokerConfig:
@@ -188,7 +215,10 @@ def broker_argv(rank: int, size: int, attrs: dict[str, str], rundir: str,
     if hosts:
         from ..util import hostlist
         argv.append(f"--test-hosts={hostlist.encode(hosts)}")
-    argv += [f"-S{name}={value}" for name, value in attrs.items() if base.get(name) != value]
+    if "broker.mapping" in attrs:
+        argv.append(f"--mapping={attrs['broker.mapping']}")
+    argv += [f"-S{name}={value}" for name, value in attrs.items()
+             if base.get(name) != value and name != "broker.mapping"]
     if rank == 0:
         if initial_pgid is not None:
             argv.append(f"--initial-pgid={initial_pgid}")
@@ -200,11 +230,17 @@ def broker_argv(rank: int, size: int, attrs: dict[str, str], rundir: str,
 
 def run_rank(rank: int, size: int, attrs: dict[str, str], rundir: str, command: list[str],
              *, hosts: tuple[str, ...] | None = None, initial_pgid: int | None = None,
-             interactive: bool = False) -> int:
+             interactive: bool = False, mapping: str | None = None) -> int:
     """This process as rank `rank` of a `fluxlite start` instance (the command line
     broker_argv() wrote, run under --wrap); returns its exit code."""
     if not 0 <= rank < size <= MAX_SIZE:
         raise UsageError(f"--rank={rank}: the instance has ranks 0-{size - 1}")
+    if mapping is not None:
+        from .attrs import ATTRIBUTES
+        try:
+            attrs["broker.mapping"] = ATTRIBUTES["broker.mapping"].check(mapping)
+        except ValueError as exc:
+            raise UsageError(f"--mapping: {exc}") from None
     from .main import run_broker
     topology = tree.Topology.kary(size, tree.parse_topo(attrs["tbon.topo"]))
     hosts = hosts or (os.uname().nodename,) * size

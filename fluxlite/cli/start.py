@@ -121,10 +121,7 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
     size = 1 if size is None else size
     mode = startopts.start_mode(wrap, noexec, verbose, test_start_mode, test_exit_mode,
                                 test_exit_timeout or killer_timeout,
-                                test_rundir_cleanup and rundir is not None)
-    mapping = startopts.pmi_clique(test_pmi_clique, size, entry.check_attr)
-    if mapping is not None:
-        attrs["broker.mapping"] = mapping
+                                test_rundir_cleanup and rundir is not None, test_pmi_clique)
     _check_size(attrs, size)
     hosts = _test_hosts(test_hosts, size)
     _check_resources(attrs, hosts or (os.uname().nodename,) * size)
@@ -239,9 +236,10 @@ def _with_broker_opts(values, setattrs, conf):
 @click.option("--test-hosts", metavar="HOSTLIST", default=None, hidden=True)
 @click.option("--initial-pgid", type=click.IntRange(0), default=None, hidden=True)
 @click.option("--interactive", is_flag=True, hidden=True)
+@click.option("--mapping", metavar="TASKMAP", default=None, hidden=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, rank, size,
-           test_hosts, initial_pgid, interactive, command):
+           test_hosts, initial_pgid, interactive, mapping, command):
     """Run one broker of an instance.
 
     With --config-path FILE, on each host listed in FILE's [bootstrap] table:
@@ -253,7 +251,7 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, ra
     """
     if rank is not None:
         return _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive,
-                             setattrs, conf, list(command))
+                             mapping, setattrs, conf, list(command))
     if config_path is not None:
         return _config_broker(config_path, setattrs, conf, hostname, rundir,
                               insecure_plain_tcp, list(command))
@@ -266,8 +264,8 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, ra
     return entry.run_pmi_broker(entry.build_attrs(conf, setattrs), list(command), nested=True)
 
 
-def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, setattrs, conf,
-                  command) -> int:
+def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, mapping,
+                  setattrs, conf, command) -> int:
     """One rank of a `fluxlite start` instance, as the launcher runs it under --wrap."""
     from ..broker import entry
     from ..errors import UsageError
@@ -276,7 +274,8 @@ def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, set
                          "start -v` prints for each rank)")
     return entry.run_local_rank(rank, size, entry.build_attrs(conf, setattrs), rundir,
                                 command, hosts=_test_hosts(test_hosts, size),
-                                initial_pgid=initial_pgid, interactive=interactive)
+                                initial_pgid=initial_pgid, interactive=interactive,
+                                mapping=mapping)
 
 
 def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) -> int:
@@ -311,7 +310,7 @@ def check_broker_opts(opts: list[str]) -> None:
         raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: "
                          "-S NAME=VALUE, --setattr NAME=VALUE, --conf FILE)") from None
     for name in ("config_path", "hostname", "rundir", "insecure_plain_tcp", "rank", "size",
-                 "test_hosts", "initial_pgid", "interactive"):
+                 "test_hosts", "initial_pgid", "interactive", "mapping"):
         if ctx.params[name]:
             raise UsageError(f"--broker-opts: --{name.replace('_', '-')} is not for a "
                              "batch or alloc instance (allowed: -S NAME=VALUE, --conf FILE)")

@@ -8,7 +8,6 @@ it but the option table."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 
@@ -37,10 +36,10 @@ def config_path(given: str | None, system: bool) -> str | None:
 
 
 def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | None,
-               exit_timeout: str | None, remove_rundir: bool) -> dict:
+               exit_timeout: str | None, remove_rundir: bool, pmi_clique: str | None) -> dict:
     """The launcher's StartMode fields from start's options."""
     mode: dict = {"noexec": noexec, "verbose": verbose, "start_mode": start,
-                  "remove_rundir": remove_rundir}
+                  "remove_rundir": remove_rundir, "pmi_clique": pmi_clique or "single"}
     args = tuple(a for value in wrap for a in value.split(",") if a)
     if wrap and not args:
         raise UsageError("--wrap: no arguments (give a command and its arguments, "
@@ -55,30 +54,6 @@ def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | No
         except ValueError as exc:
             raise UsageError(f"--test-exit-timeout={exit_timeout}: {exc}") from None
     return mode
-
-
-def pmi_clique(value: str | None, size: int, check_attr) -> str | None:
-    """--test-pmi-clique: the broker.mapping taskmap (RFC 34) the brokers are given,
-    None for `none`.  single (the default): every broker on one node; per-broker:
-    each on a node of its own; anything else: a taskmap of `size` brokers, as
-    `check_attr` (broker/entry.py's) reads the attribute."""
-    value = "single" if value is None else value
-    if value == "none":
-        return None
-    if value == "single":
-        return json.dumps([[0, 1, size, 1]], separators=(",", ":"))
-    if value == "per-broker":
-        return json.dumps([[0, size, 1, 1]], separators=(",", ":"))
-    try:
-        text = check_attr("broker.mapping", value)
-    except UsageError:
-        raise UsageError(f"--test-pmi-clique={value}: expected single, per-broker, none "
-                         "or an RFC 34 taskmap such as [[0,2,2,1]]") from None
-    placed = sum(nnodes * ppn * repeat for _, nnodes, ppn, repeat in json.loads(text))
-    if placed != size:
-        raise UsageError(f"--test-pmi-clique={value}: the taskmap places {placed} "
-                         f"broker{'s' if placed != 1 else ''}, the instance has {size}")
-    return text
 
 
 @dataclass

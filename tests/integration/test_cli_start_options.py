@@ -90,9 +90,12 @@ def test_wrap_runs_each_broker_under_the_given_arguments(tag, tmp_path):
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nshift\n'
                        'WRAPPED=yes exec "$@"\n')
     wrapper.chmod(0o755)
-    cp = start(tag, "-s2", f"--wrap={wrapper},--marker", "sh", "-c",
-               "fluxlite getattr size; printenv WRAPPED")
-    assert (cp.returncode, cp.stdout) == (0, "2\nyes\n"), cp.stderr
+    cp = start(tag, "-s2", f"--wrap={wrapper},--marker", "--test-pmi-clique=per-broker",
+               "-Sbroker.shutdown-timeout=7s", "sh", "-c",
+               "fluxlite getattr size; printenv WRAPPED; "
+               "fluxlite getattr -r 1 broker.mapping; "
+               "fluxlite getattr -r 1 broker.shutdown-timeout")
+    assert (cp.returncode, cp.stdout) == (0, "2\nyes\n[[0,2,1,1]]\n7s\n"), cp.stderr
     lines = sorted(log.read_text().splitlines())
     assert len(lines) == 2, lines
     for rank, line in enumerate(lines):
