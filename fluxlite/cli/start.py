@@ -112,11 +112,14 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
             "--test-exit-mode": test_exit_mode,
             "--test-start-mode": None if test_start_mode == "all" else test_start_mode,
             "--test-pmi-clique": test_pmi_clique,
-            "--test-rundir-cleanup": test_rundir_cleanup or None,
-            "--wrap": wrap or None, "--recovery": recovery})
+            "--test-rundir-cleanup": test_rundir_cleanup or None, "--recovery": recovery})
         command = list(command) or [os.environ.get("SHELL") or "/bin/sh"]
-        if noexec:
-            return 0
+        if wrap or noexec or verbose:   # Flux's normal mode: print, then exec, the broker
+            code = startopts.exec_broker(startopts.start_mode(
+                wrap, noexec, verbose, "all", None, None, False, None),
+                attrs, entry.build_attrs(None, ()), command, env)
+            if code is not None:
+                return code
         return entry.run_pmi_broker(attrs, command, nested=False, env=env)
     size = 1 if size is None else size
     mode = startopts.start_mode(wrap, noexec, verbose, test_start_mode, test_exit_mode,

@@ -56,6 +56,32 @@ def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | No
     return mode
 
 
+def exec_broker(mode: dict, attrs: dict[str, str], defaults: dict[str, str],
+                command: list[str], env: dict[str, str]) -> int | None:
+    """Under a PMI launcher (Flux's normal mode), with --wrap, -X or -v: the command
+    line that runs this broker (`fluxlite start` with the attributes that differ
+    from the defaults as -S options, under --wrap's arguments) is printed with -v;
+    then, with -X, 0 is returned (nothing runs), with --wrap this process becomes
+    it, and else None (this process goes on to be the broker)."""
+    import shlex
+    import shutil
+    import sys
+    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start",
+            *(f"-S{n}={v}" for n, v in attrs.items() if defaults.get(n) != v), "--", *command]
+    if mode["verbose"]:
+        click.echo(f"fluxlite start: {shlex.join(argv)}", err=True)
+    if mode["noexec"]:
+        return 0
+    if not mode["wrap"]:
+        return None
+    if shutil.which(argv[0]) is None:
+        raise UsageError(f"--wrap: {argv[0]}: command not found")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(argv[0], argv, env)
+    return 127      # not reached: execvpe returns only by raising
+
+
 @dataclass
 class Recovery:
     """-r/--recovery[=TARGET]: rank 0 alone (no other broker joins) on a state

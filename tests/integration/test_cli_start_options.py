@@ -102,6 +102,30 @@ def test_wrap_runs_each_broker_under_the_given_arguments(tag, tmp_path):
         assert line.startswith("--marker ") and f"broker --rank={rank} --size=2 " in line
 
 
+def test_under_a_pmi_launcher_noexec_prints_and_wrap_execs_the_broker(instance_factory,
+                                                                      tmp_path):
+    # Flux's normal mode: `start` is one broker of the launcher's; -v prints the command
+    # that broker runs as, -X stops there, --wrap runs it under the wrapper
+    inst = instance_factory(1)
+    cp = inst.cli("run", "-n2", *fluxlite_command(), "start", "-X", "-v",
+                  "-Stbon.topo=kary:1", "true", timeout=120)
+    assert (cp.returncode, cp.stdout) == (0, ""), cp.stderr
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 2, cp.stderr
+    for line in lines:
+        assert line.startswith("fluxlite start: ")
+        assert line.endswith(" -m fluxlite start -Stbon.topo=kary:1 -- true"), line
+    log = tmp_path / "wrapped"
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nshift\nWRAPPED=yes exec "$@"\n')
+    wrapper.chmod(0o755)
+    cp = inst.cli("run", "-n2", *fluxlite_command(), "start", f"--wrap={wrapper},--marker",
+                  "sh", "-c", "fluxlite getattr size; printenv WRAPPED", timeout=120)
+    assert (cp.returncode, cp.stdout) == (0, "2\nyes\n"), cp.stderr
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("--marker ") for line in lines), lines
+
+
 def test_wrap_with_a_command_that_is_not_there_is_one_error(tag):
     cp = start(tag, "--wrap=/nonexistent/valgrind,--tool=memcheck", "true")
     assert one_error_line(cp) == \
