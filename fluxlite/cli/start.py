@@ -97,7 +97,8 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
     from ..pmi.client import in_environment
     env = dict(os.environ)   # what the instance hands its processes
     if broker_opts:
-        setattrs, conf = _with_broker_opts(broker_opts, setattrs, conf)
+        setattrs, conf, config_path = _with_broker_opts(broker_opts, setattrs, conf,
+                                                        config_path)
     if flux_compat:
         from ..util.compat import enable
         enable(env)  # the initial program and jobs get it
@@ -209,12 +210,20 @@ def _check_resources(attrs: dict[str, str], hosts) -> None:
                   json.loads(attrs.get("policy") or "{}"))
 
 
-def _with_broker_opts(values, setattrs, conf):
-    """start -o OPTS: the brokers' options (-S, --setattr, --conf) added to start's own."""
-    opts = split_broker_opts(values)
+def _with_broker_opts(values, setattrs, conf, config_path):
+    """start -o OPTS: the brokers' options (-S, --setattr, --conf; -cPATH or
+    --config-path=PATH, which start's own -c overrides, as Flux's) added to start's."""
+    opts = []
+    for o in split_broker_opts(values):
+        m = re.fullmatch(r"(?:-c|--config-path)[=,]?(.+)", o)
+        if m:
+            config_path = config_path or m.group(1)
+        else:
+            opts.append(o)
     check_broker_opts(opts)
     ctx = broker.make_context("broker", opts + ["--", "true"])
-    return tuple(setattrs) + tuple(ctx.params["setattrs"]), ctx.params["conf"] or conf
+    return (tuple(setattrs) + tuple(ctx.params["setattrs"]), ctx.params["conf"] or conf,
+            config_path)
 
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",

@@ -54,6 +54,9 @@ def test_c_is_config_path_and_conf_is_read_after_it(tag, tmp_path):
                "fluxlite getattr broker.shutdown-timeout; "
                "fluxlite getattr broker.cleanup-timeout")
     assert (cp.returncode, cp.stdout) == (0, "7s\n9s\n"), cp.stderr
+    # Flux: -c PATH is the same as -o,-cPATH
+    cp = start(tag, f"-o,-c{confdir}", "fluxlite", "getattr", "broker.shutdown-timeout")
+    assert (cp.returncode, cp.stdout) == (0, "7s\n"), cp.stderr
 
 
 def test_sysconfig_reads_the_system_config_or_says_it_is_not_there(tag):
