@@ -208,7 +208,7 @@ def broker_argv(rank: int, size: int, attrs: dict[str, str], rundir: str,
     """The command line that runs rank `rank` of this instance as its own process
     (what --wrap runs and -v prints): the attributes that differ from the defaults
     as -S options; rank 0 also gets the initial program."""
-    from .attrs import defaults
+    from .attrs import ATTRIBUTES, defaults
     base = defaults()
     argv = [*wrap, sys.executable, "-m", "fluxlite", "broker", f"--rank={rank}",
             f"--size={size}", f"--rundir={rundir}"]
@@ -217,8 +217,10 @@ def broker_argv(rank: int, size: int, attrs: dict[str, str], rundir: str,
         argv.append(f"--test-hosts={hostlist.encode(hosts)}")
     if "broker.mapping" in attrs:
         argv.append(f"--mapping={attrs['broker.mapping']}")
+    if "config.path" in attrs:      # read again there: it sets config.path
+        argv.append(f"--conf={attrs['config.path']}")
     argv += [f"-S{name}={value}" for name, value in attrs.items()
-             if base.get(name) != value and name != "broker.mapping"]
+             if base.get(name) != value and ATTRIBUTES[name].config]
     if rank == 0:
         if initial_pgid is not None:
             argv.append(f"--initial-pgid={initial_pgid}")

@@ -66,8 +66,10 @@ def exec_broker(mode: dict, attrs: dict[str, str], defaults: dict[str, str],
     import shlex
     import shutil
     import sys
-    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start",
-            *(f"-S{n}={v}" for n, v in attrs.items() if defaults.get(n) != v), "--", *command]
+    conf = [f"--conf={attrs['config.path']}"] if "config.path" in attrs else []
+    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start", *conf,
+            *(f"-S{n}={v}" for n, v in attrs.items()
+              if defaults.get(n) != v and n != "config.path"), "--", *command]
     if mode["verbose"]:
         click.echo(f"fluxlite start: {shlex.join(argv)}", err=True)
     if mode["noexec"]:

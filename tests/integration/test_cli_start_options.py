@@ -93,12 +93,17 @@ def test_wrap_runs_each_broker_under_the_given_arguments(tag, tmp_path):
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nshift\n'
                        'WRAPPED=yes exec "$@"\n')
     wrapper.chmod(0o755)
+    conf = tmp_path / "conf.toml"
+    conf.write_text('[broker]\ncleanup-timeout = "8s"\n')
     cp = start(tag, "-s2", f"--wrap={wrapper},--marker", "--test-pmi-clique=per-broker",
-               "-Sbroker.shutdown-timeout=7s", "sh", "-c",
+               "-Sbroker.shutdown-timeout=7s", "-c", conf, "sh", "-c",
                "fluxlite getattr size; printenv WRAPPED; "
                "fluxlite getattr -r 1 broker.mapping; "
-               "fluxlite getattr -r 1 broker.shutdown-timeout")
-    assert (cp.returncode, cp.stdout) == (0, "2\nyes\n[[0,2,1,1]]\n7s\n"), cp.stderr
+               "fluxlite getattr -r 1 broker.shutdown-timeout; "
+               "fluxlite getattr -r 1 broker.cleanup-timeout; "
+               "fluxlite getattr -r 1 config.path")
+    assert (cp.returncode, cp.stdout) == (0, f"2\nyes\n[[0,2,1,1]]\n7s\n8s\n{conf}\n"), \
+        cp.stderr
     lines = sorted(log.read_text().splitlines())
     assert len(lines) == 2, lines
     for rank, line in enumerate(lines):
@@ -122,9 +127,12 @@ def test_under_a_pmi_launcher_noexec_prints_and_wrap_execs_the_broker(instance_f
     wrapper = tmp_path / "wrapper"
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nshift\nWRAPPED=yes exec "$@"\n')
     wrapper.chmod(0o755)
+    conf = tmp_path / "conf.toml"
+    conf.write_text('[broker]\ncleanup-timeout = "8s"\n')
     cp = inst.cli("run", "-n2", *fluxlite_command(), "start", f"--wrap={wrapper},--marker",
-                  "sh", "-c", "fluxlite getattr size; printenv WRAPPED", timeout=120)
-    assert (cp.returncode, cp.stdout) == (0, "2\nyes\n"), cp.stderr
+                  "-c", conf, "sh", "-c", "fluxlite getattr size; printenv WRAPPED; "
+                  "fluxlite getattr config.path", timeout=120)
+    assert (cp.returncode, cp.stdout) == (0, f"2\nyes\n{conf}\n"), cp.stderr
     lines = log.read_text().splitlines()
     assert len(lines) == 2 and all(line.startswith("--marker ") for line in lines), lines
 
