@@ -28,8 +28,11 @@ from .common import NO_INTERSPERSED
               help="Instance config in TOML (see etc/fluxlite.toml): attributes and Flux's "
                    "[resource], [queues] and [policy] tables; a directory: its *.toml "
                    "files, as Flux reads one.")
-@click.option("--conf", "conf", type=click.Path(), metavar="PATH",
-              help="A config file read after --config-path's (its keys win).")
+@click.option("--conf", "conf", multiple=True, metavar="VALUE",
+              help="Update the config, after --config-path, as Flux's --conf: KEY=VALUE, "
+                   "a .toml or .json file, TOML or JSON text, or a named config; a file "
+                   "or directory that exists is read as --config-path reads one "
+                   "(repeatable).")
 @click.option("--sysconfig", is_flag=True,
               help=f"Read the system instance's config ({startopts.SYSCONFIG}), as "
                    "--config-path would.")
@@ -104,7 +107,9 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
         enable(env)  # the initial program and jobs get it
     rescue = startopts.Recovery.check(recovery) if recovery is not None else None
     config_path = startopts.config_path(config_path, sysconfig or (rescue and rescue.system))
-    attrs = entry.build_attrs([p for p in (config_path, conf) if p], setattrs, **{
+    paths, conf_attrs = startopts.conf_values(conf)
+    attrs = entry.build_attrs([p for p in (config_path, *paths) if p],
+                              conf_attrs + list(setattrs), **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
     if in_environment():
@@ -222,8 +227,8 @@ def _with_broker_opts(values, setattrs, conf, config_path):
             opts.append(o)
     check_broker_opts(opts)
     ctx = broker.make_context("broker", opts + ["--", "true"])
-    return (tuple(setattrs) + tuple(ctx.params["setattrs"]), ctx.params["conf"] or conf,
-            config_path)
+    return (tuple(setattrs) + tuple(ctx.params["setattrs"]),
+            tuple(conf) + ((ctx.params["conf"],) if ctx.params["conf"] else ()), config_path)
 
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",

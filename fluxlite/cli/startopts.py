@@ -35,6 +35,19 @@ def config_path(given: str | None, system: bool) -> str | None:
     return SYSCONFIG
 
 
+def conf_values(values) -> tuple[list[str], list[str]]:
+    """start --conf VALUE...: those naming a file or directory that exists are config
+    paths, read as -c reads one (and the first is config.path); the others take
+    Flux's forms (KEY=VALUE, a .toml/.json file, TOML/JSON text, a named config) and
+    become NAME=VALUE settings, in order (optvalues.instance_conf, as batch/alloc)."""
+    paths = [v for v in values if "\n" not in v and os.path.exists(v)]
+    rest = tuple(v for v in values if v not in paths)
+    if not rest:
+        return paths, []
+    from .optvalues import instance_conf
+    return paths, [o.removeprefix("-S") for o in instance_conf(rest)]
+
+
 def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | None,
                exit_timeout: str | None, remove_rundir: bool, pmi_clique: str | None) -> dict:
     """The launcher's StartMode fields from start's options."""

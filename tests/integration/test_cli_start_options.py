@@ -59,6 +59,19 @@ def test_c_is_config_path_and_conf_is_read_after_it(tag, tmp_path):
     assert (cp.returncode, cp.stdout) == (0, "7s\n"), cp.stderr
 
 
+def test_conf_takes_fluxs_forms_after_the_config_path(tag, tmp_path):
+    confdir = tmp_path / "conf.d"
+    confdir.mkdir()
+    (confdir / "a.toml").write_text('[broker]\nshutdown-timeout = "7s"\n')
+    cp = start(tag, "-c", confdir, "--conf", "broker.shutdown-timeout=5s",
+               "--conf", '[broker]\ncleanup-timeout = "6s"\n', "sh", "-c",
+               "fluxlite getattr broker.shutdown-timeout; "
+               "fluxlite getattr broker.cleanup-timeout; fluxlite getattr config.path")
+    assert (cp.returncode, cp.stdout) == (0, f"5s\n6s\n{confdir}\n"), cp.stderr
+    cp = start(tag, "--conf", "nosuchname", "true")
+    assert "--conf: named config 'nosuchname' not found" in one_error_line(cp)
+
+
 def test_sysconfig_reads_the_system_config_or_says_it_is_not_there(tag):
     path = "/etc/flux/system/conf.d"
     if os.path.isdir(path):
