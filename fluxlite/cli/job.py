@@ -414,8 +414,10 @@ def urgency_(verbose, jobid, urgency):
 @click.option("--num-limit", metavar="COUNT", type=click.IntRange(min=0), default=None,
               help="Purge the oldest inactive jobs until COUNT are left.")
 @click.option("-f", "--force", is_flag=True, help="Perform the irreversible purge.")
+@click.option("--batch", metavar="COUNT", type=click.IntRange(min=1), default=None,
+              help="Jobs a request (Flux's): accepted, ids are purged in one request.")
 @click.argument("jobids", type=JOBID, nargs=-1)
-def purge(age_limit, num_limit, force, jobids):
+def purge(age_limit, num_limit, force, batch, jobids):
     """Purge inactive jobs: forget them and their data (eventlogs, output).
 
     Without --force, only say how many would go.  With JOBIDS, purge those
