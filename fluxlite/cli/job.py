@@ -28,43 +28,83 @@ def job():
     memo."""
 
 
-@job.command(context_settings=HELP)
+def _printer(fmt: str, time_format: str | None, human: bool):
+    """How `job eventlog` and `wait-event` print an entry, as Flux's: -f text (the
+    time as -T says, human with -H) or json, one compact object a line."""
+    from ..job.eventlog import TimeFormat, format_entry
+    if fmt == "json":
+        return lambda e: click.echo(json.dumps(e, separators=(",", ":"), ensure_ascii=False))
+    clock = TimeFormat("human" if human else (time_format or "raw"))
+    return lambda e: click.echo(format_entry(e, stamp=clock(e.get("timestamp", 0.0))))
+
+
+class _EventlogCommand(click.Command):
+    """A bare -L is --color=always, as Flux's (its WHEN only joined to it: -Lnever), so
+    the word after it stays the job id."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, ["--color=always" if a == "-L" else a for a in args])
+
+
+def _event_print_options(f):
+    """-f/--format, -T/--time-format, -H/--human and -L/--color, as Flux's."""
+    from .eventprint import color_when
+    for opt in reversed([
+        click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]),
+                     default="text", show_default=True, help="Entries as text or JSON."),
+        click.option("-T", "--time-format", type=click.Choice(TIME_FORMATS), default=None,
+                     help="Times: raw (seconds), iso, offset (from the first entry) or "
+                          "human."),
+        click.option("-H", "--human", is_flag=True,
+                     help="Human times: the date at each new minute, then offsets."),
+        click.option("-L", "--color", is_flag=False, flag_value="always", default=None,
+                     callback=color_when, metavar="WHEN",
+                     help="always, never or auto: accepted, not colored."),
+    ]):
+        f = opt(f)
+    return f
+
+
+TIME_FORMATS = ("raw", "iso", "offset", "human")
+
+
+@job.command(cls=_EventlogCommand, context_settings=HELP)
 @click.option("-p", "--path", type=click.Choice(PATHS), default="eventlog",
               show_default=True, help="Which eventlog: the main one, exec or output.")
-@click.option("-f", "--follow", "-w", "--watch", "follow", is_flag=True,
+@click.option("-F", "--follow", "-w", "--watch", "follow", is_flag=True,
               help="Keep printing entries as they are appended until the log is complete.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("-H", "--human", is_flag=True, help="Times relative to the first entry.")
+@_event_print_options
 @click.argument("jobid", type=JOBID)
-def eventlog(path, follow, fmt, human, jobid):
+def eventlog(path, follow, fmt, time_format, human, color, jobid):
     """Print a job's eventlog."""
-    from ..job.eventlog import format_entry
     from ..jobapi import api
+    show = _printer(fmt, time_format, human)
     with handle() as h:
         api.info(h, jobid)  # a clear error for an unknown job
-        t0 = None
         for e in api.event_watch(h, jobid, _path(path), follow=follow):
-            t0 = e.get("timestamp") if t0 is None else t0
-            click.echo(json.dumps(e) if fmt == "json" else
-                       format_entry(e, human=human, t0=t0))
+            show(e)
 
 
-@job.command("wait-event", context_settings=HELP)
+@job.command("wait-event", cls=_EventlogCommand, context_settings=HELP)
 @click.option("-p", "--path", type=click.Choice(PATHS), default="eventlog", show_default=True)
 @click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="FSD",
               help="Give up after this long: a Flux Standard Duration such as 0.5s, 10, "
                    "2m or none.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the event.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the entries before it too.")
+@click.option("-c", "--count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Wait for this many matching entries.")
+@click.option("-W", "--waitcreate", is_flag=True,
+              help="Wait for the eventlog to be created (what a watch does anyway).")
 @click.option("-m", "--match-context", "matches", multiple=True, metavar="KEY=VAL",
               help="Only an event whose context has KEY equal to VAL (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@_event_print_options
 @click.argument("jobid", type=JOBID)
 @click.argument("name")
-def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
+def wait_event(path, timeout, quiet, verbose, count, waitcreate, matches, fmt, time_format,
+               human, color, jobid, name):
     """Wait until event NAME appears in a job's eventlog (it may be there already)."""
     from ..errors import RPCTimeout
-    from ..job.eventlog import format_entry
     from ..jobapi import api
     want = {}
     for m in matches:
@@ -75,6 +115,7 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
             want[k] = json.loads(v)
         except ValueError:
             want[k] = v
+    show = _printer(fmt, time_format, human)
     log = "the eventlog" if _path(path) == "eventlog" else f"the {_path(path)} eventlog"
     with handle() as h:
         api.info(h, jobid)
@@ -82,9 +123,13 @@ def wait_event(path, timeout, quiet, matches, fmt, jobid, name):
             for e in api.event_watch(h, jobid, _path(path), timeout=timeout):
                 ctx = e.get("context") or {}
                 if e.get("name") == name and all(ctx.get(k) == v for k, v in want.items()):
+                    count -= 1
+                if count == 0:
                     if not quiet:
-                        click.echo(json.dumps(e) if fmt == "json" else format_entry(e))
+                        show(e)
                     return 0
+                if verbose:
+                    show(e)
         except RPCTimeout:
             raise RPCTimeout(f"wait-event timeout on event '{name}'") from None
         except NotFound as exc:
@@ -369,8 +414,10 @@ def urgency_(verbose, jobid, urgency):
 @click.option("--num-limit", metavar="COUNT", type=click.IntRange(min=0), default=None,
               help="Purge the oldest inactive jobs until COUNT are left.")
 @click.option("-f", "--force", is_flag=True, help="Perform the irreversible purge.")
+@click.option("--batch", metavar="COUNT", type=click.IntRange(min=1), default=None,
+              help="Jobs a request (Flux's): accepted, ids are purged in one request.")
 @click.argument("jobids", type=JOBID, nargs=-1)
-def purge(age_limit, num_limit, force, jobids):
+def purge(age_limit, num_limit, force, batch, jobids):
     """Purge inactive jobs: forget them and their data (eventlogs, output).
 
     Without --force, only say how many would go.  With JOBIDS, purge those

@@ -316,7 +316,8 @@ def _color(ctx, param, value):
                    "order), e.g. --sort=-priority,id.")
 @click.option("-c", "--count", type=click.IntRange(0, None), default=0,
               help="Show at most N jobs (0: no limit).")
-@click.option("-n", "--no-header", is_flag=True, help="Do not print the header line.")
+@click.option("-n", "--no-header", "--suppress-header", "no_header", is_flag=True,
+              help="Do not print the header line.")
 @click.option("-o", "--format", "fmt", default="default", metavar="FORMAT",
               help="A named format (default, long) or a format string such as "
                    "'{id} {name:<10.10+} {status} {returncode} {exception.type}'.")
@@ -396,9 +397,10 @@ def _listing(h, params: dict, out, ids: list[int]) -> tuple[list, list, list]:
         params["since"] is not None else "active"
     found = api.list_jobs(h, which, ids=ids,
                           userid=None if params["all_users"] else params["userid"])
+    sort_keys = params["sort_keys"] or (_sort_keys(None, None, out.sort_keys)
+                                        if out is not None else [])
     need_host = out is None or params["include"] is not None or \
-        {"nodelist", "contextual_info"} & (set(out.fields) | {k for k, _ in
-                                                               params["sort_keys"]})
+        {"nodelist", "contextual_info"} & (set(out.fields) | {k for k, _ in sort_keys})
     hosts = api.hosts(h) if need_host and found else []
     known = {j["id"] for j in found}
     unknown = list(dict.fromkeys(i for i in ids if i not in known))
@@ -407,8 +409,8 @@ def _listing(h, params: dict, out, ids: list[int]) -> tuple[list, list, list]:
     pairs = [(j, job_values(j, hosts, now)) for j in flux_order(found)]
     if out is not None:
         _extra_fields(out, pairs)
-    if params["sort_keys"]:
-        pairs = _sort(pairs, params["sort_keys"])
+    if sort_keys:
+        pairs = _sort(pairs, sort_keys)
     if params["count"]:
         pairs = pairs[:params["count"]]
     return [p[0] for p in pairs], [p[1] for p in pairs], unknown

@@ -36,10 +36,16 @@ JOBID = _JobID()
 @click.option("-f", "--flags", default="", metavar="FLAGS",
               help="Comma-separated flags: waitable (a `job wait` may reap it); debug, "
                    "signed and novalidate are accepted.")
+@click.option("-c", "--security-config", metavar="PATTERN", default=None,
+              help="flux-security's config (Flux's): accepted; nothing is signed here.")
+@click.option("-s", "--sign-type", metavar="TYPE", default=None,
+              help="How J is signed (Flux's): accepted; J is sent unsigned, as a "
+                   "single-user instance takes it.")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
-def submit_file(urgency, flags, file):
+def submit_file(urgency, flags, security_config, sign_type, file):
     """Submit the jobspec in FILE (JSON or YAML; stdin without FILE or with -), and
     print the job's id."""
+    del security_config, sign_type  # Flux's signing options: nothing is signed here
     from ..jobapi import api
     from ..util import fluid
     known = {"waitable": 1, "debug": 0, "signed": 0, "novalidate": 0}

@@ -11,6 +11,7 @@ or the name of a predefined format ("long").  On top of str.format, as Flux:
   ?:{f}         drop the field (and its heading) when it is empty for every row
   +:{f:<5}      widen the field to its longest value (and heading), from its width
   ?+:{f}        both
+  sort:KEYS     at the start: the order of the rows (as --sort KEYS) unless --sort
 The header row prints each field's heading with the field's width and
 alignment.  A field that is not in the command's table, an unknown format
 name or a malformed spec is a UsageError naming what was wrong.
@@ -85,6 +86,10 @@ class OutputFormat:
 
     def __init__(self, fmt: str, headings: dict[str, str], named: dict[str, str]):
         fmt = named.get(fmt, fmt)
+        # Flux's `sort:KEY[,-KEY...] ` prefix: the listing's order when no --sort
+        m = re.match(r"sort:([^{\s]+) ?", fmt)
+        self.sort_keys: str | None = m.group(1) if m else None
+        fmt = fmt[m.end():] if m else fmt
         if "{" not in fmt:
             raise UsageError(f"--format: No such format {fmt} "
                              f"({_no_such_format(fmt, headings, named)})")

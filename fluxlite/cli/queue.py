@@ -66,14 +66,19 @@ def _which(name: str | None, queue_arg: str | None) -> str | None:
     return name if name is not None else queue_arg
 
 
-def _status_lines(s: dict, verbose_lines: list[str]) -> list[str]:
-    """A queue's two lines; with several named queues, each queue's, prefixed."""
-    if "queues" not in s:
-        return [_enable_line(s), _start_line(s)] + verbose_lines
-    out = []
-    for name, qs in s["queues"].items():
-        out += [f"{name}: {_enable_line(qs)}", f"{name}: {_start_line(qs)}"]
-    return out + verbose_lines
+def _statuses(h, name, verbose: bool) -> list[tuple[str | None, dict]]:
+    """(queue name or None, status) to print, as Flux's: QUEUE's alone, named; without
+    QUEUE, or with -v, every named queue's (the anonymous queue's where none is)."""
+    s = api.queue_status(h, None if verbose else name)
+    if "queues" in s:
+        return list(s["queues"].items())
+    return [(name, s)]
+
+
+def _status_lines(h, name, verbose: bool, *lines) -> list[str]:
+    """Each queue's lines (`lines` of its status), prefixed `NAME: ` where it has one."""
+    return [f"{q}: {line(qs)}" if q else line(qs)
+            for q, qs in _statuses(h, name, verbose) for line in lines]
 
 
 @click.group(context_settings=HELP)
@@ -89,8 +94,8 @@ def status(verbose, name, queue_arg):
     queue's, or QUEUE's)."""
     name = _which(name, queue_arg)
     with handle() as h:
-        s = api.queue_status(h, name)
-        lines = _status_lines(s, _alloc_lines(h) if verbose else [])
+        lines = _status_lines(h, name, verbose, _enable_line, _start_line)
+        lines += _alloc_lines(h) if verbose else []
     click.echo("\n".join(lines))
 
 
@@ -104,13 +109,11 @@ def _common(fn):
     return fn
 
 
-def _report(h, name, line, verbose: bool) -> None:
-    """What a queue change left: `line` of the queue's status (one per named queue),
-    and with --verbose the scheduler's allocation lines."""
-    s = api.queue_status(h, name)
-    lines = [line(s)] if "queues" not in s else \
-        [f"{q}: {line(qs)}" for q, qs in s["queues"].items()]
-    if verbose:
+def _report(h, name, line, verbose: bool, alloc: bool = True) -> None:
+    """What a queue change left: `line` of the queue's status (QUEUE's, else each named
+    queue's), and for start/stop --verbose the scheduler's allocation lines."""
+    lines = _status_lines(h, name, verbose, line)
+    if verbose and alloc:
         lines += _alloc_lines(h)
     click.echo("\n".join(lines))
 
@@ -181,7 +184,7 @@ def _enable(enable: bool, all_: bool, verbose: bool, quiet: bool, name=None,
     with handle() as h:
         api.queue_enable(h, enable, all_queues=all_, reason=reason, name=name)
         if not quiet:
-            _report(h, name, _enable_line, verbose)
+            _report(h, name, _enable_line, verbose, alloc=False)
 
 
 @queue.command(context_settings=HELP)

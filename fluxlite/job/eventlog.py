@@ -39,10 +39,14 @@ def entry(name: str, context: dict | None = None, timestamp: float | None = None
     return e
 
 
-def format_entry(e: dict, *, human: bool = False, t0: float | None = None) -> str:
-    """'1796207331.961088 submit userid=0 urgency=16' (Flux's eventlog text format)."""
+def format_entry(e: dict, *, human: bool = False, t0: float | None = None,
+                 stamp: str | None = None) -> str:
+    """'1796207331.961088 submit userid=0 urgency=16' (Flux's eventlog text format);
+    `stamp` in place of the raw time (a TimeFormat's)."""
     ts = e.get("timestamp", 0.0)
-    if human and t0 is not None:
+    if stamp is not None:
+        pass
+    elif human and t0 is not None:
         stamp = f"[{ts - t0:+.6f}]"
     else:
         stamp = f"{ts:.6f}"
@@ -51,6 +55,40 @@ def format_entry(e: dict, *, human: bool = False, t0: float | None = None) -> st
     for k, v in ctx.items():
         parts.append(f"{k}={json.dumps(v, separators=(',', ':'), ensure_ascii=False)}")
     return " ".join(parts)
+
+
+class TimeFormat:
+    """The times of Flux's eventlog printers (-T raw, iso, offset; -H human): raw
+    seconds, local ISO 8601 with microseconds, seconds since the first entry, or the
+    date at each new minute (`[Dec06 09:02]`) and seconds since it within the minute
+    (`[  +0.000123]`).  One instance for the lines of one listing."""
+
+    FORMATS = ("raw", "iso", "offset", "human")
+
+    def __init__(self, fmt: str = "raw"):
+        self.fmt = fmt
+        self.t0: float | None = None          # offset: the first entry's time
+        self.minute: tuple | None = None      # human: the minute last printed as a date
+        self.mark = 0.0                       # human: that date line's time
+
+    def __call__(self, ts: float) -> str:
+        import datetime
+        if self.fmt == "offset":
+            self.t0 = ts if self.t0 is None else self.t0
+            return f"{ts - self.t0:.6f}"
+        if self.fmt == "iso":
+            when = datetime.datetime.fromtimestamp(ts).astimezone()
+            off = when.strftime("%z")
+            tz = "Z" if off in ("+0000", "") else f"{off[:3]}:{off[3:]}"
+            return when.strftime("%Y-%m-%dT%H:%M:%S.%f") + tz
+        if self.fmt == "human":
+            when = datetime.datetime.fromtimestamp(ts)
+            minute = when.timetuple()[:5]
+            if minute == self.minute:
+                return f"[{ts - self.mark:+11.6f}]"
+            self.minute, self.mark = minute, ts
+            return when.strftime("[%b%d %H:%M]")
+        return f"{ts:.6f}"
 
 
 # output and input eventlog `data` entries

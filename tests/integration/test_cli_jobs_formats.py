@@ -29,3 +29,16 @@ def test_expanding_fields_keep_their_own_width(inst1):
     assert header.startswith("       JOBID USER     NAME       ST"), header
     cp = inst1.cli("jobs", "-a", "-c1", "-o", "+:{name:<12}|+:{name:<1}|", check=True)
     assert cp.stdout.splitlines() == ["NAME        |NAME|", "true        |true|"]
+
+
+def test_a_sort_prefix_orders_the_rows_unless_sort_is_given(inst1):
+    for name in ("b", "c", "a"):
+        inst1.cli("run", f"--job-name={name}", "true", check=True)
+    names = inst1.cli("jobs", "-a", "-o", "sort:name {name}", check=True).stdout.split()
+    assert names == ["NAME", "a", "b", "c"]
+    names = inst1.cli("jobs", "-a", "--suppress-header", "-o", "sort:-name {name}",
+                      check=True).stdout.split()
+    assert names == ["c", "b", "a"]
+    names = inst1.cli("jobs", "-an", "--sort=name", "-o", "sort:-name {name}",
+                      check=True).stdout.split()
+    assert names == ["a", "b", "c"]

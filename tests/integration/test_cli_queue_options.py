@@ -27,13 +27,19 @@ def lines(inst, *args) -> list[str]:
 
 
 def test_queue_is_the_free_argument(lab):
-    assert lines(lab, "stop", "debug", "-m", "new disks") == ["Scheduling is stopped: new disks"]
+    # a named queue's lines carry its name, as Flux's print_queue_status writes them
+    assert lines(lab, "stop", "debug", "-m", "new disks") == \
+        ["debug: Scheduling is stopped: new disks"]
     assert "debug: Scheduling is stopped: new disks" in lines(lab, "status")
     assert "batch: Scheduling is started" in lines(lab, "status")
-    assert lines(lab, "status", "debug") == ["Job submission is enabled",
-                                             "Scheduling is stopped: new disks"]
+    assert lines(lab, "status", "debug") == ["debug: Job submission is enabled",
+                                             "debug: Scheduling is stopped: new disks"]
+    # -v shows every queue, then (status, start, stop) the allocation counts
+    verbose = lines(lab, "stop", "-v", "debug", "-m", "new disks")
+    assert "batch: Scheduling is started" in verbose and verbose[-1].endswith("running jobs")
+    assert lines(lab, "enable", "-v", "debug")[-1] == "debug: Job submission is enabled"
     assert lines(lab, "start", "--quiet", "-q", "debug") == []
-    assert lines(lab, "status", "-q", "debug")[1] == "Scheduling is started"
+    assert lines(lab, "status", "-q", "debug")[1] == "debug: Scheduling is started"
     lab.cli("queue", "disable", "batch", "-m", "moving", "--nocheckpoint", check=True)
     cp = lab.cli("submit", "-q", "batch", "true")
     assert cp.returncode != 0 and "moving" in cp.stderr

@@ -32,7 +32,7 @@ def pending_cancelled(instance_factory):
 # -------------------------------------------- following logs that can grow no more
 def test_follow_output_of_finished_job_ends(inst1):
     jobid = jobid_of(inst1.cli("submit", "--wait", "echo", "hi", check=True))
-    cp = inst1.cli("job", "eventlog", "-p", "output", "-f", jobid, timeout=30, check=True)
+    cp = inst1.cli("job", "eventlog", "-p", "output", "-F", jobid, timeout=30, check=True)
     names = [line.split()[1] for line in cp.stdout.splitlines()]
     assert names[0] == "header" and 'data="hi\\n"' in cp.stdout
     assert cp.stdout.count("eof=true") == 2
@@ -48,7 +48,7 @@ def test_follow_output_ends_at_eof_while_the_job_runs(inst1):
     """Every stream closed: the output log is complete though the job still runs."""
     jobid = jobid_of(inst1.cli("submit", "sh", "-c", "echo bye; exec >&- 2>&-; exec sleep 60",
                                check=True))
-    cp = inst1.cli("job", "eventlog", "-p", "output", "-f", jobid, timeout=30, check=True)
+    cp = inst1.cli("job", "eventlog", "-p", "output", "-F", jobid, timeout=30, check=True)
     assert 'data="bye\\n"' in cp.stdout and cp.stdout.count("eof=true") == 2
     assert api.info(inst1.handle(), fluid.parse(jobid))["state"] == "RUN"
     inst1.cli("cancel", jobid, check=True)
@@ -58,7 +58,7 @@ def test_follow_output_ends_at_eof_while_the_job_runs(inst1):
 def test_follow_logs_of_a_job_cancelled_while_pending(pending_cancelled):
     inst, _, pending = pending_cancelled
     for path in ("exec", "output", "guest.exec.eventlog"):
-        cp = inst.cli("job", "eventlog", "-p", path, "-f", pending, timeout=30)
+        cp = inst.cli("job", "eventlog", "-p", path, "-F", pending, timeout=30)
         log = "output" if path == "output" else "exec"
         assert one_error_line(cp).endswith(
             f"job {pending} never started, so it has no {log} eventlog")

@@ -452,7 +452,7 @@ def test_vanished_watchers_leave_no_state(inst1):
     for _ in range(3):
         inst1.cli("run", "true", check=True)
     jobid = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
-    follower = subprocess.Popen(fluxlite_command() + ["job", "eventlog", "-f",
+    follower = subprocess.Popen(fluxlite_command() + ["job", "eventlog", "-F",
                                                       fluid.f58(jobid)],
                                 env=inst1.env, stdout=subprocess.PIPE)
     assert "submit" in _readline(follower.stdout, 30)
