@@ -13,7 +13,9 @@ class BrokerLinks:
     With a state directory, rank 0 acknowledges only what is on disk: a message
     leaving the broker waits, in order, until the store's write-out it may depend
     on (`needed()`: the one that will carry what is in memory now) is synced
-    (`synced`); each sync releases every message it covers."""
+    (`synced`).  Holding one asks the store for that sync (`demand`: the store
+    syncs only when something waits); each sync releases every message it
+    covers."""
 
     __slots__ = ("b", "store", "held")
 
@@ -34,6 +36,8 @@ class BrokerLinks:
         need = store.needed()
         if need <= store.synced and not self.held:
             return False
+        if need > store.synced:
+            store.demand()
         self.held.append((need, send, args))
         return True
 

@@ -28,14 +28,19 @@ id in `entries`; directories are implied by the keys below them), written
 beside the entries in the same transaction, with the job-manager's summaries
 of inactive jobs (`keep_summary`, jm_restart.py).  Writing out happens at the
 end of the loop turn that changed anything: one transaction into the WAL
-(write-out number `committed`), on disk once the WAL file is synced by a
-worker thread (os.fsync) while the loop goes on; what the turns bring while a
-sync runs is written out in one transaction when it ends, and synced next
-(group commit): rank 0 never waits for the disk.  `needed()` says which
-write-out a message sent now depends on, `synced` which are on disk, and
-`on_durable` callbacks run as that grows (the broker holds back everything it
-sends until then).  A failed write-out or sync is tried again RETRY_DELAY
-later, and nothing waiting on it is acknowledged meanwhile.
+(write-out number `committed`; it survives the process being killed).  It is
+on disk once the WAL file is synced (fdatasync, as SQLite syncs its own WAL),
+and that happens only when something waits for it: the broker holds back
+every message it sends until the write-out it depends on is synced
+(`needed()`, `synced`), and a message held so asks for a sync (`demand`).
+That sync runs at the end of the turn, right after the turn's write-out, and
+covers every write-out before it (group commit): one sync per turn that has
+answers to send, none for the turns that only change state, and the answers
+leave as soon as it returns, with no thread to hand the sync to and back
+(rank 0 waits for the disk, a fraction of a millisecond on a local one, only
+where an answer waits anyway).  `on_durable` callbacks run as `synced` grows.
+A failed write-out or sync is tried again RETRY_DELAY later, and nothing
+waiting on it is acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -131,7 +136,8 @@ class Store:
         self.path = path
         # one connection, this broker's: hold the file lock for good rather than take and
         # release it (and look for a hot journal) around every transaction.  A durable
-        # store's WAL is synced by _sync, off the loop (SQLite syncs around checkpoints).
+        # store's WAL is synced by _sync, when something waits for it (SQLite syncs
+        # around its checkpoints).
         # Recent pages are in the kernel's page cache anyway: keep SQLite's own small.
         journal, sync = ("WAL", "NORMAL") if self.durable else ("MEMORY", "OFF")
         for pragma in ("locking_mode=EXCLUSIVE", f"journal_mode={journal}",
@@ -154,7 +160,7 @@ class Store:
         self.synced = 0             # of those, the ones known on disk
         self.written = 0            # the KVS version the last write-out holds
         self.checkpoint: tuple[int, float] | None = None  # (version, when) last on disk
-        self.syncing = False        # a sync runs in a worker thread
+        self.sync_wanted = False    # something waits for the next sync (demand)
         self.closed = False
         self.wal_fd: int | None = None
         self.flush_delay = flush_delay
@@ -248,37 +254,33 @@ class Store:
         return self.committed + bool(self.in_tx or self.logs or self.blobs or self.deleted
                                      or self.tree_ops)
 
+    def demand(self) -> None:
+        """Something waits for what is known now to be on disk (the broker holds a
+        message back): sync at the end of this loop turn, after its write-out."""
+        self.sync_wanted = True
+        if self.flush_later is None:
+            try:
+                self.flush_later = asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:   # no event loop (a store driven directly): now
+                self.flush()
+
     def _sync(self) -> None:
-        """Have every write-out made so far synced to disk (in a worker thread when a
-        loop runs); one sync at a time, the next one covering what came meanwhile."""
-        if self.syncing or self.synced == self.committed or self.closed:
+        """Sync the write-ahead log, if something waits for a write-out not on disk
+        yet: every write-out made so far is then durable."""
+        if not self.sync_wanted or self.synced == self.committed or self.closed:
             return
         if self.wal_fd is None:
             self.wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-        target, version = self.committed, self.written
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:   # no event loop (a store driven directly): here and now
-            os.fsync(self.wal_fd)
-            self._synced_to(target, version)
-            return
-        self.syncing = True
-        fut = loop.run_in_executor(None, os.fsync, self.wal_fd)
-        fut.add_done_callback(lambda f: self._after_sync(f, target, version))
-
-    def _after_sync(self, fut, target: int, version: int) -> None:
-        self.syncing = False
-        if self.closed:
-            return
-        if fut.cancelled() or fut.exception() is not None:
+            os.fdatasync(self.wal_fd)
+        except OSError as exc:
             log.error("state database: syncing to disk failed; tried again shortly",
-                      error=repr(None if fut.cancelled() else fut.exception()),
-                      path=self.path)
-            self.flush_later = asyncio.get_running_loop().call_later(RETRY_DELAY, self._sync)
+                      error=str(exc), path=self.path)
+            if self.flush_later is None:
+                self._retry()
             return
-        self._synced_to(target, version)
-        self.flush()   # what came during the sync: written out, and synced in turn
-        self._sync()
+        self.sync_wanted = False
+        self._synced_to(self.committed, self.written)
 
     def _synced_to(self, target: int, version: int) -> None:
         self.synced = target
@@ -312,16 +314,14 @@ class Store:
         self.db.executemany(put, rows)
 
     def flush(self) -> None:
-        """Write out what the commits since the last flush changed.  A durable store
-        whose last write-out is being synced waits for that sync (its end writes out
-        what came meanwhile): so each transaction and each sync carry as many loop
-        turns as the disk takes to sync one."""
+        """Write out what the commits since the last flush changed; a durable store
+        then syncs, if something waits for it (`demand`)."""
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
-        if self.syncing:
-            return
         self._write_out()
+        if self.durable:
+            self._sync()
 
     def _write_out(self) -> None:
         if self.in_tx or not (self.logs or self.blobs or self.deleted or self.tree_ops
@@ -339,7 +339,8 @@ class Store:
                                     [(i,) for i in self.deleted])
             if self.durable:
                 self._tree_rows()
-                statedir.write_summaries(self.db, self.summaries_out)
+                if self.summaries_out:
+                    statedir.write_summaries(self.db, self.summaries_out)
             self.db.execute("COMMIT")
         except sqlite3.Error as exc:
             try:
@@ -369,7 +370,6 @@ class Store:
         if self.durable:
             self.committed += 1
             self.written = self.version
-            self._sync()
         else:   # written out is all a store without a state directory does
             for callback in self.on_durable:
                 callback()

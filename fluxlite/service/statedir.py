@@ -144,10 +144,12 @@ def create_summaries(db: sqlite3.Connection) -> None:
 
 def write_summaries(db: sqlite3.Connection, pending: dict[int, bytes | None]) -> None:
     """Write (or, for None, delete) job summaries, inside the caller's transaction."""
-    db.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?)",
-                   [(i, d) for i, d in pending.items() if d is not None])
-    db.executemany("DELETE FROM summaries WHERE id = ?",
-                   [(i,) for i, d in pending.items() if d is None])
+    kept = [(i, d) for i, d in pending.items() if d is not None]
+    if kept:
+        db.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?)", kept)
+    if len(kept) < len(pending):
+        db.executemany("DELETE FROM summaries WHERE id = ?",
+                       [(i,) for i, d in pending.items() if d is None])
 
 
 def summaries(db: sqlite3.Connection):

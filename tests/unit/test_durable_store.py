@@ -1,14 +1,16 @@
 """A durable KVS store (a state directory) and the broker's hold on what rank 0 sends.
 
-The changes of one loop turn are one SQLite transaction at the end of the turn,
-synced to disk by a worker thread; until it is synced the store is `dirty`,
-and the broker's links keep every outgoing message that depends on it, in
-order, sending them once the store says it is durable.  The tree is written
-beside the values and loads back; a second store on the same file is refused
-while the first holds it.
+The changes of one loop turn are one SQLite transaction at the end of the turn;
+until it is synced the store is `dirty`, and the broker's links keep every
+outgoing message that depends on it, in order, sending them once the store
+says it is durable.  A message held asks for the sync (`demand`): turns that
+nobody waits on are written out but cost no sync, and one sync covers them
+all.  The tree is written beside the values and loads back; a second store on
+the same file is refused while the first holds it.
 """
 
 import asyncio
+import os
 
 import pytest
 
@@ -26,11 +28,22 @@ async def next_turn() -> None:
 
 
 async def synced(store: Store) -> None:
-    """Until the store's sync (a worker thread) has covered every write-out."""
+    """Until a sync has covered every write-out (asked for, as a held message does)."""
     done = asyncio.Event()
     store.on_durable.append(lambda: done.set() if not store.dirty else None)
     if store.dirty:
+        store.demand()
         await asyncio.wait_for(done.wait(), 10)
+
+
+@pytest.fixture
+def syncs(monkeypatch):
+    """The syncs of the state database's files, counted."""
+    calls = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda fd, real=real: (calls.append(fd), real(fd))[1])
+    return calls
 
 
 @pytest.fixture
@@ -137,4 +150,54 @@ async def test_nothing_leaves_before_the_turns_write_out(path):
         assert broker.local.sent == [[b"before"]]     # held until the sync covers it
     await synced(store)
     assert broker.local.sent == [[b"before"], [b"ack 1"], [b"ack 2"]]
+    store.close()
+
+
+async def test_turns_nobody_waits_for_cost_no_sync_and_one_sync_covers_them(path, syncs):
+    store = Store(None, durable_path=path)
+    broker = _Broker()
+    links = BrokerLinks(broker)
+    links.hold_until_durable(store)
+    for version in (1, 2, 3):                         # three turns, nothing sent
+        store.finish(True, [(f"k{version}", version)], version)
+        await next_turn()
+    assert store.committed == 3                       # each turn written out at its end
+    assert store.synced == 0 and syncs == []          # ... and none of them synced
+    store.finish(True, [("k4", 4)], 4)
+    assert links.send_client(b"c", [b"ack 4"])
+    assert links.send_client(b"c", [b"ack 4 again"])
+    assert broker.local.sent == []                    # held: k4 is in memory only
+    await next_turn()
+    assert len(syncs) == 1                            # one sync for the four write-outs
+    assert store.committed == store.synced == 4
+    assert broker.local.sent == [[b"ack 4"], [b"ack 4 again"]]
+    assert links.send_client(b"c", [b"later"])        # nothing pending: at once, no sync
+    assert broker.local.sent[-1] == [b"later"] and len(syncs) == 1
+    store.close()
+
+
+async def test_a_failed_sync_holds_the_answers_until_a_retry_works(path, monkeypatch):
+    import fluxlite.service.kvs_store as kvs_store
+    monkeypatch.setattr(kvs_store, "RETRY_DELAY", 0.01)
+    real, failures = os.fdatasync, [OSError(5, "Input/output error")]
+
+    def fdatasync(fd):
+        if failures:
+            raise failures.pop()
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    store = Store(None, durable_path=path)
+    broker = _Broker()
+    links = BrokerLinks(broker)
+    links.hold_until_durable(store)
+    released = asyncio.Event()
+    store.on_durable.append(released.set)
+    store.finish(True, [("k", 1)], 1)
+    assert links.send_client(b"c", [b"ack"])
+    await next_turn()
+    assert store.committed == 1 and store.synced == 0 and not failures
+    assert broker.local.sent == []                    # the sync failed: still held
+    await asyncio.wait_for(released.wait(), 10)       # the retry
+    assert store.synced == 1 and broker.local.sent == [[b"ack"]]
     store.close()
