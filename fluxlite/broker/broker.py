@@ -44,6 +44,7 @@ from . import attrs as battrs
 from . import state as st
 from .initial_program import program_env, run_initial_program
 from .links import BrokerLinks
+from .modules import ModuleTable
 from .placement import BrokerConfig, Runtime
 
 log = blog.get_logger("broker")
@@ -68,7 +69,8 @@ class Broker:
         self.links = BrokerLinks(self)
         self.router = Router(rank=self.rank, topology=self.topology,
                              userid=self.userid, links=self.links)
-        self.services: list = []
+        self.modules = ModuleTable(self.router)
+        self.services: list = self.modules.loaded   # (`module remove/load` change it)
         self.exit_code = 0
         self.start_time = time.time()
         self._shutdown = asyncio.Event()
@@ -213,7 +215,7 @@ class Broker:
 
     def _build_services(self) -> list:
         """Every service of this rank, in start order, each with what it needs."""
-        from ..service import admin, broker_svc, overlay, rexec
+        from ..service import admin, broker_svc, module, overlay, rexec
         ctx = self._context()
         out = [broker_svc.BrokerService(ctx, attributes=battrs.ATTRIBUTES,
                                         check_attr=lambda n, v: battrs.check(n, v,
@@ -236,9 +238,13 @@ class Broker:
                     sched.SchedService(ctx),
                     job_exec.JobExecService(ctx, kvs=records),
                     job_manager.JobManagerService(ctx, kvs=records)]
+            # `module load sched`: a scheduler that first asks which jobs hold resources
+            self.modules.factories["sched"] = lambda args: (
+                sched.SchedService(ctx, rejoin=True), args)
         out.append(overlay.OverlayService(ctx, overlay=self.overlay,
                                           on_membership=self.on_membership))
-        out += [admin.ModuleService(ctx, services=lambda: self.router.services),
+        self.modules.factories["log"] = lambda args: (admin.LogService(ctx), args)
+        out += [module.ModuleService(ctx, modules=self.modules),
                 admin.LogService(ctx), admin.ConfigService(
                     ctx, configured=self._config_in_effect, read=battrs.read_toml,
                     values=battrs.config_values, attributes=battrs.ATTRIBUTES,
@@ -265,11 +271,10 @@ class Broker:
         return inventory.from_attrs(self.attrs, self.hosts)
 
     async def _start_services(self) -> None:
-        self.services = self._build_services()
+        self.services[:] = self._build_services()
         for svc in self.services:
-            for name in (svc.name, *svc.aliases):
-                self.router.services[name] = svc
-        for svc in self.services:
+            self.modules.register(svc)
+        for svc in list(self.services):
             await svc.start()
 
     async def _wait_quorum(self) -> str:

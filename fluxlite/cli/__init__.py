@@ -55,8 +55,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "version": ("tools", "version", "Print the versions of fluxlite and its libraries"),
     "config": ("config", "config", "Show and change the instance configuration: get, set, "
                "unset, load, reload, builtin"),
-    "jobtap": ("tools", "jobtap", "Show the job-manager's plugins: list"),
-    "module": ("tools", "module", "Show each broker's services: list"),
+    "jobtap": ("jobtap", "jobtap", "Manage the job-manager's plugins: list, load, remove, "
+               "query"),
+    "module": ("module", "module", "Manage each broker's modules: list, remove, load, "
+               "reload, stats, debug, trace"),
     "hostlist": ("tools", "hostlist", "Expand, combine and transform lists of hosts"),
     "env": ("tools", "env", "Print the environment fluxlite gives commands, or run one in it"),
     "logger": ("tools", "logger", "Write a message to the broker's log"),

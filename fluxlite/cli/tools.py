@@ -1,10 +1,9 @@
-"""Flux's smaller utility commands: version, jobtap list, module list,
-hostlist, env, logger, event pub/sub, pgrep and pkill.
+"""Flux's smaller utility commands: version, hostlist, env, logger, event pub/sub,
+pgrep and pkill (config, module and jobtap have their own files).
 
 Each prints what its flux(1) namesake prints (flux-core's doc/man1) and exits
 as it does; each reaches the instance only through service methods
-(`job-manager.jobtap`, `module.list`, `log.append`,
-`event.publish`/`event.subscribe`, `job-manager.list`).
+(`log.append`, `event.publish`/`event.subscribe`, `job-manager.list`).
 """
 
 from __future__ import annotations
@@ -35,53 +34,6 @@ def version():
         click.echo(f"broker:  \t\t{mine}")
         click.echo(f"FLUXLITE_URI:\t\t{uri}")
     click.echo(f"build-options:\t\t+zmq=={zmq.zmq_version()}+pyzmq=={zmq.__version__}")
-
-
-# ------------------------------------------------------------- jobtap, module
-@click.group(context_settings=HELP)
-def jobtap():
-    """Show the job-manager's plugins: list."""
-
-
-@jobtap.command("list", context_settings=HELP)
-@click.option("-a", "--all", "all_", is_flag=True,
-              help="Include the built-in plugins (their names begin with '.').")
-def jobtap_list(all_):
-    """List the job-manager's jobtap plugins, one per line; built-in ones only with -a
-    (this job-manager loads no others)."""
-    with handle() as h:
-        names = h.call("job-manager.jobtap", {"query_only": True}, nodeid=0)["plugins"]
-    for n in names:
-        if all_ or not n.startswith("."):
-            click.echo(n)
-
-
-@click.group(context_settings=HELP)
-def module():
-    """Show each broker's services: list."""
-
-
-@module.command("list", context_settings=HELP)
-@click.option("-l", "--long", "long_", is_flag=True, help="Add the module's path.")
-@click.option("-r", "--rank", type=click.IntRange(0), default=None,
-              help="Ask this rank (default: the local one).")
-def module_list(long_, rank):
-    """List the services of a broker as flux module list: NAME, IDLE (seconds since
-    it last handled a request), S (R: running), queue depths, SERVICE."""
-    with handle() as h:
-        mods = h.call("module.list", nodeid=rank)["mods"]
-    if long_:
-        click.echo(f"{'Module':<25.25} {'Idle':>4}  S Sendq Recvq {'Service':<8} Path")
-    else:
-        click.echo(f"{'Module':<25} {'Idle':>4}  S Sendq Recvq Service")
-    for m in mods:
-        idle = str(m["idle"]) if m["idle"] <= 99 else "idle"
-        services = ",".join(s for s in m["services"] if s != m["name"])
-        line = (f"{m['name']:<25.25} {idle:>4}  R {m['sendqueue']:>5} {m['recvqueue']:>5} "
-                f"{services:<8} {m['path']}" if long_ else
-                f"{m['name']:<25.25} {idle:>4}  R {m['sendqueue']:>5} {m['recvqueue']:>5} "
-                f"{services}")
-        click.echo(line.rstrip())
 
 
 # -------------------------------------------------------------------- logger

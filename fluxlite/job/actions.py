@@ -249,6 +249,9 @@ class Actions:
         self.hosts = hosts          # rank -> host name: R's nodelist
         self.started = True         # every queue (stop/start without a queue name)
         self.stopped: set[str] = set()   # named queues stopped one by one
+        # False once sched answered ENOSYS (`module remove sched`): nothing is asked of
+        # it until a scheduler says job-manager.sched-ready
+        self.sched_ready = True
 
     def queue_started(self, queue: str) -> bool:
         return self.started and queue not in self.stopped
@@ -343,6 +346,9 @@ class Actions:
             return
         job.sched_req = 0
         if ev.alloc is None:
+            if ev.errnum == errno.ENOSYS:   # no scheduler loaded: ask the next one
+                self.sched_ready = False
+                return
             if ev.errnum == errno.ECANCELED or job.fatal is not None:
                 return
             self._raise(job, fx, now, Raise("alloc", 0, ev.errstr))
@@ -384,8 +390,8 @@ class Actions:
         if job.state == states.PRIORITY:
             self._post(job, fx, now, "priority", {"priority": job.priority})
         if job.state == states.SCHED:
-            if (self.queue_started(job.queue) and job.priority > depend.PRIORITY_MIN
-                    and job.fatal is None):
+            if (self.sched_ready and self.queue_started(job.queue)
+                    and job.priority > depend.PRIORITY_MIN and job.fatal is None):
                 if not job.sched_req:
                     job.nreq += 1
                     job.sched_req = job.nreq

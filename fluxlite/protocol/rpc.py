@@ -17,7 +17,7 @@ from ..protocol.message import Message
 
 class PendingRPC:
     __slots__ = ("matchtag", "topic", "streaming", "done", "_queue", "_waiter", "_tracker",
-                 "on_response")
+                 "on_response", "observer")
 
     def __init__(self, tracker: RPCTracker, matchtag: int, topic: str, streaming: bool):
         self._tracker = tracker
@@ -31,11 +31,14 @@ class PendingRPC:
         # the RPC is made: no answer comes before (a handle reads its socket, and a
         # broker hands its services' answers over, on a later turn of the loop)
         self.on_response = None
+        self.observer = None   # a broker service's Traffic: told of each response
 
     # fed by the tracker
     def feed(self, msg: Message) -> None:
         if self.done:
             return
+        if self.observer is not None:
+            self.observer.note("rx", msg)
         if not self.streaming or msg.errnum:
             self.done = True
         if self.on_response is not None:

@@ -1,8 +1,5 @@
 """Small services for administrative commands, on every rank, under Flux's topics.
 
-- `module.list` (`fluxlite module list`): the services this broker runs, as
-  Flux lists its broker modules: {mods: [{name, path, idle, status, services}]},
-  services naming the other topics' services it answers (broker: attr).
 - `log.append` (`fluxlite logger`, flux.Flux().log): an entry in this broker's
   log, which `fluxlite dmesg` then shows as APPNAME.LEVEL[RANK]: MESSAGE.
 - `config.get` (`fluxlite config get`): the config object in effect, as Flux's
@@ -31,9 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
-from collections.abc import Callable
-from typing import Protocol
 
 from ..errors import FluxliteError, UsageError
 from ..protocol.schema import Name, Struct, Text
@@ -43,35 +37,6 @@ from .base import ANY, Service, handler
 SEVERITIES = {"emerg": "critical", "alert": "critical", "crit": "critical", "err": "error",
               "warning": "warning", "notice": "info", "info": "info", "debug": "debug"}
 
-class Module(Protocol):
-    """What `module list` reads of each service of the rank (and nothing else)."""
-    name: str
-    aliases: tuple[str, ...]
-    last_active: float
-
-
-class ModuleService(Service):
-    name = "module"
-
-    def __init__(self, ctx, *, services: Callable[[], dict[str, Module]]):
-        super().__init__(ctx)
-        self.services = services            # this rank's services by topic
-
-    @handler("module.list", schema=None, roles=ANY)
-    def list(self, msg, req):
-        now = time.monotonic()
-        # the table also routes to clients' services (service.add): not modules
-        unique = {id(svc): svc for svc in self.services().values()
-                  if isinstance(svc, Service)}.values()
-        mods = []
-        for svc in sorted(unique, key=lambda s: s.name):
-            idle = int(now - svc.last_active)
-            mods.append({"name": svc.name, "path": "builtin", "idle": idle, "status": 2,
-                         "services": [svc.name, *svc.aliases], "sendqueue": 0,
-                         "recvqueue": 0})
-        return {"mods": mods}
-
-
 class LogAppend(Struct, kw_only=True):
     appname: Name = "logger"
     severity: Name = "notice"
@@ -80,6 +45,7 @@ class LogAppend(Struct, kw_only=True):
 
 class LogService(Service):
     name = "log"
+    busy = None   # holds nothing: `module remove log` / `module load log` as any module
 
     @handler("log.append", schema=LogAppend, roles=ANY)
     def append(self, msg, req):
@@ -94,6 +60,7 @@ class LogService(Service):
 
 class ConfigService(Service):
     name = "config"
+    busy = "it holds the configuration in effect (config load changes it)"
 
     def __init__(self, ctx, *, configured, read, values, attributes, on_membership=None):
         super().__init__(ctx)

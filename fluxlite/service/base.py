@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 from ..errors import PermissionDenied
 from ..protocol.dispatch import ANY, NO_REPLY, OWNER, Dispatcher, handler
-from ..protocol.message import Message
+from ..protocol.message import NORESPONSE, Message
 from ..util.log import get_logger
+from . import modstats
+from .traffic import Traffic
 
 __all__ = ["Service", "ServiceContext", "handler", "ANY", "OWNER", "NO_REPLY"]
 
@@ -50,11 +52,16 @@ class ServiceContext:
 class Service:
     name = ""
     aliases: tuple[str, ...] = ()   # Flux's service names it also answers (attr, job-list)
+    # `module remove NAME`: why this one cannot stop while the broker runs (None: it
+    # can, and `module load NAME` builds it again; see broker/modules.py)
+    busy: str | None = "the broker cannot run without it"
 
     def __init__(self, ctx: ServiceContext):
         self.ctx = ctx
         self.log = get_logger(self.name)
-        self.dispatcher = Dispatcher(ctx.respond, self.log, fallback=self._builtin)
+        self.traffic = Traffic(self.name)   # counters, debug flags, tracers (module.*)
+        self.unloaded = False               # `module remove`d: requests fail ENOSYS
+        self.dispatcher = Dispatcher(self._send_response, self.log, fallback=self._builtin)
         self.dispatcher.add_object(self)
         # streams opened by clients, so a vanished client's watchers can be dropped
         self._streams: dict[tuple, dict[int, list]] = {}   # route -> matchtag -> cancels
@@ -67,17 +74,32 @@ class Service:
     async def cleanup(self) -> None:
         """Called when the instance is shutting down, before brokers leave."""
 
+    async def unload(self) -> None:
+        """`module remove`: answer or hand back what this service holds for others
+        before it stops (only a service with busy None is ever unloaded)."""
+
     def stop(self) -> None:
         self.dispatcher.stop()
 
     # dispatch -------------------------------------------------------------
     def dispatch(self, msg: Message) -> bool:
         """True if the request may be answered later (see Dispatcher.dispatch)."""
+        if self.unloaded:   # routed before `module remove`, handed over after it
+            if not msg.flags & NORESPONSE:
+                self.ctx.respond(msg.response(None, errno.ENOSYS,
+                                              f"{self.name} module was removed"))
+            return False
         self.last_active = time.monotonic()
+        self.traffic.note("rx", msg)
         return self.dispatcher.dispatch(msg)
 
+    def _send_response(self, msg: Message) -> None:
+        self.traffic.note("tx", msg)
+        self.ctx.respond(msg)
+
     def _builtin(self, msg: Message) -> bool:
-        """Every service answers `<name>.ping` and handles `<name>.disconnect`."""
+        """Every service answers `<name>.ping` and handles `<name>.disconnect`, and
+        answers Flux's per-module methods (modstats.py: stats-get, debug, ...)."""
         if msg.topic == f"{self.name}.ping":
             payload = msg.payload if isinstance(msg.payload, dict) else {}
             hops = [_hop_name(h) for h in msg.route]
@@ -88,6 +110,9 @@ class Service:
         service, _, method = msg.topic.rpartition(".")
         if method == "disconnect" and (service == self.name or service in self.aliases):
             self.disconnect(msg)      # (a client of an alias: kvs-watch, job-list)
+            return True
+        if service == self.name and method in modstats.METHODS:
+            modstats.answer(self, msg, method)
             return True
         return False
 
@@ -153,10 +178,14 @@ class Service:
     # calling other services -------------------------------------------------
     def rpc(self, topic: str, payload=None, *, nodeid=None, streaming: bool = False):
         """Start an RPC from this broker; await `.get()` or iterate the result."""
-        return self.ctx.rpc(topic, payload, nodeid=nodeid, streaming=streaming)
+        self.traffic.note_request(topic, payload, nodeid)
+        pending = self.ctx.rpc(topic, payload, nodeid=nodeid, streaming=streaming)
+        pending.observer = self.traffic
+        return pending
 
     def send(self, topic: str, payload=None, *, nodeid=None) -> None:
         """A request that wants no response."""
+        self.traffic.note_request(topic, payload, nodeid)
         self.ctx.send(topic, payload, nodeid=nodeid)
 
 

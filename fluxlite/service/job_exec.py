@@ -137,6 +137,7 @@ class ExecJob:
 
 class JobExecService(Service):
     name = "job-exec"
+    busy = "it runs the instance's jobs; it stops only with the instance"
 
     def __init__(self, ctx, *, kvs: KVSDirect):
         super().__init__(ctx)

@@ -130,6 +130,7 @@ class KVSService(KVSTree, Service):
     """The tree (kvs_tree.py) served: its RPCs, watches and namespaces."""
 
     name = "kvs"
+    busy = "it holds the instance's data, which would be lost with it"
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -30,6 +30,7 @@ class OverlayView(Protocol):
 
 class OverlayService(Service):
     name = "overlay"
+    busy = "it reports the tree of brokers this broker is part of"
 
     def __init__(self, ctx, *, overlay: OverlayView, on_membership):
         super().__init__(ctx)

@@ -27,6 +27,10 @@ from ..util import idset
 from .base import ANY, Service, handler
 
 
+class AcquireCancel(Struct, kw_only=True):
+    matchtag: int
+
+
 class TargetsRequest(Struct, kw_only=True):
     targets: Idset
     reason: Text = ""
@@ -40,6 +44,7 @@ class DrainRequest(TargetsRequest, kw_only=True):
 
 class ResourceService(Service):
     name = "resource"
+    busy = "the scheduler's resources and the ranks' states come from it"
 
     def __init__(self, ctx, *, inventory, membership, on_membership, kvs):
         super().__init__(ctx)
@@ -55,6 +60,7 @@ class ResourceService(Service):
         self.left: set[int] = set()   # of those, the ones whose broker left cleanly
         self.drained: dict[int, tuple[float, str]] = {}
         self.acquirers: list = []
+        self.muted = False            # resource.acquire-mute: acquirers hear no more
         self._last_up: set[int] = set()
 
     async def start(self) -> None:
@@ -148,7 +154,7 @@ class ResourceService(Service):
         if self._last_up - up:
             update["down"] = idset.encode(self._last_up - up)
         self._last_up = up
-        if update:
+        if update and not self.muted:
             for msg in list(self.acquirers):
                 self.respond(msg, update)
 
@@ -161,6 +167,25 @@ class ResourceService(Service):
         self.respond(msg, {**self.inventory.wire(),
                            "up": idset.encode(self._last_up),
                            "shrink": idset.encode(self.lost)})
+
+    @handler("resource.acquire-cancel", schema=AcquireCancel)
+    def acquire_cancel(self, msg, req):
+        """End the caller's resource.acquire stream of that matchtag (a scheduler that
+        `module remove` stops), as kvs-watch.cancel ends a watch."""
+        route = tuple(msg.route)
+        for w in list(self.acquirers):
+            if tuple(w.route) == route and w.matchtag == req.matchtag:
+                self.acquirers.remove(w)
+                self.untrack_stream(w)
+                self.end_stream(w)
+        return {}
+
+    @handler("resource.acquire-mute", schema=None)
+    def acquire_mute(self, msg, req):
+        """Flux's testing aid: send the scheduler no more resource.acquire responses
+        (ranks going up, down or away are no longer told to it)."""
+        self.muted = True
+        return {}
 
     def _targets(self, text: str) -> set[int]:
         try:

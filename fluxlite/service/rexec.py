@@ -72,6 +72,7 @@ class SignalLabelRequest(Struct, kw_only=True):
 
 class RexecService(Service):
     name = "rexec"
+    busy = "it runs this broker's job shells and processes"
 
     def __init__(self, ctx, *, spawner, local_uri: str, rundir: str):
         super().__init__(ctx)

@@ -38,7 +38,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from ..errors import Canceled, NotFound, Unsatisfiable, UsageError
+from ..errors import Canceled, EndOfStream, NoService, NotFound, Unsatisfiable, UsageError
 from ..job import constraint as jconstraint
 from ..job import easy, rset
 from ..job import policy as jpolicy
@@ -92,9 +92,17 @@ class _Pending:
 
 class SchedService(Service):
     name = "sched"
+    busy = None   # `module remove sched` pauses scheduling; `module load sched` resumes
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, *, rejoin: bool = False):
         super().__init__(ctx)
+        # loaded again (`module load`): the job-manager's jobs that hold resources are
+        # asked for first (job-manager.sched-hello, as Flux's schedulers do), and only
+        # then does the job-manager send requests again (job-manager.sched-ready)
+        self.rejoin = rejoin
+        self._acquire = None      # the resource.acquire stream
+        self._held: list | None = None   # sched-hello's allocations, until resources come
+        self._have_resources = False
         self.total = easy.Pool({}, {})
         self.free = easy.Pool({}, {})
         self.properties: dict[str, set[int]] = {}
@@ -114,12 +122,52 @@ class SchedService(Service):
         self.requires = {q: t.get("requires", []) for q, t in queues.items()}
 
     async def start(self) -> None:
-        p = self.rpc("resource.acquire", streaming=True)
+        p = self._acquire = self.rpc("resource.acquire", streaming=True)
         p.on_response = self._resource_update
+        if self.rejoin:
+            hello = self.rpc("job-manager.sched-hello")
+            hello.on_response = self._hello
+
+    def _hello(self, msg) -> None:
+        if msg.errnum:
+            self.log.error("job-manager.sched-hello failed", error=msg.errstr)
+            return
+        self._held = list(msg.payload.get("allocs", ()))
+        self._take_held()
+
+    def _take_held(self) -> None:
+        """Once both the resources and the jobs that hold some are known: take those
+        out of the free pool, start scheduling, and tell the job-manager."""
+        if self._held is None or not self._have_resources:
+            return
+        for a in self._held:
+            alloc = easy.Alloc({int(r): list(c) for r, c in a["cores"].items()},
+                               {int(r): list(g) for r, g in (a.get("gpus") or {}).items()})
+            for rank, cores in alloc.cores.items():
+                self.free.cores.get(rank, set()).difference_update(cores)
+            for rank, gpus in alloc.gpus.items():
+                self.free.gpus.get(rank, set()).difference_update(gpus)
+            self.allocs[int(a["id"])] = (alloc, a.get("end") or easy.INF)
+        self._held = None
+        self.ready = True
+        self.log.info("scheduler loaded again", running=len(self.allocs))
+        self.send("job-manager.sched-ready")
+        self.schedule_soon()
+
+    async def unload(self) -> None:
+        """`module remove`: every request held is answered ENOSYS (the job-manager asks
+        again when a scheduler is loaded), and resource.acquire is let go."""
+        waiting, self.queue = self.queue, []
+        self._version += 1
+        for p in waiting:
+            self.respond_exception(p.msg, NoService("the scheduler was unloaded"))
+        if self._acquire is not None:
+            self.send("resource.acquire-cancel", {"matchtag": self._acquire.matchtag})
 
     def _resource_update(self, msg) -> None:
         if msg.errnum:
-            self.log.error("resource.acquire failed", error=msg.errstr)
+            if not isinstance(msg.error(), EndOfStream):   # (its end: let go of)
+                self.log.error("resource.acquire failed", error=msg.errstr)
             return
         u = msg.payload
         if "resources" in u:
@@ -131,7 +179,11 @@ class SchedService(Service):
                                for p, v in u.get("properties", {}).items()}
             self.up = idset.decode(u.get("up", ""))
             self._where.clear()
-            self.ready = True
+            self._have_resources = True
+            if self.rejoin:
+                self._take_held()
+            else:
+                self.ready = True
         else:
             self.up |= idset.decode(u.get("up", ""))
         self.up -= idset.decode(u.get("down", ""))

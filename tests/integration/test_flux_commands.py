@@ -55,7 +55,7 @@ def test_jobtap_and_module_list(inst4):
     assert out(inst4, "jobtap", "list") == ""     # no plugin but the built-in ones
     assert ".priority-default" in out(inst4, "jobtap", "list", "-a").split()
     lines = out(inst4, "module", "list").splitlines()
-    assert lines[0] == "Module                    Idle  S Sendq Recvq Service"
+    assert lines[0] == "Module                   Idle  S Sendq Recvq Service"   # %-24s %4s
     rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
     assert {"kvs", "job-manager", "sched", "rexec", "broker"} <= set(rows)
     # the other services it answers, by Flux's names (attr.*, service.*, event.*)

@@ -1,6 +1,6 @@
 """Services get narrow interfaces, not the broker's parts: the overlay service reads
-an OverlayView, the broker service changes a ClientRegistry, `module list` reads a
-Module of each service, and the job-manager, job-exec and resource reach the KVS
+an OverlayView, the broker service changes a ClientRegistry, the module service
+uses the broker's module table as Modules, and the job-manager, job-exec and resource reach the KVS
 directly only through KVSDirect (kvs_direct.py).  Each uses nothing of what it is
 given beyond its Protocol, and works with any object that has it; the broker's
 wiring hands no service another service's object."""
@@ -17,8 +17,9 @@ import pytest
 
 from fluxlite.broker import broker
 from fluxlite.protocol.message import Message
-from fluxlite.service import admin, broker_svc, jm_restart, job_exec, kvs_direct, overlay, resource
+from fluxlite.service import broker_svc, jm_restart, job_exec, kvs_direct, overlay, resource
 from fluxlite.service import job_manager as jm_pkg
+from fluxlite.service import module as module_svc
 from fluxlite.service.base import ServiceContext
 from fluxlite.service.kvs import KVSService
 from fluxlite.util import tree
@@ -50,7 +51,7 @@ def _used(module, attr: str, aliases=()) -> set[str]:
 @pytest.mark.parametrize("module, attr, proto, aliases", [
     (overlay, "overlay", overlay.OverlayView, ("ov",)),
     (broker_svc, "clients", broker_svc.ClientRegistry, ()),
-    (admin, "services", admin.Module, ("svc", "s")),
+    (module_svc, "modules", module_svc.Modules, ()),
     (job_exec, "kvs", kvs_direct.KVSDirect, ()),
     (resource, "kvs", kvs_direct.KVSDirect, ()),
     (jm_restart, "kvs", kvs_direct.KVSDirect, ("kvs",)),

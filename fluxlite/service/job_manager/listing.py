@@ -112,6 +112,7 @@ class Listing:
     @handler("job-manager.history.get", schema=None, roles=ANY)
     def history_get(self, msg, r):
         """The ids of the caller's jobs, newest first (`job last`)."""
+        self.require_plugin(".history", msg.topic)
         ids = [j.id for j in self.jobs.values() if j.userid == msg.userid]
         ids.reverse()  # jobs are kept in submit order
         return {"jobs": ids}

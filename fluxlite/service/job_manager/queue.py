@@ -1,12 +1,12 @@
 """Queue control (flux-core's queue.c and drain.c): start/stop and enable/disable
-of each queue, the checkpoint that saves their state, jobtap's list, and the
-instance-wide waits `queue drain` and `queue idle`."""
+of each queue, the checkpoint that saves their state, the scheduler's hello and
+ready, and the instance-wide waits `queue drain` and `queue idle`."""
 
 from __future__ import annotations
 
 import asyncio
 
-from ...errors import NoService, UsageError
+from ...errors import UsageError
 from ...job import actions as act
 from ...job import depend, states
 from ...job import policy as jpolicy
@@ -53,14 +53,6 @@ class QueueEnableRequest(Struct, kw_only=True):
     name: Name | None = None
     reason: Text | None = None
 
-
-class JobtapRequest(Struct, kw_only=True):   # Flux's query_only is the default here
-    load: Text | None = None
-    remove: Text | None = None
-
-
-# Flux's built-in jobtap plugins whose behaviour this job-manager has (it loads no others)
-BUILTIN_PLUGINS = (".priority-default", ".dependency-after", ".begin-time", ".history")
 
 ASK_SLICE = 64     # jobs asked for in one loop turn when a queue starts
 
@@ -208,13 +200,30 @@ class Queues:
         self.checkpoint()
         return {}
 
-    @handler("job-manager.jobtap", schema=JobtapRequest)
-    def jobtap(self, msg, r):
-        """`jobtap list`: the plugins in effect (built in; none can be loaded)."""
-        if r.load or r.remove:
-            raise NoService("jobtap plugins cannot be loaded or removed here: the "
-                            "built-in ones are always in effect")
-        return {"plugins": list(BUILTIN_PLUGINS)}
+    # ------------------------------------------------------- the scheduler
+    @handler("job-manager.sched-hello", schema=None)
+    def sched_hello(self, msg, r):
+        """A scheduler (loaded again) asks which jobs hold resources: {allocs: [{id,
+        cores, gpus, end}]} (rank -> ids; end: the expiration, 0 for none)."""
+        out = []
+        for job in self.jobs.values():
+            if job.alloc and job.state in (states.RUN, states.CLEANUP):
+                a = {"id": job.id, "cores": {str(k): list(v) for k, v in job.alloc.items()},
+                     "end": job.expiration or 0}
+                if job.gpus:
+                    a["gpus"] = {str(k): list(v) for k, v in job.gpus.items()}
+                out.append(a)
+        return {"allocs": out}
+
+    @handler("job-manager.sched-ready", schema=None)
+    def sched_ready(self, msg, r):
+        """The scheduler is ready: every pending job asks it again, in priority then
+        submit order (those asked before it was removed were answered ENOSYS)."""
+        self.actions.sched_ready = True
+        waiting = [j for j in self.jobs.values() if self._unrequested(j)]
+        waiting.sort(key=lambda j: (-j.priority, j.id))
+        self._ask_again(waiting, 0)
+        return {}
 
     @handler("job-manager.queue-list", schema=None, roles=ANY)
     def queue_list(self, msg, r):

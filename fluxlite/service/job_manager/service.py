@@ -16,6 +16,7 @@ flux-core's job-manager/ is:
     listing.py       list, info, stats, and Flux's job-list service
     journal.py       job-manager.events-journal
     queue.py         queue start/stop/enable/disable, drain, idle, the checkpoint
+    jobtap.py        the built-in jobtap plugins: list, load, remove, query
     purge.py         inactive jobs forgotten
 
 Each is a part of the one service class below (the parts share the table);
@@ -41,6 +42,7 @@ from ..kvs_direct import KVSDirect
 from .control import Control
 from .dependencies import Dependencies
 from .effects import Effects
+from .jobtap import BUILTIN_PLUGINS, Jobtap
 from .journal import Journal
 from .listing import Listing
 from .purge import Purge
@@ -51,8 +53,9 @@ from .wait import Waits
 
 
 class JobManagerService(JobTable, Effects, Submit, Dependencies, Control, Waits, Listing,
-                        Journal, Queues, Purge, Service):
+                        Journal, Queues, Jobtap, Purge, Service):
     name = "job-manager"
+    busy = "it holds the instance's jobs; it stops only with the instance"
     aliases = ("job-list", "job-ingest")   # Flux's job-list and job-ingest topics
 
     def __init__(self, ctx, *, kvs: KVSDirect):
@@ -86,6 +89,7 @@ class JobManagerService(JobTable, Effects, Submit, Dependencies, Control, Waits,
         self.journal: list = []  # job-manager.events-journal streams
         self._untrimmed = 0       # jobs purged since the heap was last trimmed
         self.max_purged = 0       # the largest id of a purged job (ids are never reused)
+        self.jobtap_plugins: list[str] = list(BUILTIN_PLUGINS)   # jobtap.py
         self._calm = asyncio.Event()   # set while no job is in RUN or CLEANUP
         self._calm.set()
 

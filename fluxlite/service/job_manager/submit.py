@@ -9,7 +9,7 @@ import functools
 import time
 from typing import Annotated
 
-from ...errors import PermissionDenied, TryAgain, Unsatisfiable, UsageError
+from ...errors import NoService, PermissionDenied, TryAgain, Unsatisfiable, UsageError
 from ...job import actions as act
 from ...job import depend, signed
 from ...job import schema as jschema
@@ -45,6 +45,7 @@ class Submit:
         self._open(msg, r)
         system = r.jobspec["attributes"]["system"]
         deps = system.get("dependencies", [])
+        self.check_schemes(deps)   # a removed jobtap plugin's scheme (jobtap.py)
         for dep in deps:   # a malformed one is an error before anything is asked
             if dep["scheme"] not in (depend.BEGIN_TIME, depend.SINGLETON):
                 depend.target(dep["value"], dep["scheme"])
@@ -99,10 +100,11 @@ class Submit:
 
     def _feasible(self, msg, r, req: jschema.Request, resp) -> None:
         """sched's feasibility answer: refuse the submission, or make the job (an
-        unsatisfiable one too: sched.alloc denies it)."""
+        unsatisfiable one too: sched.alloc denies it; and any while no scheduler is
+        loaded, as Flux takes them: they wait for one)."""
         if resp.errnum:
             error = resp.error()
-            if not isinstance(error, Unsatisfiable):
+            if not isinstance(error, (Unsatisfiable, NoService)):
                 self.respond_exception(msg, error)
                 return
         try:
