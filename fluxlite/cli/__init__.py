@@ -22,11 +22,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "bulksubmit": ("bulksubmit", "bulksubmit", "Submit one job per input of a command template"),
     "jobs": ("jobs", "jobs", "List jobs"),
     "resource": ("resource", "resource", "Show and change resources: list, status, info, R, "
-                 "eventlog, drain, undrain"),
+                 "eventlog, drain, undrain, reload, acquire-mute"),
     "cancel": ("jobcontrol", "cancel", "Cancel jobs"),
     "job": ("job", "job", "Job utilities: eventlog, wait-event, attach, wait, status, "
             "last, info, raise, raiseall, urgency, kill, killall, purge, id, submit, "
-            "taskmap, timeleft, hostpids, memo"),
+            "taskmap, timeleft, hostpids, memo, namespace"),
     "queue": ("queue", "queue", "Control the job queue: stop, start, enable, disable, status, "
               "list, drain, idle"),
     "kvs": ("kvs", "kvs", "Read and write the key-value store"),

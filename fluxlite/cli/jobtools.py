@@ -1,5 +1,5 @@
 """More `fluxlite job` subcommands, as flux-job(1) has them: submit FILE, taskmap,
-timeleft, hostpids, memo.  job.py adds COMMANDS to its `job` group."""
+timeleft, hostpids, memo, namespace.  job.py adds COMMANDS to its `job` group."""
 
 from __future__ import annotations
 
@@ -345,4 +345,12 @@ def hostpids(delimiter, ranks, timeout, jobid):
     click.echo(delimiter.join(pairs))
 
 
-COMMANDS = (submit_file, taskmap, timeleft, memo, hostpids)
+@click.command("namespace", context_settings=HELP)
+@click.argument("jobid", type=JOBID)
+def namespace(jobid):
+    """Print the job's KVS guest namespace, job-ID (Flux's name): `kvs -N job-ID`
+    reads and writes the job's guest directory (exec.eventlog, output, input)."""
+    click.echo(f"job-{jobid}")
+
+
+COMMANDS = (submit_file, taskmap, timeleft, memo, hostpids, namespace)

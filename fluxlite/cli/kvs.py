@@ -500,6 +500,7 @@ def sync():
 
 from .kvscopy import copy, move  # noqa: E402  (flux kvs copy, move)
 from .kvsnamespace import namespace  # noqa: E402
+from .kvsroot import getroot, wait  # noqa: E402  (flux kvs getroot, wait)
 
-for _command in (copy, move, namespace):
+for _command in (copy, move, namespace, getroot, wait):
     kvs.add_command(_command)

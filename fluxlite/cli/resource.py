@@ -447,3 +447,9 @@ def resource_eventlog(fmt, time_format, human, color, follow, wait_for, matches,
             if wait_for is not None:
                 raise RPCTimeout(f"timeout waiting for event '{wait_for}'") from None
             return 0
+
+
+from .resourceadmin import COMMANDS as _ADMIN  # noqa: E402  (reload, acquire-mute)
+
+for _command in _ADMIN:
+    resource.add_command(_command)

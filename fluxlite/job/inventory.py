@@ -152,6 +152,42 @@ def from_R(R: dict, size: int, where: str) -> Inventory:
                      properties={p: {r for r in s if r < size} for p, s in props.items()})
 
 
+def check_ranks(R: dict, size: int, where: str) -> None:
+    """Refuse an R naming ranks this instance does not have (`resource reload`
+    without --force leaves none out)."""
+    try:
+        ranks = set().union(*(idset.decode(item["rank"])
+                              for item in R["execution"]["R_lite"]))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise UsageError(f"{where}: not an R (RFC 20) resource set: {exc}") from None
+    bad = sorted(r for r in ranks if r >= size)
+    if bad:
+        raise UsageError(f"{where}: rank(s) {idset.encode(bad)} are not in this instance of "
+                         f"size {size} (--force leaves them out)")
+
+
+def from_hwloc_xml(texts: dict[int, str], size: int, where: str) -> Inventory:
+    """The cores each rank's hwloc XML (`resource reload -x`: <rank>.xml) lists: its
+    Core objects (or PUs where there are none), numbered as hwloc's logical index."""
+    import xml.etree.ElementTree as ET
+    cores: dict[int, list[int]] = {}
+    for rank, text in texts.items():
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise UsageError(f"{where}: {rank}.xml: not hwloc XML: {exc}") from None
+        objs = [o for o in root.iter("object") if o.get("type") == "Core"] or \
+            [o for o in root.iter("object") if o.get("type") == "PU"]
+        if not objs:
+            raise UsageError(f"{where}: {rank}.xml lists no Core or PU objects")
+        cores[rank] = list(range(len(objs)))
+    missing = [r for r in range(size) if r not in cores]
+    if missing:
+        raise UsageError(f"{where}: no <rank>.xml for rank(s) {idset.encode(missing)} of "
+                         f"this instance of size {size}")
+    return Inventory(cores={r: cores[r] for r in range(size)})
+
+
 def exclude_ranks(value: str, hosts: tuple[str, ...] | list[str]) -> set[int]:
     """The ranks `resource.exclude` names: an idset of ranks ("0,3") or a hostlist
     of the instance's hosts ("node[0,3]"), as in Flux."""

@@ -76,6 +76,7 @@ from ..protocol.schema import BULK_PAYLOAD, MAX_OPS, Key, Matchtag, Meta, Struct
 from . import kvs_treeobj as treeobj
 from . import statedir
 from .base import ANY, Service, handler
+from .kvs_root import KVSRoot
 from .kvs_store import READ_BATCH, UNLINK, Log, Store, Symlink
 from .kvs_tree import NS_ROW, PRIMARY, Dir, KVSTree, row_name, split_key, stored_in
 
@@ -126,8 +127,9 @@ class _Watcher:
         self.last = None
 
 
-class KVSService(KVSTree, Service):
-    """The tree (kvs_tree.py) served: its RPCs, watches and namespaces."""
+class KVSService(KVSRoot, KVSTree, Service):
+    """The tree (kvs_tree.py) served: its RPCs, watches and namespaces (the root's
+    RPCs: kvs_root.py)."""
 
     name = "kvs"
     busy = "it holds the instance's data, which would be lost with it"
@@ -139,6 +141,7 @@ class KVSService(KVSTree, Service):
         self.ns_info: dict[str, dict] = {}      # namespace -> {owner, flags}, but primary
         self.version = 0
         self.watchers: dict[tuple[str, str], list[_Watcher]] = {}
+        self.version_waits: list = []   # kvs.wait-version (kvs_root.py)
         self.store = Store(ctx.attrs.get("rundir"), durable_path=statedir.db_path(ctx.attrs))
         if self.store.durable:
             self._load()
@@ -296,6 +299,9 @@ class KVSService(KVSTree, Service):
         directory with FLUX_KVS_READDIR, else EISDIR; with READLINK or TREEOBJ the
         last component's own object (a link not followed; READLINK: EINVAL if it is
         not a link)."""
+        guest = req.namespace
+        if self.in_guest(msg, req):   # Flux's job-ID (kvs_root.py)
+            return {**self.lookup_rpc(None, req), "namespace": guest}
         ns, root = self._ns(msg, req.namespace)
         whole = req.key.strip(".") == ""
         if req.flags & (treeobj.READLINK | treeobj.TREEOBJ) and not whole:
@@ -330,9 +336,10 @@ class KVSService(KVSTree, Service):
     def commit_rpc(self, msg, req):
         """fluxlite's operations, or Flux's ({key, flags, dirent}: kvs_treeobj.py).
         The primary namespace is the instance owner's to write; another namespace
-        its owner's too."""
+        its owner's too (a job's guest namespace: the job's owner's, kvs_root.py)."""
+        guest = self.in_guest(msg, req)
         ns, _ = self._ns(msg, req.namespace)
-        if ns == PRIMARY and not self.is_owner(msg):
+        if ns == PRIMARY and not guest and not self.is_owner(msg):
             raise PermissionDenied("kvs.commit: permission denied (only the instance owner "
                                    "may write the primary namespace)")
         self.store.check_room()
@@ -357,7 +364,8 @@ class KVSService(KVSTree, Service):
                              "WATCH_FULL, WATCH_UNIQ)")
         if flags & kvsflags.WATCH and not msg.flags & STREAMING:
             raise UsageError("kvs-watch.lookup: FLUX_KVS_WATCH needs a streaming request")
-        ns, root = self._ns(msg, req.namespace)
+        guest = self.in_guest(msg, req)   # Flux's job-ID (kvs_root.py)
+        ns, root = self._ns(None if guest else msg, req.namespace)
         wkey = (ns, ".".join(split_key(req.key)))
         w = _Watcher(msg, bool(flags & kvsflags.WATCH_APPEND),
                      once=not flags & kvsflags.WATCH, uniq=bool(flags & kvsflags.WATCH_UNIQ))

@@ -13,18 +13,29 @@ in Flux; `resource status` shows them as excluded.
 
 The scheduler follows `resource.acquire` (RFC 28 style): first the whole
 inventory and the up set, then {up, down, shrink} updates.  Changes are also
-recorded in the `resource.eventlog` KVS key.
+recorded in the `resource.eventlog` KVS key.  Flux's testing aids are here too:
+`resource.reload` (a new inventory from an R, or hwloc XML per rank, while no
+job holds resources; the scheduler gets the whole set again) and
+`resource.acquire-mute` (the scheduler hears no more updates);
+`resource.acquire-cancel` {matchtag} ends a scheduler's stream (`module remove`).
 """
 
 from __future__ import annotations
 
+import errno
 import time
 
 from ..errors import AlreadyExists, FluxliteError, UsageError
 from ..job.eventlog import entry
-from ..protocol.schema import Idset, Struct, Text
+from ..protocol.schema import AnyMap, Idset, Struct, Text
 from ..util import idset
 from .base import ANY, Service, handler
+
+
+class ReloadRequest(Struct, kw_only=True):
+    R: AnyMap | None = None                 # an RFC 20 resource set
+    xml: dict[str, Text] | None = None      # or each rank's hwloc XML, by rank
+    force: bool = False                     # leave ranks the instance lacks out
 
 
 class AcquireCancel(Struct, kw_only=True):
@@ -179,6 +190,49 @@ class ResourceService(Service):
                 self.untrack_stream(w)
                 self.end_stream(w)
         return {}
+
+    @handler("resource.reload", schema=ReloadRequest)
+    async def reload(self, msg, req):
+        """Flux's `resource reload`: a new inventory from an R (or hwloc XML per rank),
+        while no job holds resources; the scheduler is sent the whole new set, as a
+        resource.acquire's first answer."""
+        inv = self._inventory_from(req)
+        held = (await self.rpc("job-manager.sched-hello", nodeid=0).get())["allocs"]
+        if held:
+            raise FluxliteError(f"Device or resource busy: {len(held)} job(s) hold "
+                                "resources; reload while none runs",
+                                errno.EBUSY)
+        inv.excluded = self.excluded & set(inv.cores)
+        self.inventory, self.cores, self.excluded = inv, inv.cores, inv.excluded
+        self._last_up = self.up()
+        self._eventlog("resource-define", {"method": "reload",
+                                           "ranks": idset.encode(self.cores)})
+        if not self.muted:
+            for w in list(self.acquirers):
+                self.respond(w, {**inv.wire(), "up": idset.encode(self._last_up),
+                                 "shrink": idset.encode(self.lost)})
+        return {}
+
+    def _inventory_from(self, req):
+        from ..job import inventory
+        size = self.ctx.size
+        if (req.R is None) == (req.xml is None):
+            raise UsageError("resource.reload: give R or xml (one of them)")
+        if req.R is not None:
+            if not req.force:
+                inventory.check_ranks(req.R, size, "the R given")
+            return inventory.from_R(req.R, size, "the R given")
+        texts = {}
+        for rank, text in req.xml.items():
+            if not rank.isdigit():
+                raise UsageError(f"hwloc XML: {rank!r} is not a rank")
+            if int(rank) >= size:
+                if req.force:
+                    continue
+                raise UsageError(f"hwloc XML: rank {rank} is not in this instance of size "
+                                 f"{size} (--force leaves it out)")
+            texts[int(rank)] = text
+        return inventory.from_hwloc_xml(texts, size, "hwloc XML")
 
     @handler("resource.acquire-mute", schema=None)
     def acquire_mute(self, msg, req):

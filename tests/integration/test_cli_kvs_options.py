@@ -152,3 +152,60 @@ def test_root_refs_readlink_dir_and_eventlog_options(inst1):
     assert out(inst1, "eventlog", "get", "-L", "-S", "log").split()[1] == "first"
     assert out(inst1, "eventlog", "wait-event", "--color=never", "log", "first").split()[1] \
         == "first"
+
+
+def test_getroot_prints_the_root_as_flux_does(inst1):
+    import json
+    import os
+    seq = int(out(inst1, "getroot", "-s"))
+    assert seq == int(out(inst1, "version"))
+    root = json.loads(out(inst1, "getroot"))
+    assert root == {"ver": 1, "type": "dirref", "data": [out(inst1, "getroot", "-b").strip()]}
+    assert out(inst1, "getroot") == json.dumps(root, sort_keys=True, separators=(",", ":")) + \
+        "\n"                                       # Flux's compact, sorted encoding
+    assert int(out(inst1, "getroot", "-o")) == os.getuid()
+    inst1.cli("kvs", "put", "k=1", check=True)
+    assert int(out(inst1, "getroot", "-s")) == seq + 1       # a commit moves the root on
+    assert out(inst1, "getroot", "-b") != root["data"][0]
+    inst1.cli("kvs", "namespace", "create", "-o", "4242", "other", check=True)
+    assert out(inst1, "getroot", "-N", "other", "-o") == "4242\n"
+    line = one_error_line(inst1.cli("kvs", "getroot", "-N", "nosuch"))
+    assert line.startswith("fluxlite kvs getroot: KVS namespace 'nosuch' does not exist")
+    line = one_error_line(inst1.cli("kvs", "getroot", "-s", "-b"))
+    assert "at most one of" in line
+
+
+def test_wait_returns_once_the_version_is_reached(inst1):
+    now = int(out(inst1, "version"))
+    assert inst1.cli("kvs", "wait", str(now), timeout=30).returncode == 0   # reached: at once
+    with inst1.cli_background("kvs", "wait", str(now + 3)) as p:
+        for i in range(3):
+            assert p.poll() is None      # not before the third commit
+            inst1.cli("kvs", "put", f"w{i}=1", check=True)
+        assert p.wait(timeout=30) == 0
+    line = one_error_line(inst1.cli("kvs", "wait", "soon"))
+    assert "'soon' is not a KVS version" in line
+    line = one_error_line(inst1.cli("kvs", "wait", "-N", "nosuch", "1"))
+    assert "KVS namespace 'nosuch' does not exist" in line
+
+
+def test_job_namespace_is_the_jobs_guest_directory(inst1):
+    jobid = inst1.cli("submit", "echo", "guest", check=True).stdout.strip()
+    inst1.cli("job", "wait-event", "-t", "30", jobid, "clean", check=True)
+    decimal = inst1.cli("job", "id", jobid, check=True).stdout.strip()
+    ns = inst1.cli("job", "namespace", jobid, check=True).stdout.strip()
+    assert ns == f"job-{decimal}"                                 # Flux's name
+    exec_log = out(inst1, "get", "-N", ns, "exec.eventlog")
+    assert exec_log == out(inst1, "get", f"job.{_dothex(inst1, jobid)}.guest.exec.eventlog")
+    assert '"name":"done"' in exec_log
+    assert out(inst1, "ls", "-N", ns).split() == ["exec", "output"]
+    inst1.cli("kvs", "put", "-N", ns, "note=hello", check=True)
+    assert out(inst1, "get", f"job.{_dothex(inst1, jobid)}.guest.note") == "hello\n"
+    line = one_error_line(inst1.cli("kvs", "get", "-N", "job-12345", "exec.eventlog"))
+    assert "KVS namespace 'job-12345' does not exist (no job 12345" in line
+    line = one_error_line(inst1.cli("job", "namespace", "notajob"))
+    assert "notajob" in line
+
+
+def _dothex(inst, jobid: str) -> str:
+    return inst.cli("job", "id", "--to=dothex", jobid, check=True).stdout.strip()

@@ -70,3 +70,56 @@ def test_eventlog_time_formats_match_and_include(inst4):
     # --wait with -m: the drain of rank 2, not another event of that name
     last = out(inst4, "eventlog", "-w", "drain", "-m", "idset=2", "-t", "30s")[-1]
     assert last.split()[1:3] == ["drain", 'idset="2"']
+
+
+def test_reload_replaces_the_inventory_while_idle(instance_factory, tmp_path):
+    import json
+    inst = instance_factory(2, cores_per_rank=4)
+    R = json.loads(inst.cli("resource", "R", check=True).stdout)
+    R["execution"]["R_lite"] = [{"rank": "0-1", "children": {"core": "0-1"}}]
+    (tmp_path / "R.json").write_text(json.dumps(R))
+    inst.cli("resource", "reload", str(tmp_path / "R.json"), check=True)
+    assert out(inst, "list", "-n", "-s", "free", "-o", "{nnodes} {ncores}") == ["2 4"]
+    # the scheduler works from the new set: 5 cores no longer fit
+    cp = inst.cli("run", "-n", "5", "true")
+    assert cp.returncode != 0 and "unsatisfiable" in cp.stderr
+    assert inst.cli("run", "-n", "4", "true").returncode == 0
+    assert any("resource-define" in ln and 'method="reload"' in ln
+               for ln in out(inst, "eventlog"))
+
+    R["execution"]["R_lite"] = [{"rank": "0-3", "children": {"core": "0-2"}}]
+    (tmp_path / "R4.json").write_text(json.dumps(R))
+    line = one_error_line(inst.cli("resource", "reload", str(tmp_path / "R4.json")))
+    assert "rank(s) 2-3 are not in this instance of size 2" in line
+    inst.cli("resource", "reload", "-f", str(tmp_path / "R4.json"), check=True)
+    assert out(inst, "list", "-n", "-s", "free", "-o", "{ncores}") == ["6"]
+
+    xml = tmp_path / "xml"
+    xml.mkdir()
+    cores = "".join(f'<object type="Core" os_index="{i}"/>' for i in range(3))
+    for rank in (0, 1):
+        (xml / f"{rank}.xml").write_text(f'<topology><object type="Machine">{cores}'
+                                         "</object></topology>")
+    inst.cli("resource", "reload", "-x", str(xml), check=True)
+    assert out(inst, "list", "-n", "-s", "free", "-o", "{ncores}") == ["6"]
+
+    # not while a job holds resources
+    job = inst.cli("submit", "sleep", "300", check=True).stdout.strip()
+    inst.cli("job", "wait-event", "-t", "30", job, "start", check=True)
+    line = one_error_line(inst.cli("resource", "reload", str(tmp_path / "R.json")))
+    assert line.startswith("fluxlite resource reload: Device or resource busy: 1 job(s)")
+    assert out(inst, "list", "-n", "-o", "{state} {ncores}")[0] == "free 5"   # unchanged
+    inst.cli("cancel", job, check=True)
+
+    for args, words in [((str(tmp_path / "nosuch.json"),), "No such file or directory"),
+                        (("-x", str(tmp_path / "R.json")), "not a directory"),
+                        (("-x", str(tmp_path)), "no <rank>.xml files")]:
+        assert words in one_error_line(inst.cli("resource", "reload", *args))
+
+
+def test_acquire_mute_stops_updates_to_the_scheduler(inst4):
+    inst4.cli("resource", "acquire-mute", check=True)
+    inst4.cli("resource", "drain", "3", "maintenance", check=True)
+    # the resource service knows rank 3 is drained; the scheduler was not told
+    assert "drained" in " ".join(out(inst4, "status", "-n", "-i", "3", "-o", "{state}"))
+    assert out(inst4, "list", "-n", "-s", "down", "-o", "{nnodes}") == ["0"]

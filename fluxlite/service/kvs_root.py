@@ -1,0 +1,122 @@
+"""The KVS root, as Flux's kvs module shows it (a part of KVSService):
+
+- `kvs.getroot` {namespace?} -> {rootref, rootseq, owner, flags, namespace}: the
+  root of a namespace now.  fluxlite's KVS has no content store, so the root is
+  not named by a blobref: `rootref` names the version it is at, as a
+  checkpoint's rootref does ("primary:kvs-version-7").  `rootseq` is that
+  version: one count for every namespace (`kvs version`), which every commit
+  moves on.
+- `kvs.wait-version` {rootseq, namespace?} -> {rootseq}: answered once the KVS
+  has reached that version (at once if it has); the caller's disconnect drops
+  the wait.
+
+A job's guest namespace (Flux's `job-ID`, the name `job namespace ID` prints)
+is the job's `guest` directory of the primary namespace, where its exec
+eventlog, output and input are (`kvs get -N job-ID exec.eventlog` reads
+job.<path>.guest.exec.eventlog): lookups, watches and commits naming it are
+taken there, for the job's owner and the instance owner.  A namespace created
+under that name (`kvs namespace create job-1`) is that namespace instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from ..errors import FluxliteError, NotSupported, PermissionDenied
+from ..job.eventlog import job_key
+from ..protocol.schema import Meta, Struct
+from .base import ANY, handler
+from .kvs_tree import PRIMARY
+
+GUEST = re.compile(r"^job-([0-9]{1,20})$")
+
+
+class GetrootRequest(Struct, kw_only=True):
+    namespace: str | None = None
+
+
+class WaitVersionRequest(Struct, kw_only=True):
+    rootseq: Annotated[int, Meta(ge=0)]
+    namespace: str | None = None
+
+
+def rootref(namespace: str, version: int) -> str:
+    return f"{namespace}:kvs-version-{version}"
+
+
+class KVSRoot:
+    """getroot and wait-version; commits wake the waits."""
+
+    version_waits: list   # [(rootseq, msg)] not reached yet
+
+    @handler("kvs.getroot", schema=GetrootRequest, roles=ANY)
+    def getroot(self, msg, req):
+        ns, _ = self._ns(msg, req.namespace)
+        info = self.ns_info.get(ns, {})
+        return {"rootref": rootref(ns, self.version), "rootseq": self.version,
+                "owner": info.get("owner", self.ctx.owner), "flags": info.get("flags", 0),
+                "namespace": ns}
+
+    @handler("kvs.wait-version", schema=WaitVersionRequest, roles=ANY)
+    def wait_version(self, msg, req):
+        self._ns(msg, req.namespace)
+        if self.version >= req.rootseq:
+            return {"rootseq": self.version}
+        entry = (req.rootseq, msg)
+        self.version_waits.append(entry)
+        self.track_stream(msg, lambda: self._drop_wait(entry))
+        return self.no_reply
+
+    def _drop_wait(self, entry) -> None:
+        if entry in self.version_waits:
+            self.version_waits.remove(entry)
+
+    def guest_prefix(self, msg, namespace: str | None) -> str | None:
+        """The primary-namespace directory a guest namespace `job-ID` stands for (None
+        for any other name); ENOTSUP for a job that is not there, EPERM for a user
+        who owns neither the job nor the instance."""
+        m = GUEST.match(namespace or "")
+        if m is None or namespace in self.roots:
+            return None
+        jobid = int(m.group(1))
+        try:
+            first = self.lookup(job_key(jobid, "eventlog"))[0]
+        except (FluxliteError, IndexError, TypeError):
+            raise NotSupported(f"KVS namespace {namespace!r} does not exist (no job "
+                               f"{jobid} in this instance)") from None
+        owner = (first.get("context") or {}).get("userid") if isinstance(first, dict) \
+            else None
+        if msg is not None and not self.is_owner(msg) and msg.userid != owner:
+            raise PermissionDenied(f"KVS namespace {namespace!r}: only the job's owner or "
+                                   "the instance owner may use it")
+        return job_key(jobid, "guest")
+
+    def in_guest(self, msg, req) -> bool:
+        """Take a request naming a guest namespace to its directory (its key, and
+        its ops' keys, under it); True if it did."""
+        prefix = self.guest_prefix(msg, req.namespace)
+        if prefix is None:
+            return False
+        req.namespace = None
+        if hasattr(req, "key"):
+            req.key = _under(prefix, req.key)
+        for op in getattr(req, "ops", ()):
+            if isinstance(op, dict) and isinstance(op.get("key"), str):
+                op["key"] = _under(prefix, op["key"])
+        return True
+
+    def commit(self, ops: list[dict], namespace: str = PRIMARY) -> int:
+        version = super().commit(ops, namespace)
+        if self.version_waits:
+            reached = [w for w in self.version_waits if w[0] <= version]
+            self.version_waits = [w for w in self.version_waits if w[0] > version]
+            for _, msg in reached:
+                self.untrack_stream(msg)
+                self.respond(msg, {"rootseq": version})
+        return version
+
+
+def _under(prefix: str, key: str) -> str:
+    key = key.strip(".")
+    return f"{prefix}.{key}" if key else prefix
