@@ -111,7 +111,7 @@ class Service:
         if method == "disconnect" and (service == self.name or service in self.aliases):
             self.disconnect(msg)      # (a client of an alias: kvs-watch, job-list)
             return True
-        if service == self.name and method in modstats.METHODS:
+        if method in modstats.METHODS and (service == self.name or service in self.aliases):
             modstats.answer(self, msg, method)
             return True
         return False

@@ -92,6 +92,7 @@ class _Pending:
 
 class SchedService(Service):
     name = "sched"
+    aliases = ("sched-simple",)   # Flux's name for its simple scheduler module
     busy = None   # `module remove sched` pauses scheduling; `module load sched` resumes
 
     def __init__(self, ctx, *, rejoin: bool = False):
