@@ -25,7 +25,7 @@ def _path(p: str) -> str:
 def job():
     """Job utilities: eventlog, wait-event, attach, wait, status, last, info, raise,
     raiseall, urgency, kill, killall, purge, id, submit, taskmap, timeleft, hostpids,
-    memo."""
+    memo, namespace."""
 
 
 def _printer(fmt: str, time_format: str | None, human: bool):

@@ -41,7 +41,7 @@ def test_job_summary_names_every_subcommand():
     group_help = run("job", "--help")
     names = [ln.split()[0] for ln in group_help.split("Commands:")[1].splitlines()
              if ln.startswith("  ") and not ln.startswith("   ")]
-    assert "purge" in names and "killall" in names and len(names) == 19, names
+    assert "purge" in names and "killall" in names and len(names) == 20, names
     top = " ".join(run("--help").split("  job ")[1].split("  queue ")[0].split())
     summary = " ".join(group_help.split("Options:")[0].split())
     for name in names:
