@@ -449,3 +449,21 @@ def test_singleton_waits_without_a_target_and_goes_when_released():
     assert not [e for e in fx if isinstance(e, act.Watch)]   # no job to watch
     fx = feed(m, job, act.Verdicts((("singleton", depend.MET, ""),)))
     assert posts(fx) == ["dependency-remove", "depend", "priority"]
+
+
+# ------------------------------------------------------- a scheduler removed
+def test_no_scheduler_leaves_the_job_waiting_until_one_is_ready():
+    """sched answers ENOSYS (`module remove sched`): no exception, the job stays in
+    SCHED and nothing more is asked until a scheduler is ready (sched-ready); then
+    a QueueChanged look asks again."""
+    m, job, fx = submitted()
+    assert job.state == states.SCHED and job.sched_req == 1
+    fx = feed(m, job, act.AllocAnswered(1, errnum=errno.ENOSYS, errstr="no sched"))
+    assert fx == [] and job.state == states.SCHED and not job.fatal
+    assert m.sched_ready is False and job.sched_req == 0
+    other = new(jobid=2)
+    feed(m, other, act.Submitted(SPEC, ()))
+    assert other.state == states.SCHED and other.sched_req == 0   # not asked meanwhile
+    m.sched_ready = True
+    fx = feed(m, job, act.QueueChanged())
+    assert others(fx) == [act.AskAlloc(job.sched_req, job.priority)] and job.sched_req == 2
