@@ -41,9 +41,14 @@ class ModuleTable:
         self.tracers: dict[str, list] = {}   # removed module -> its tracers, for its return
 
     def find(self, name: str):
+        """The loaded module NAME, or the one that answers the service NAME (Flux's
+        module names fluxlite serves within another: kvs-watch is the kvs's)."""
         name = FLUX_NAMES.get(name, name)
         for svc in self.loaded:
             if svc.name == name:
+                return svc
+        for svc in self.loaded:
+            if name in svc.aliases:
                 return svc
         return None
 

@@ -63,6 +63,10 @@ def test_modules_holding_the_instance_refuse_to_stop(inst1):
         assert len(cp.stderr.splitlines()) == 1
         assert any(line.split()[0] == name
                    for line in inst1.cli("module", "list", check=True).stdout.splitlines())
+    # a Flux module fluxlite serves within another is that one (kvs-watch: the kvs)
+    cp = inst1.cli("module", "remove", "kvs-watch")
+    assert cp.returncode == 1 and cp.stderr.startswith(
+        "fluxlite module remove: kvs: Device or resource busy")
     # the instance goes on as before
     assert inst1.cli("run", "echo", "still here", check=True).stdout == "still here\n"
 
