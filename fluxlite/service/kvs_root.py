@@ -106,6 +106,15 @@ class KVSRoot:
                 op["key"] = _under(prefix, op["key"])
         return True
 
+    def module_stats(self) -> dict:
+        """What `module stats kvs` adds to the message counters: per namespace, its
+        store revision and the wait-version requests waiting, as Flux's kvs does."""
+        waiting = len(self.version_waits)
+        return {"namespace": {ns: {"#versionwaiters": waiting if ns == PRIMARY else 0,
+                                   "store revision": self.version}
+                              for ns in self.roots},
+                "watchers": sum(len(w) for w in self.watchers.values())}
+
     def commit(self, ops: list[dict], namespace: str = PRIMARY) -> int:
         version = super().commit(ops, namespace)
         if self.version_waits:

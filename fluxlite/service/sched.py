@@ -155,6 +155,11 @@ class SchedService(Service):
         self.send("job-manager.sched-ready")
         self.schedule_soon()
 
+    def module_stats(self) -> dict:
+        """What `module stats sched` adds to the message counters."""
+        return {"pending": len(self.queue), "running": len(self.allocs),
+                "ready": self.ready}
+
     async def unload(self) -> None:
         """`module remove`: every request held is answered ENOSYS (the job-manager asks
         again when a scheduler is loaded), and resource.acquire is let go."""

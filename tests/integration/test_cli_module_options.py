@@ -93,9 +93,12 @@ def test_load_and_remove_errors_are_flux_words(inst1):
 def test_stats_debug_and_rusage(inst1):
     inst1.cli("run", "true", check=True)
     stats = json.loads(inst1.cli("module", "stats", "sched", check=True).stdout)
-    assert set(stats) == {f"#{t} ({d})" for t in ("request", "response", "event", "control")
-                          for d in ("tx", "rx")}
     assert stats["#request (rx)"] >= 2 and stats["#response (tx)"] >= 2  # feasibility, alloc
+    assert set(stats) >= {f"#{t} ({d})" for t in ("request", "response", "event", "control")
+                          for d in ("tx", "rx")}
+    assert (stats["pending"], stats["running"]) == (0, 0)      # the scheduler's own
+    assert inst1.cli("module", "stats", "-p", "namespace.primary.store revision", "kvs",
+                     check=True).stdout == inst1.cli("kvs", "version", check=True).stdout
     one = inst1.cli("module", "stats", "-p", "#request (rx)", "sched", check=True).stdout
     assert int(one) >= stats["#request (rx)"]
     assert inst1.cli("module", "stats", "-p", "#request (rx)", "-s", "0", "sched",

@@ -122,6 +122,12 @@ class Jobtap:
             out["schemes"] = schemes
         return out
 
+    def module_stats(self) -> dict:
+        """What `module stats job-manager` adds to the message counters (Flux's
+        job-manager answers these keys too)."""
+        return {"journal": {"listeners": len(self.journal)},
+                "active_jobs": self.n_active, "inactive_jobs": len(self.inactive)}
+
     def require_plugin(self, name: str, topic: str) -> None:
         """A method a plugin registers fails ENOSYS while the plugin is removed."""
         if not self.plugin_loaded(name):
