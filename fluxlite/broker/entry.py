@@ -46,17 +46,13 @@ def read_config(path: str) -> dict:
     return battrs.read_toml(path)
 
 
-def check_attr(name: str, value) -> str:
-    """An attribute's value as brokers will take it (UsageError if they would not):
-    what batch/alloc check at submit of the new instance's -S options."""
+def config_attrs(config: dict, where: str) -> dict[str, str]:
+    """The attributes a config object sets, each checked as brokers will take it
+    (UsageError naming `where` if they would not), Flux's key spellings read as
+    fluxlite's and Flux's tables of no meaning here left out: what batch/alloc
+    --conf give the new instance as -S options."""
     from . import attrs as battrs
-    return battrs.check(name, value)
-
-
-def structured_attrs() -> tuple[str, ...]:
-    """The attributes whose value is a whole table (JSON), not flattened into keys."""
-    from . import attrs as battrs
-    return battrs.STRUCTURED
+    return battrs.config_values(config, where)
 
 
 def launch(size: int, attrs: dict[str, str], command: list[str], *,

@@ -168,13 +168,7 @@ def instance_conf(values: tuple[str, ...]) -> list[str]:
     for value in values:
         _merge(config, _conf_value(value))
     from ..broker import entry
-    out: list[str] = []
-    for name, val in _flat(config, "", entry.structured_attrs()):
-        try:
-            out.append(f"-S{name}={entry.check_attr(name, val)}")
-        except UsageError as exc:
-            raise UsageError(f"--conf: {exc.message}") from None
-    return out
+    return [f"-S{name}={val}" for name, val in entry.config_attrs(config, "--conf").items()]
 
 
 def _conf_value(value: str) -> dict:
@@ -232,14 +226,3 @@ def _merge(into: dict, new: dict) -> None:
             into[key] = val
 
 
-def _flat(table: dict, prefix: str, whole: tuple[str, ...]):
-    """(dotted name, value): tables flattened, but those in `whole` kept as JSON."""
-    import json
-    for key, val in table.items():
-        name = prefix + key
-        if name in whole:
-            yield name, json.dumps(val)
-        elif isinstance(val, dict):
-            yield from _flat(val, name + ".", whole)
-        else:
-            yield name, ("1" if val is True else "0" if val is False else val)

@@ -63,10 +63,20 @@ def test_batch_conf_becomes_broker_options(inst1, tmp_path):
     argv = spec["tasks"][0]["command"]
     for opt in ("-Slog-level=debug", "-Stbon.topo=kary:3", "-Sbatch.persist=0"):
         assert opt in argv, argv
-    # a key the instance does not know: refused at submit, one line
-    cp = inst1.cli("batch", "-N1", "--conf", "bogus.key=1", "--wrap", "true")
+    # Flux's own spellings and tables are a valid Flux config: read as fluxlite's
+    # (tbon.torpid_max is tbon.torpid-timeout), another component's table left out
+    (tmp_path / "flux.toml").write_text('[tbon]\ntorpid_max = "45s"\n'
+                                        '[sched-fluxion-qmanager]\nqueue-policy = "easy"\n')
+    spec = dry(inst1, "batch", "--dry-run", "-N1", "--conf", str(tmp_path / "flux.toml"),
+               "--wrap", "true")
+    argv = spec["tasks"][0]["command"]
+    assert "-Stbon.torpid-timeout=45s" in argv, argv
+    assert not [a for a in argv if "fluxion" in a], argv
+    # a key of a table the instance reads that it does not know: refused at submit,
+    # one line (another component's table, bogus.key, is left out as a config file's)
+    cp = inst1.cli("batch", "-N1", "--conf", "tbon.bogus=1", "--wrap", "true")
     assert cp.returncode != 0
-    assert "bogus.key" in one_error_line(cp)
+    assert "tbon.bogus" in one_error_line(cp)
     cp = inst1.cli("alloc", "-N1", "--conf", "no-such-named-config", "true",
                    env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_CONFIG_DIRS": str(tmp_path)})
     assert cp.returncode != 0
