@@ -382,7 +382,10 @@ def info(original, base, jobid, key):
             yet = "" if state == states.INACTIVE else " yet"
             raise NotFound(f"job {fluid.f58(jobid)} has no {key}{yet}") from None
     from .common import echo_value
-    echo_value(value)
+    if isinstance(value, dict):  # jobspec, R: one compact line, as Flux stores them
+        click.echo(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+    else:
+        echo_value(value)
 
 
 @job.command("urgency", context_settings=HELP)
