@@ -39,6 +39,9 @@ FORMATS = {  # as Flux's: a QUEUE column only when some job names a queue
              "{state:<8.8} {dependencies}"),
     "endreason": ("{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+} "
                   "{status_abbrev:>2.2} {t_inactive!d:%b%d %R::>12h} {inactive_reason}"),
+    "cute": ("{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+} "
+             "{status_emoji:>5.5} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h} "
+             "{contextual_info}"),
     "instances": ("{id.f58:>12} {username:<8.8} {name:<10.10+} {status_abbrev:>2.2} "
                   "{nnodes:>6h} {depth:>5h} {contextual_time!F:>8h} {uri}"),
 }
@@ -51,6 +54,7 @@ HEADINGS = {  # the first ones are suggested when a field is unknown
     "id.dothex": "JOBID", "id.words": "JOBID", "id.emoji": "JOBID",
     "userid": "UID", "user": "USER", "urgency": "URG",
     "priority": "PRI", "state": "STATE", "state_single": "S", "status_abbrev": "ST",
+    "state_emoji": "STATE", "result_emoji": "RESULT", "status_emoji": "STATUS",
     "result_abbrev": "RS", "waitstatus": "WSTATUS",
     "exception.occurred": "EXCEPTION-OCCURRED", "exception.severity": "EXCEPTION-SEVERITY",
     "exception.type": "EXCEPTION-TYPE", "exception.note": "EXCEPTION-NOTE",
@@ -239,6 +243,7 @@ def job_values(job: dict, hosts: list[str], now: float) -> dict:
         "status": state if active else result,
         "status_abbrev": st.ABBREV[state] if active else st.RESULT_ABBREV.get(result, result),
         "result": result, "result_abbrev": st.RESULT_ABBREV.get(result, ""),
+        **st.emoji(state, result, active, sys.stdout.encoding),
         "returncode": "" if rc is None else rc,
         "waitstatus": "" if job.get("waitstatus") is None else job["waitstatus"],
         "exception.occurred": bool(ex.get("occurred")),

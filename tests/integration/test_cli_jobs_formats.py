@@ -42,3 +42,16 @@ def test_a_sort_prefix_orders_the_rows_unless_sort_is_given(inst1):
     names = inst1.cli("jobs", "-an", "--sort=name", "-o", "sort:-name {name}",
                       check=True).stdout.split()
     assert names == ["a", "b", "c"]
+
+
+def test_emoji_fields_and_the_cute_format(inst1):
+    inst1.cli("run", "true", check=True)
+    utf8 = {"PYTHONIOENCODING": "utf-8"}
+    cp = inst1.cli("jobs", "-a", "-c1", "-o", "cute", env=utf8, check=True)
+    assert cp.stdout.splitlines()[1].split()[3] == "\U0001f600"
+    cp = inst1.cli("jobs", "-an", "-c1", "-o", "{status_emoji}|{state_emoji}|{result_emoji}",
+                   env=utf8, check=True)
+    assert cp.stdout == "\U0001f600|\U0001f480|\U0001f600\n"
+    cp = inst1.cli("jobs", "-an", "-c1", "-o", "{status_emoji}|{state_emoji}",
+                   env={"PYTHONIOENCODING": "ascii"}, check=True)
+    assert cp.stdout == ":-)|I\n"
