@@ -55,3 +55,13 @@ def test_emoji_fields_and_the_cute_format(inst1):
     cp = inst1.cli("jobs", "-an", "-c1", "-o", "{status_emoji}|{state_emoji}",
                    env={"PYTHONIOENCODING": "ascii"}, check=True)
     assert cp.stdout == ":-)|I\n"
+
+
+def test_id_kvs_and_uri_local_fields(inst1):
+    jobid = inst1.cli("batch", "--wrap", "sleep", "30", check=True).stdout.strip()
+    inst1.cli("job", "wait-event", "-t", "60", jobid, "memo", check=True)
+    cp = inst1.cli("jobs", "-n", "-o", "{id.kvs} {uri.local} {uri}", jobid, check=True)
+    kvs, local, uri = cp.stdout.split()
+    assert kvs == inst1.cli("job", "id", "--to=kvs", jobid, check=True).stdout.strip()
+    assert local == uri and local.startswith("local://")
+    inst1.cli("cancel", jobid, check=True)
