@@ -113,23 +113,38 @@ def _directive_words(body: str) -> list[str]:
     return list(lexer)
 
 
-def read_directives(script: str, name: str = "script") -> list[str]:
-    """Options from the directives at the top of a script: Flux's '# flux: -N2' lines
-    or fluxlite's own '# fluxlite: -N2' ones.
+def _triple_quoted(value: str, where: str) -> str:
+    """A directive with its paired triple-quoted strings made one shell word each
+    (RFC 36); a triple quote not at the end of the line and not paired is an error."""
+    for q in ('"""', "'''"):
+        n = value.count(q)
+        if n and n % 2 == 0:
+            return re.sub(r"(\"\"\"|''')(.*?)\1", lambda m: shlex.quote(m.group(2)), value)
+    if re.search(r"(\"\"\"|''').", value):
+        raise UsageError(f"{where}: unclosed triple quote: {value.strip()}")
+    return value
 
-    Flux's rules (RFC 36): directives start at the first one and end at the first
-    nonblank line that does not begin with the directive's comment prefix; one
-    found after that is an error (orphan), as is a change of sentinel (say
-    '# fluxlite:' then '#flux:') or a directive that is not an option.  Each line
-    is checked on its own, so an error names the line."""
-    args: list[str] = []
+
+def _directive_bodies(script: str, name: str):
+    """(line number, text after the sentinel) of each directive, RFC 36's rules: they
+    start at the first one and end at the first nonblank line that does not begin
+    with the directive's comment prefix (one after that is an orphan, an error), one
+    sentinel a script, and a value between triple quotes at line ends may span lines
+    (`# flux: --conf=\"\"\"` ... `# flux: \"\"\"`): one word, its common indent
+    removed."""
     sentinel = prefix = None
     disabled_after = None
+    multi: list[str] | None = None   # the open multi-line value: its lines so far
+    quote = indent = ""
+    start = 0
     for lineno, line in enumerate(script.splitlines(), start=1):
         if lineno == 1 and line.startswith("#!"):
             continue
         m = _SENTINEL.match(line)
         if m is None:
+            if multi is not None:
+                raise UsageError(f"{name} line {lineno}: unterminated multi-line quote at "
+                                 f"line {start}")
             if (sentinel is not None and disabled_after is None and line.strip()
                     and not line.startswith(prefix.rstrip())):
                 disabled_after = lineno - 1
@@ -143,7 +158,31 @@ def read_directives(script: str, name: str = "script") -> list[str]:
         elif m.group(1) + m.group(2) != sentinel:
             raise UsageError(f"{name} line {lineno}: sentinel changed from '{sentinel}:' to "
                              f"'{m.group(1) + m.group(2)}:' (one sentinel per script)")
-        body = m.group(3)
+        value = _triple_quoted(m.group(3), f"{name} line {lineno}")
+        ends = value[-3:] if value.endswith(('"""', "'''")) else ""
+        if multi is None and ends:             # a multi-line value opens
+            quote, start = ends, lineno
+            indent = value[:len(value) - len(value.lstrip())]
+            multi = [value[:-3].removeprefix(indent)]
+        elif multi is not None and ends == quote:   # ... and closes
+            multi.append(value[:-3].removeprefix(indent))
+            yield start, multi[0] + shlex.quote("\n".join(multi[1:]))
+            multi = None
+        elif multi is not None:
+            multi.append(value.removeprefix(indent))
+        else:
+            yield lineno, value
+    if multi is not None:
+        raise UsageError(f"{name}: unterminated multi-line quote at line {start}")
+
+
+def read_directives(script: str, name: str = "script") -> list[str]:
+    """Options from the directives at the top of a script: Flux's '# flux: -N2' lines
+    or fluxlite's own '# fluxlite: -N2' ones (RFC 36, as Flux reads them:
+    _directive_bodies).  A directive that is not an option is an error; each is
+    checked on its own, so an error names its line."""
+    args: list[str] = []
+    for lineno, body in _directive_bodies(script, name):
         try:
             words = _directive_words(body)
             if not words:

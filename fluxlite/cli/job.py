@@ -294,13 +294,7 @@ def status(verbose, exc_code, as_json, jobids):
         status = info.get("waitstatus")
         ex = info.get("exception") or {}
         if as_json:
-            click.echo(json.dumps({
-                "id": i, "result": info["result"], "t_submit": info["t_submit"],
-                "t_run": info["t_run"], "t_cleanup": info["t_cleanup"],
-                **({} if status is None else {"waitstatus": status}),
-                "exception_occurred": bool(ex.get("occurred")),
-                **({f"exception_{k}": ex[k] for k in ("type", "severity", "note")}
-                   if ex.get("occurred") else {})}))
+            click.echo(_result_json(i, info, status, ex))
         exitcode = 0
         if status is not None:
             exitcode = (128 + os.WTERMSIG(status) if os.WIFSIGNALED(status)
@@ -388,7 +382,10 @@ def info(original, base, jobid, key):
             yet = "" if state == states.INACTIVE else " yet"
             raise NotFound(f"job {fluid.f58(jobid)} has no {key}{yet}") from None
     from .common import echo_value
-    echo_value(value)
+    if isinstance(value, dict):  # jobspec, R: one compact line, as Flux stores them
+        click.echo(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+    else:
+        echo_value(value)
 
 
 @job.command("urgency", context_settings=HELP)
@@ -406,6 +403,29 @@ def urgency_(verbose, jobid, urgency):
         old = api.urgency(h, jobid, value)
     if verbose:
         click.echo(f"{fluid.f58(jobid)}: urgency changed from {old} to {value}")
+
+
+RESULT_CODES = {"COMPLETED": 1, "FAILED": 2, "CANCELED": 4, "TIMEOUT": 8}  # Flux's enum
+
+
+def _result_json(jobid: int, info: dict, status, ex: dict) -> str:
+    """`job status -j`: Flux's result object, compact, its keys in the order Flux's
+    reading of the eventlog adds them, `result` Flux's number (1 completed, 2 failed,
+    4 canceled, 8 timeout)."""
+    out = {"id": jobid, "exception_occurred": False}
+    for key in ("t_submit", "t_run"):
+        if info.get(key):
+            out[key] = info[key]
+    if ex.get("occurred"):
+        out.update(exception_occurred=True, exception_type=ex.get("type"),
+                   exception_note=ex.get("note", ""),
+                   exception_severity=ex.get("severity"))
+    if info.get("t_cleanup"):
+        out["t_cleanup"] = info["t_cleanup"]
+    if status is not None:
+        out["waitstatus"] = status
+    out["result"] = RESULT_CODES.get(info.get("result"), 0)
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
 
 
 @job.command(context_settings=HELP)

@@ -121,6 +121,8 @@ def setattr(rank, force, name, value):  # noqa: A001
     A VALUE that starts with '-' (e.g. -1) is a value, not an option.
     """
     del force
+    if name.startswith("-"):  # only VALUE may start with '-': NAME is a mistyped option
+        raise click.NoSuchOption(name)
     with handle() as h:
         h.call("attr.set", {"name": name, "value": value}, nodeid=rank)
 

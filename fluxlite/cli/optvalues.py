@@ -4,6 +4,7 @@ rules, --add-file entries.  The option table itself is options.py."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 from ..errors import UsageError
@@ -19,27 +20,19 @@ def rlimits(rules: tuple[str, ...]) -> dict[str, int]:
     drops the limits it matches (`-*` all), NAME=VALUE sets one (unlimited, infinity
     or inf: no limit), PATTERN adds the submitter's own (`*` all, `memlock`)."""
     import fnmatch
-    import resource
-
-    from ..job import shell_options
-    # the limits this system has (Linux has no RLIMIT_LOCKS to read or set)
-    RLIMITS = [n for n in shell_options.RLIMITS if hasattr(resource, f"RLIMIT_{n.upper()}")]
-
-    def own(names) -> dict[str, int]:
-        out = {}
-        for name in names:
-            soft = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[0]
-            out[name] = -1 if soft == resource.RLIM_INFINITY else soft
-        return out
+    own = _own_limits()          # read once a command (--cc builds a jobspec a copy)
+    names = list(own)
 
     def matching(pattern: str, rule: str) -> list[str]:
-        names = fnmatch.filter(RLIMITS, _rlimit_name(pattern))
-        if not names and not any(c in pattern for c in "*?["):
+        found = fnmatch.filter(names, _rlimit_name(pattern))
+        if not found and not any(c in pattern for c in "*?["):
             raise UsageError(f"--rlimit={rule}: unknown limit {pattern!r} (one of "
-                             f"{', '.join(RLIMITS)})")
-        return names
+                             f"{', '.join(names)})")
+        return found
 
-    out = own(n for n in RLIMITS if n not in RLIMITS_NOT_PROPAGATED)
+    out = {n: v for n, v in own.items() if n not in RLIMITS_NOT_PROPAGATED}
+    if not rules:
+        return out
     for rule in (r.strip() for option in rules for r in option.split(",")):
         if not rule:
             continue
@@ -49,7 +42,7 @@ def rlimits(rules: tuple[str, ...]) -> dict[str, int]:
             continue
         name, eq, value = rule.partition("=")
         if not eq:
-            out.update(own(matching(name, rule)))
+            out.update({n: own[n] for n in matching(name, rule)})
             continue
         if not name or any(c in name for c in "*?["):
             raise UsageError(f"--rlimit={rule}: expected NAME=VALUE with one limit's name")
@@ -60,6 +53,22 @@ def rlimits(rules: tuple[str, ...]) -> dict[str, int]:
             out[name] = int(value)
         else:
             raise UsageError(f"--rlimit={rule}: {value!r} is not a number or 'unlimited'")
+    return out
+
+
+@functools.cache
+def _own_limits() -> dict[str, int]:
+    """This process's soft limit of each limit the system has (-1: unlimited); Linux
+    has no RLIMIT_LOCKS to read or set."""
+    import resource
+
+    from ..job.shell_options import RLIMITS
+    out = {}
+    for name in RLIMITS:
+        which = getattr(resource, f"RLIMIT_{name.upper()}", None)
+        if which is not None:
+            soft = resource.getrlimit(which)[0]
+            out[name] = -1 if soft == resource.RLIM_INFINITY else soft
     return out
 
 

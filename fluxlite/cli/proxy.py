@@ -5,7 +5,8 @@ A TARGET is a native URI (`local://PATH`, `ipc://PATH`, `tcp://HOST:PORT`), or
 a job id of an instance running as a job in the enclosing instance, with an
 optional `jobid:` prefix and `/` between the ids of nested instances
 (`ƒA/ƒB`: job ƒB in the instance that job ƒA runs).  A `?local` suffix asks
-for the local:// form, as `--local` does.
+for the local:// form, as `--local` does, `?wait` waits for a job's URI, as
+`--wait` does (`?local&wait` both).
 """
 
 from __future__ import annotations
@@ -26,10 +27,18 @@ NATIVE = ("local://", "ipc://", "tcp://")
 LOST_GRACE = 2.0
 
 
-def instance_uri(h, jobid: int) -> str:
+def instance_uri(h, jobid: int, wait: bool = False) -> str:
+    """The URI of the instance job `jobid` runs; with `wait`, once it has one (the
+    job's `memo` event names it), as Flux's jobid resolver with ?wait."""
     from ..jobapi import api
     from ..util import fluid
     info = api.info(h, jobid)
+    if wait and info.get("instance") and not (info.get("memo") or {}).get("uri") \
+            and info["state"] != "INACTIVE":
+        for e in api.event_watch(h, jobid):  # to the memo naming it, else to the end
+            if e.get("name") == "memo" and "uri" in (e.get("context") or {}):
+                break
+        info = api.info(h, jobid)
     uri = (info.get("memo") or {}).get("uri")
     if not uri:
         what = "is not an instance" if not info.get("instance") else "has not started yet"
@@ -39,10 +48,14 @@ def instance_uri(h, jobid: int) -> str:
     return uri
 
 
-def resolve(target: str, *, local: bool = False) -> str:
-    """The URI of the instance that TARGET names."""
-    if target.endswith("?local"):
-        target, local = target[: -len("?local")], True
+def resolve(target: str, *, local: bool = False, wait: bool = False) -> str:
+    """The URI of the instance that TARGET names (`?local`, `?wait`, or both joined
+    by `&`, as Flux's query: the local:// form, waiting for a job's URI)."""
+    target, _, query = target.partition("?")
+    for word in filter(None, query.split("&")):
+        if word not in ("local", "wait"):
+            raise UsageError(f"unsupported query ?{word}: ?local and ?wait are")
+        local, wait = local or word == "local", wait or word == "wait"
     if not target:
         raise UsageError("empty target: expected a URI or a job id")
     if target.startswith(NATIVE):
@@ -56,7 +69,7 @@ def resolve(target: str, *, local: bool = False) -> str:
         for part in path.split("/"):
             jobid = parse_jobid(part)
             with handle(uri) as h:
-                uri = instance_uri(h, jobid)
+                uri = instance_uri(h, jobid, wait)
     return local_form(uri) if local else uri
 
 
@@ -73,11 +86,14 @@ def local_form(uri: str) -> str:
 
 @click.command(context_settings=HELP)
 @click.option("--local", is_flag=True, help="Print the local:// form of the URI.")
+@click.option("--wait", is_flag=True,
+              help="Wait for a job's instance to have its URI (`?wait`).")
 @click.argument("target")
-def uri(local, target):
+def uri(local, wait, target):
     """Print the URI of TARGET: a job id (the instance the job runs), ID/ID for a
-    nested one, or a URI; `?local` or --local gives its local:// form."""
-    click.echo(resolve(target, local=local))
+    nested one, or a URI; `?local` or --local gives its local:// form, `?wait` or
+    --wait waits for a pending or starting job's."""
+    click.echo(resolve(target, local=local, wait=wait))
 
 
 class _ChildExited(Exception):

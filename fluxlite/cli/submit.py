@@ -54,9 +54,9 @@ def run(command, **params):
         resp = api.submit_full(h, spec, params["urgency"])
         if params["verbose"]:
             print(f"jobid: {fluid.f58(resp['id'])}", file=sys.stderr)
-        if any(k == "pty" or k.startswith("pty.") for k in params.get("setopt") or {}):
-            # task 0 on a terminal (-o pty, -o pty.interactive): its output comes from
-            # there, and a terminal of ours is attached to it, as Flux's run does
+        if "pty.interactive" in (params.get("setopt") or {}):
+            # task 0 on a terminal our terminal is attached to, as Flux's run does; with
+            # -o pty (pty.capture) the terminal's output is the job's, shown as any
             from .pty import attach_pty
             sys.exit(attach_pty(h, resp["id"], prog="fluxlite run"))
         attach = Attach(h, resp["id"], label_io=params["label_io"], prog="fluxlite run",

@@ -235,7 +235,18 @@ def top(delay, queue, color, target):
         jobid = os.environ.get("FLUXLITE_URI") and _own_jobid()
         title = jobid or "."
     del color
+    if queue is not None:
+        _check_queue(uri, queue)
     return Screen(uri, title, delay, queue).run()
+
+
+def _check_queue(uri: str | None, queue: str) -> None:
+    """-q NAME of a queue the instance does not have is an error, as Flux's top says."""
+    from ..jobapi import api
+    with handle(uri) as h:
+        status = api.queue_status(h, None)
+    if queue not in (status.get("queues") or {}):
+        raise UsageError(f"queue {queue} not configured")
 
 
 def _own_jobid() -> str:

@@ -23,6 +23,12 @@ ABBREV = {NEW: "N", DEPEND: "D", PRIORITY: "P", SCHED: "S", RUN: "R", CLEANUP: "
 PENDING = (DEPEND, PRIORITY, SCHED)
 RUNNING = (RUN, CLEANUP)
 RESULT_ABBREV = {"COMPLETED": "CD", "FAILED": "F", "CANCELED": "CA", "TIMEOUT": "TO"}
+# Flux's jobs fields {state_emoji}, {result_emoji}, {status_emoji} (its `cute` format)
+STATE_EMOJI = {NEW: "\U0001f381", DEPEND: "\U0001f6d1", PRIORITY: "\U0001f6a6",
+               SCHED: "\U0001f4c5", RUN: "\U0001f3c3", CLEANUP: "\U0001f5d1",
+               INACTIVE: "\U0001f480"}
+RESULT_EMOJI = {"COMPLETED": ("\U0001f600", ":-)"), "FAILED": ("\U0001f4a9", ":'-("),
+                "CANCELED": ("\U0001f4a5", "%-|"), "TIMEOUT": ("\u231b", "(-_-)")}
 
 _ON = {
     "validate": {NEW: DEPEND},
@@ -84,3 +90,18 @@ def status_message(status: int) -> str | None:
 
 # submit flags (Flux's values)
 WAITABLE = 0x4   # kept, once inactive, until it has been waited for (not purged before)
+
+
+def emoji(state: str, result: str, active: bool, encoding: str | None) -> dict:
+    """{state,result,status}_emoji of a job, as Flux's jobs prints them: the state's
+    letter and the result's text face where `encoding` cannot carry the emoji."""
+    def shown(face: str, alt: str) -> str:
+        try:
+            face.encode(encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            return alt
+        return face
+    state_e = shown(STATE_EMOJI[state], ABBREV[state])
+    result_e = shown(*RESULT_EMOJI.get(result, ("\u3000", "")))
+    return {"state_emoji": state_e, "result_emoji": result_e,
+            "status_emoji": state_e if active else result_e}

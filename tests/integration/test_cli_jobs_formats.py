@@ -42,3 +42,26 @@ def test_a_sort_prefix_orders_the_rows_unless_sort_is_given(inst1):
     names = inst1.cli("jobs", "-an", "--sort=name", "-o", "sort:-name {name}",
                       check=True).stdout.split()
     assert names == ["a", "b", "c"]
+
+
+def test_emoji_fields_and_the_cute_format(inst1):
+    inst1.cli("run", "true", check=True)
+    utf8 = {"PYTHONIOENCODING": "utf-8"}
+    cp = inst1.cli("jobs", "-a", "-c1", "-o", "cute", env=utf8, check=True)
+    assert cp.stdout.splitlines()[1].split()[3] == "\U0001f600"
+    cp = inst1.cli("jobs", "-an", "-c1", "-o", "{status_emoji}|{state_emoji}|{result_emoji}",
+                   env=utf8, check=True)
+    assert cp.stdout == "\U0001f600|\U0001f480|\U0001f600\n"
+    cp = inst1.cli("jobs", "-an", "-c1", "-o", "{status_emoji}|{state_emoji}",
+                   env={"PYTHONIOENCODING": "ascii"}, check=True)
+    assert cp.stdout == ":-)|I\n"
+
+
+def test_id_kvs_and_uri_local_fields(inst1):
+    jobid = inst1.cli("batch", "--wrap", "sleep", "30", check=True).stdout.strip()
+    inst1.cli("job", "wait-event", "-t", "60", jobid, "memo", check=True)
+    cp = inst1.cli("jobs", "-n", "-o", "{id.kvs} {uri.local} {uri}", jobid, check=True)
+    kvs, local, uri = cp.stdout.split()
+    assert kvs == inst1.cli("job", "id", "--to=kvs", jobid, check=True).stdout.strip()
+    assert local == uri and local.startswith("local://")
+    inst1.cli("cancel", jobid, check=True)

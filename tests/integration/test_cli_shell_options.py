@@ -149,3 +149,14 @@ def test_gpu_affinity_shares_configured_gpus(instance_factory, tmp_path):
                             check=True).stdout) == {0: "3", 1: "1"}
     assert by_rank(inst.cli("run", "-n2", "-g1", "-l", *show, check=True).stdout) == \
         {0: "0,1", 1: "0,1"}
+
+
+def test_run_with_pty_shows_every_tasks_output(inst1):
+    """-o pty (Flux's pty capture): the terminal's output is the job's, shown with the
+    other tasks' (task 1's was lost: run showed task 0's terminal alone)."""
+    cp = inst1.cli("run", "-n2", "-o", "pty", "-l", "sh", "-c",
+                   "echo rank $FLUXLITE_TASK_RANK; tty >/dev/null && echo onpty")
+    lines = sorted(line.rstrip("\r") for line in cp.stdout.splitlines())
+    assert lines == ["0: onpty", "0: rank 0", "1: rank 1"], cp.stdout + cp.stderr
+    cp = inst1.cli("run", "-o", "pty.interactive", "sh", "-c", "tty; exit 3")
+    assert cp.returncode == 3 and cp.stdout.startswith("/dev/pts/"), cp.stderr

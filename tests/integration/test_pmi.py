@@ -77,8 +77,8 @@ def test_bad_pmi_value_is_refused_at_submit(instance_factory):
     cp = inst.cli("submit", "-o", "pmi=bogus", "true")
     assert cp.returncode != 0
     lines = cp.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pmi must be a comma-separated list of simple and pmix, or off" \
-        in lines[0], cp.stderr
+    assert len(lines) == 1 and "pmi must be a comma-separated list of simple (or pmi1, " \
+        "pmi2) and pmix, or off" in lines[0], cp.stderr
 
 
 def test_a_task_exiting_before_mpi_init_ends_the_job_with_its_code(instance_factory, mpi):
