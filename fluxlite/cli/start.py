@@ -106,7 +106,8 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
         from ..util.compat import enable
         enable(env)  # the initial program and jobs get it
     rescue = startopts.Recovery.check(recovery) if recovery is not None else None
-    config_path = startopts.config_path(config_path, sysconfig or (rescue and rescue.system))
+    config_path = startopts.config_path(config_path, sysconfig or (rescue and rescue.system),
+                                        "--sysconfig" if sysconfig else "--recovery")
     paths, conf_attrs = startopts.conf_values(conf)
     attrs = entry.build_attrs([p for p in (config_path, *paths) if p],
                               conf_attrs + list(setattrs), **{

@@ -1,5 +1,5 @@
 """Flux's flux-start options around the instance itself (doc/man1/flux-start.rst):
-the system config (--sysconfig), recovery mode (-r/--recovery), and the test-mode
+the config (--conf's forms, --sysconfig), recovery mode (-r/--recovery), and the test-mode
 knobs (--wrap, -X, --test-start-mode, --test-exit-mode/--test-exit-timeout,
 --test-pmi-clique, --test-rundir-cleanup) read into the launcher's StartMode
 fields.  Kept apart from start.py so that the common `fluxlite start` reads none of
@@ -20,7 +20,7 @@ SYSTEM_STATEDIR = "/var/lib/flux"         # and its state directory
 STATE_DB = "content.sqlite"               # the state database in a state directory
 
 
-def config_path(given: str | None, system: bool) -> str | None:
+def config_path(given: str | None, system: bool, why: str = "--sysconfig") -> str | None:
     """-c PATH, else (--sysconfig, or --recovery with no TARGET) the system config,
     which must be there: fluxlite has no system instance of its own to supply one."""
     if not system:
@@ -30,7 +30,7 @@ def config_path(given: str | None, system: bool) -> str | None:
                    f"config path with {given}", err=True)
         return given
     if not os.path.isdir(SYSCONFIG):
-        raise UsageError(f"--sysconfig: {SYSCONFIG}: no such directory (this machine has "
+        raise UsageError(f"{why}: {SYSCONFIG}: no such directory (this machine has "
                          "no Flux system instance config; name one with -c PATH)")
     return SYSCONFIG
 
