@@ -37,7 +37,7 @@ class BrokerLinks:
         if need <= store.synced and not self.held:
             return False
         if need > store.synced:
-            store.demand()
+            store.demand(need)
         self.held.append((need, send, args))
         return True
 

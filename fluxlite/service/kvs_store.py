@@ -28,19 +28,17 @@ id in `entries`; directories are implied by the keys below them), written
 beside the entries in the same transaction, with the job-manager's summaries
 of inactive jobs (`keep_summary`, jm_restart.py).  Writing out happens at the
 end of the loop turn that changed anything: one transaction into the WAL
-(write-out number `committed`; it survives the process being killed).  It is
-on disk once the WAL file is synced (fdatasync, as SQLite syncs its own WAL),
-and that happens only when something waits for it: the broker holds back
-every message it sends until the write-out it depends on is synced
-(`needed()`, `synced`), and a message held so asks for a sync (`demand`).
-That sync runs at the end of the turn, right after the turn's write-out, and
-covers every write-out before it (group commit): one sync per turn that has
-answers to send, none for the turns that only change state, and the answers
-leave as soon as it returns, with no thread to hand the sync to and back
-(rank 0 waits for the disk, a fraction of a millisecond on a local one, only
-where an answer waits anyway).  `on_durable` callbacks run as `synced` grows.
-A failed write-out or sync is tried again RETRY_DELAY later, and nothing
-waiting on it is acknowledged meanwhile.
+(write-out number `committed`).  It is on disk once the WAL file is synced
+(fdatasync, as SQLite syncs its own WAL), and that happens only when something
+waits for it: the broker holds back every message it sends until the
+write-out it may depend on is synced (`needed()`, `synced`), and a message held
+so asks for that sync (`demand`).  A thread syncs (`_Syncer`) while the loop
+goes on: rank 0 never waits for the disk.  What the turns bring while a sync
+runs is written out in one transaction when it ends, and synced next if
+something waits for it (group commit); turns that answer nobody cost no sync.
+`on_durable` callbacks run as `synced` grows.  A failed write-out or sync is
+tried again RETRY_DELAY later, and nothing waiting on it is acknowledged
+meanwhile.
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -107,6 +106,49 @@ class Blob:
         self.id = id
 
 
+class _Syncer:
+    """A thread that syncs one file each time it is asked (a byte on a pipe) and
+    says how that went on another pipe, which the loop watches: the loop never
+    waits for the disk, and the two threads share nothing but those bytes (an
+    executor's futures and call_soon_threadsafe cost rank 0 several times as
+    much, most of it the GIL passing back and forth)."""
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop, done: Callable):
+        self.fd, self.loop, self.done = fd, loop, done
+        self.ask_r, self.ask_w = os.pipe2(os.O_CLOEXEC)
+        self.tell_r, self.tell_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        loop.add_reader(self.tell_r, self._told)
+        self.thread = threading.Thread(target=self._run, name="statedir-sync", daemon=True)
+        self.thread.start()
+
+    def request(self) -> None:
+        os.write(self.ask_w, b"s")
+
+    def _run(self) -> None:
+        while os.read(self.ask_r, 1):
+            try:
+                os.fdatasync(self.fd)
+                os.write(self.tell_w, b"k")
+            except OSError as exc:
+                os.write(self.tell_w, b"e" + str(exc).encode()[:200])
+
+    def _told(self) -> None:
+        try:
+            data = os.read(self.tell_r, 512)
+        except BlockingIOError:
+            return
+        if data:
+            self.done(None if data[:1] == b"k" else data[1:].decode(errors="replace"))
+
+    def close(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self.tell_r)
+        os.close(self.ask_w)          # the thread's read ends: it returns
+        self.thread.join(10)
+        for fd in (self.ask_r, self.tell_r, self.tell_w):
+            os.close(fd)
+
+
 def _create_private(path: str) -> None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
@@ -136,8 +178,8 @@ class Store:
         self.path = path
         # one connection, this broker's: hold the file lock for good rather than take and
         # release it (and look for a hot journal) around every transaction.  A durable
-        # store's WAL is synced by _sync, when something waits for it (SQLite syncs
-        # around its checkpoints).
+        # store's WAL is synced by _sync, off the loop, when something waits for it
+        # (SQLite syncs around its own checkpoints).
         # Recent pages are in the kernel's page cache anyway: keep SQLite's own small.
         journal, sync = ("WAL", "NORMAL") if self.durable else ("MEMORY", "OFF")
         for pragma in ("locking_mode=EXCLUSIVE", f"journal_mode={journal}",
@@ -160,7 +202,9 @@ class Store:
         self.synced = 0             # of those, the ones known on disk
         self.written = 0            # the KVS version the last write-out holds
         self.checkpoint: tuple[int, float] | None = None  # (version, when) last on disk
-        self.sync_wanted = False    # something waits for the next sync (demand)
+        self.wanted = 0             # the last write-out something waits for (demand)
+        self.syncing = None         # (write-out, version) a sync under way covers
+        self.syncer: _Syncer | None = None
         self.closed = False
         self.wal_fd: int | None = None
         self.flush_delay = flush_delay
@@ -254,33 +298,52 @@ class Store:
         return self.committed + bool(self.in_tx or self.logs or self.blobs or self.deleted
                                      or self.tree_ops)
 
-    def demand(self) -> None:
-        """Something waits for what is known now to be on disk (the broker holds a
-        message back): sync at the end of this loop turn, after its write-out."""
-        self.sync_wanted = True
-        if self.flush_later is None:
+    def demand(self, need: int) -> None:
+        """Something waits for write-out `need` to be on disk (the broker holds a
+        message back): sync once this turn's write-out is made."""
+        if need <= self.wanted:
+            return
+        self.wanted = need
+        if self.flush_later is None and self.syncing is None:
             try:
                 self.flush_later = asyncio.get_running_loop().call_soon(self.flush)
             except RuntimeError:   # no event loop (a store driven directly): now
                 self.flush()
+        # (a sync under way is followed by one for it: _after_sync)
 
     def _sync(self) -> None:
-        """Sync the write-ahead log, if something waits for a write-out not on disk
-        yet: every write-out made so far is then durable."""
-        if not self.sync_wanted or self.synced == self.committed or self.closed:
+        """Sync the write-ahead log if something waits for a write-out not on disk yet
+        (every write-out made so far is then durable): in the syncer thread while
+        a loop runs, one sync at a time."""
+        if self.wanted <= self.synced or self.committed == self.synced \
+                or self.syncing is not None or self.closed:
             return
         if self.wal_fd is None:
             self.wal_fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+        target = (self.committed, self.written)
         try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:   # no event loop (a store driven directly): here and now
             os.fdatasync(self.wal_fd)
-        except OSError as exc:
+            self._synced_to(*target)
+            return
+        if self.syncer is None:
+            self.syncer = _Syncer(self.wal_fd, loop, self._after_sync)
+        self.syncing = target
+        self.syncer.request()
+
+    def _after_sync(self, error: str | None) -> None:
+        target, self.syncing = self.syncing, None
+        if self.closed:
+            return
+        if error is not None:
             log.error("state database: syncing to disk failed; tried again shortly",
-                      error=str(exc), path=self.path)
+                      error=error, path=self.path)
             if self.flush_later is None:
                 self._retry()
             return
-        self.sync_wanted = False
-        self._synced_to(self.committed, self.written)
+        self._synced_to(*target)
+        self.flush()   # what came during the sync: written out, and synced if waited for
 
     def _synced_to(self, target: int, version: int) -> None:
         self.synced = target
@@ -315,10 +378,15 @@ class Store:
 
     def flush(self) -> None:
         """Write out what the commits since the last flush changed; a durable store
-        then syncs, if something waits for it (`demand`)."""
+        then syncs, if something waits for it (`demand`).  While a sync runs, a
+        durable store waits for it (its end writes out what came meanwhile): so
+        each transaction and each sync carry as many loop turns as the disk takes
+        to sync one."""
         if self.flush_later is not None:
             self.flush_later.cancel()
             self.flush_later = None
+        if self.syncing is not None:
+            return
         self._write_out()
         if self.durable:
             self._sync()
@@ -485,6 +553,9 @@ class Store:
             self.flush_later.cancel()
             self.flush_later = None
         self.closed = True
+        if self.syncer is not None:
+            self.syncer.close()
+            self.syncer = None
         if self.durable:
             with contextlib.suppress(sqlite3.Error):
                 self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

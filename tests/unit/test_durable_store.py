@@ -32,7 +32,7 @@ async def synced(store: Store) -> None:
     done = asyncio.Event()
     store.on_durable.append(lambda: done.set() if not store.dirty else None)
     if store.dirty:
-        store.demand()
+        store.demand(store.needed())
         await asyncio.wait_for(done.wait(), 10)
 
 
@@ -164,10 +164,12 @@ async def test_turns_nobody_waits_for_cost_no_sync_and_one_sync_covers_them(path
     assert store.committed == 3                       # each turn written out at its end
     assert store.synced == 0 and syncs == []          # ... and none of them synced
     store.finish(True, [("k4", 4)], 4)
+    released = asyncio.Event()
+    store.on_durable.append(released.set)
     assert links.send_client(b"c", [b"ack 4"])
     assert links.send_client(b"c", [b"ack 4 again"])
     assert broker.local.sent == []                    # held: k4 is in memory only
-    await next_turn()
+    await asyncio.wait_for(released.wait(), 10)
     assert len(syncs) == 1                            # one sync for the four write-outs
     assert store.committed == store.synced == 4
     assert broker.local.sent == [[b"ack 4"], [b"ack 4 again"]]
@@ -180,10 +182,12 @@ async def test_a_failed_sync_holds_the_answers_until_a_retry_works(path, monkeyp
     import fluxlite.service.kvs_store as kvs_store
     monkeypatch.setattr(kvs_store, "RETRY_DELAY", 0.01)
     real, failures = os.fdatasync, [OSError(5, "Input/output error")]
+    sent_at_retry = []
 
     def fdatasync(fd):
         if failures:
             raise failures.pop()
+        sent_at_retry.append(list(broker.local.sent))
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
@@ -195,9 +199,8 @@ async def test_a_failed_sync_holds_the_answers_until_a_retry_works(path, monkeyp
     store.on_durable.append(released.set)
     store.finish(True, [("k", 1)], 1)
     assert links.send_client(b"c", [b"ack"])
-    await next_turn()
-    assert store.committed == 1 and store.synced == 0 and not failures
-    assert broker.local.sent == []                    # the sync failed: still held
-    await asyncio.wait_for(released.wait(), 10)       # the retry
-    assert store.synced == 1 and broker.local.sent == [[b"ack"]]
+    await asyncio.wait_for(released.wait(), 10)       # after the failure, the retry
+    assert not failures and store.committed == store.synced == 1
+    assert sent_at_retry == [[]]                      # held from the failure to the retry
+    assert broker.local.sent == [[b"ack"]]
     store.close()
