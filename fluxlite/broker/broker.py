@@ -121,6 +121,7 @@ class Broker:
             queue_limit=int(self.attrs["broker.client-queue"]),
             byte_limit=battrs.parse_size(self.attrs["broker.client-queue-bytes"]),
             on_message=self.router.deliver, on_client_gone=self.router.client_gone,
+            busy=self.router.busy,
             known_clients=lambda: list(self.router.clients),
             allow_guest_user=self.attrs["access.allow-guest-user"] == "1",
             allow_root_owner=self.attrs["access.allow-root-owner"] == "1")

@@ -6,6 +6,13 @@ asks the socket whether input is waiting (a send can consume the readiness
 edge) and drains it on the next turn of the loop if so.  Frames are
 handed to the owner raw; decoding, and the conversion of garbage into a logged
 ProtocolError, happen in the owner's dispatch so the peer can be named.
+
+A channel given `hold` takes nothing while `hold()` is true: what waits stays
+in the socket (bounded by its RCVHWM, then by the sender's own queue), and the
+channel looks again on the next turn of the loop.  The broker's local endpoint
+holds while its in-broker work queue is long, so that a client sending faster
+than the broker answers is slowed by its own socket instead of growing the
+broker: requests taken are handled, not piled up.
 """
 
 from __future__ import annotations
@@ -30,10 +37,12 @@ class Channel:
     what it returns; `on_frames` never sees a partial message."""
 
     def __init__(self, sock: zmq.Socket, on_frames: Callable, *, recv=recv_frames,
+                 hold: Callable[[], bool] | None = None,
                  loop: asyncio.AbstractEventLoop | None = None):
         self.sock = sock
         self.on_frames = on_frames
         self.recv = recv
+        self.hold = hold
         self.loop = loop or asyncio.get_running_loop()
         self._scheduled = False
         self._closed = False
@@ -61,7 +70,7 @@ class Channel:
             self._draining = False
 
     def _drain_some(self, budget: int) -> int:
-        sock, recv = self.sock, self.recv
+        sock, recv, hold = self.sock, self.recv, self.hold
         n = 0
         # drain_backlog's larger budget is "everything waiting, now": no time limit
         deadline = None if budget > _DRAIN_BUDGET else time.monotonic() + _DRAIN_SLICE
@@ -70,6 +79,8 @@ class Channel:
                 break
             if self._closed:
                 return n
+            if hold is not None and hold():
+                break       # the owner is busy: look again on the next turn
             try:
                 if not has_input(sock):
                     return n

@@ -22,7 +22,11 @@ Bounds, so that no client can grow this broker's memory without limit:
   flight fail), and it is sent a `disconnect` control message with the reason as
   soon as it reads again, however long that takes, so its handle fails every RPC
   instead of hanging (the requests it sent after the drop, which were not taken,
-  as refused).
+  as refused);
+- nothing is taken from clients while the broker's own work queue is long
+  (`busy`, Router.busy): requests wait in their senders' sockets until the
+  broker can handle them, so a client's flood costs this broker a bounded
+  backlog, and one dropped for not reading leaves its requests not taken.
 
 - at most PENDING_LIMIT connections that have not sent a message are kept
   (the oldest is closed), and none is accepted when descriptors run short
@@ -75,6 +79,7 @@ class LocalEndpoint:
                  queue_limit: int, on_message: Callable[[Message, bytes], None],
                  on_client_gone: Callable[[bytes, str], None],
                  known_clients: Callable[[], list[bytes]], byte_limit: int = 64 << 20,
+                 busy: Callable[[], bool] | None = None,
                  allow_guest_user: bool = False, allow_root_owner: bool = False):
         self.path = path
         self.owner = owner
@@ -101,7 +106,8 @@ class LocalEndpoint:
             os.umask(old)
         os.chmod(path, 0o600)
         self.sock = sock
-        self.channel = Channel(sock, self._on_frames, recv=recv_frames_from)
+        # nothing is taken while the broker is `busy` (the router's queue is long)
+        self.channel = Channel(sock, self._on_frames, recv=recv_frames_from, hold=busy)
         # connections that never speak are bounded (any owner process may open them)
         self.guard = ConnectionGuard("local", pending=PENDING_LIMIT)
         # a client killed without saying goodbye: only its connection closing tells us

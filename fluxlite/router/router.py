@@ -30,6 +30,11 @@ What the router guarantees:
   never runs inside another's, an answer never reaches an RPC before the caller
   holds it, and no chain of requests and answers grows the stack.  `later`
   (call_soon of the running loop, unless given) asks for that turn.
+  While INTAKE_LIMIT messages wait there, `busy()` says so and the local
+  endpoint takes no more from its clients (router/local.py): a client sending
+  requests faster than they are answered waits in its own socket, and one
+  dropped for not reading its answers leaves its requests not taken (refused)
+  instead of queued here to be answered for nobody.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from ..util.log import get_logger
 INTERNAL = b""
 # the most one turn of in-broker deliveries runs before sockets and timers get theirs
 TURN_SLICE = 0.010
+# in-broker deliveries waiting, from which the local endpoint stops taking messages
+INTAKE_LIMIT = 64
 PARENT = -1
 
 log = get_logger("router")
@@ -198,6 +205,10 @@ class Router:
         if not self._turn_asked:
             self._turn_asked = True
             self._later(self._turn)
+
+    def busy(self) -> bool:
+        """Whether enough in-broker work waits that clients should wait their turn."""
+        return len(self._local) >= INTAKE_LIMIT
 
     def _turn(self) -> None:
         """Hand over what was queued before this turn; what that leads to is queued

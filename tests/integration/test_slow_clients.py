@@ -99,31 +99,59 @@ def test_a_run_stopped_past_any_retry_window_fails_clearly_when_it_resumes(
     assert "dropped this connection" in err and "client too slow" in err, err
 
 
+def _peak_kib(pid: int) -> int:
+    """The most a process has ever held resident (VmHWM), in KiB: a transient peak
+    shows even after the memory went back."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for pid {pid}")
+
+
+def _flood_without_reading(inst, wait_dropped, n: int) -> dict:
+    """`n` lookups of the 256 KiB "flood" from a client that never reads them, until
+    it is dropped and rank 0 has handled what it took; the `disconnect` it is told."""
+    with RawPeer(local_endpoint(inst), rcvhwm=1, rcvbuf=4096) as slow:
+        for tag in range(1, n + 1):
+            slow.send([header(topic="kvs.lookup", matchtag=tag), m._packb({"key": "flood"})])
+        wait_dropped()
+        inst.handle().call("broker.ping", {}, nodeid=0)   # behind what rank 0 took
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = slow.recv_msg(1.0)
+            if msg is not None and msg.type == m.CONTROL and msg.topic == "disconnect":
+                return msg.payload
+    raise AssertionError("the dropped client was never told why")
+
+
 def test_the_send_queue_is_counted_in_bytes(instance_factory):
     """4,096 messages of 128 KiB once waited for one non-reading client (500 MB of
-    rank 0): what waits is bounded in bytes too (broker.client-queue-bytes)."""
-    from rawpeer import rss_kib
+    rank 0): what waits is bounded in bytes too (broker.client-queue-bytes).  And
+    what a client sends costs rank 0 no more for being more: requests are taken
+    only as fast as they are handled, so those a dropped client sent after its
+    answers piled up are refused, not answered for nobody (each lookup built a
+    fresh 340 KiB answer: rank 0's peak grew with the number sent)."""
     inst = instance_factory(1, setattrs=["broker.client-queue-bytes=8M"])
     h = inst.handle()
     pid = inst.broker_pid(0)
-    value = "v" * (256 << 10)
-    h.call("kvs.commit", {"ops": [{"key": "flood", "value": value}]})
-    with drop_watch(inst) as wait_dropped, \
-            RawPeer(local_endpoint(inst), rcvhwm=1, rcvbuf=4096) as slow:
-        before = rss_kib(pid)
-        for tag in range(1, 1001):      # 1000 answers of 256 KiB: 250 MB if all waited
-            slow.send([header(topic="kvs.lookup", matchtag=tag), m._packb({"key": "flood"})])
-        wait_dropped()
-        h.call("broker.ping", {}, nodeid=0)     # rank 0 has handled the flood
-        grown = rss_kib(pid) - before
-        assert grown < 48 << 10, f"rank 0 grew by {grown} KiB for one non-reading client"
-        deadline = time.monotonic() + 30
-        reason = None
-        while reason is None and time.monotonic() < deadline:
-            msg = slow.recv_msg(1.0)
-            if msg is not None and msg.type == m.CONTROL and msg.topic == "disconnect":
-                reason = msg.payload["reason"]
-    assert reason and "bytes were waiting" in reason and "client-queue-bytes" in reason
+    h.call("kvs.commit", {"ops": [{"key": "flood", "value": "v" * (256 << 10)}]})
+    peaks, taken = [], []
+    with drop_watch(inst) as wait_dropped:
+        before = _peak_kib(pid)
+        for n in (1000, 4000):      # 250 MB, then 1 GB of answers if all were built
+            told = _flood_without_reading(inst, wait_dropped, n)
+            assert "bytes were waiting" in told["reason"]
+            assert "client-queue-bytes" in told["reason"]
+            peaks.append(_peak_kib(pid) - before)
+            taken.append(told.get("refused_from", n + 1) - 1)   # none: all were taken
+    # what rank 0 took on before the drop is what it handled in that time, not
+    # what was sent: the 8 MiB of answers (some 25), and what waits to be handled
+    assert max(taken) < 250, f"rank 0 took {taken} requests of 1000 and 4000"
+    # its peak: the answers that waited (8 MiB) and a bounded backlog, whatever was sent
+    assert max(peaks) < 24 << 10, f"rank 0's peak grew by {peaks} KiB for {taken} requests"
+    assert peaks[1] - peaks[0] < 8 << 10, \
+        f"rank 0's peak grew by {peaks} KiB: more for 4000 requests than for 1000"
 
 
 def test_a_reading_client_is_never_dropped_for_bytes(instance_factory):

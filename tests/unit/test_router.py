@@ -618,3 +618,18 @@ def test_a_turn_stops_after_its_slice_and_the_rest_keeps_its_order(monkeypatch):
         turns += 1
     assert got == list(range(10))
     assert turns == 3        # 4 + 4 + 2: each turn stopped once its slice was used
+
+
+def test_the_router_is_busy_while_many_deliveries_wait_for_its_services():
+    """While INTAKE_LIMIT messages wait for this broker's services, the router says
+    it is busy (the local endpoint then takes nothing more from its clients)."""
+    from fluxlite.router.router import INTAKE_LIMIT
+    r, links = router(rank=0)
+    r.services["svc"] = Service()
+    for tag in range(INTAKE_LIMIT - 1):
+        r.deliver(req("svc.work", tag=tag), CLIENT)
+    assert not r.busy()
+    r.deliver(req("svc.work", tag=INTAKE_LIMIT), CLIENT)
+    assert r.busy()
+    links.run()
+    assert not r.busy() and len(r.services["svc"].got) == INTAKE_LIMIT
