@@ -234,7 +234,9 @@ def wait(all_, verbose, jobid):
     With no JOBID, wait for the next job to finish among those not waited for
     yet (one that already finished comes first), print its id and exit as
     `job wait JOBID` would; exit 2 if there are none.  With --all, wait for
-    every job not waited for yet; exit 1 if any failed.
+    every job not waited for yet, saying `ID: ERROR` for each that failed (and
+    with -v `ID: job completed successfully` for the others); exit 1 if any
+    failed.
     """
     from ..jobapi import api
     from ..util import fluid
@@ -251,13 +253,13 @@ def wait(all_, verbose, jobid):
         else:
             results = [api.wait(h, jobid)]
         failed = 0
-        for r in results:
+        for r in results:  # as Flux's: --all names each job, one job's error is bare
             if not r["success"]:
                 failed += 1
-                print(f"fluxlite job wait: {fluid.f58(r['id'])}: {r['errstr']}",
-                      file=sys.stderr)
-            elif verbose:
-                click.echo(f"{fluid.f58(r['id'])}: {r['result']}")
+                print(f"{fluid.f58(r['id'])}: {r['errstr']}" if all_ else
+                      f"fluxlite job wait: {r['errstr']}", file=sys.stderr)
+            elif verbose and all_:
+                print(f"{fluid.f58(r['id'])}: job completed successfully", file=sys.stderr)
     sys.exit(1 if failed else 0)
 
 

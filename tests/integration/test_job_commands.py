@@ -106,18 +106,17 @@ def test_job_wait_without_id_waits_for_any_job(inst1):
     sleeper = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
     cp = inst1.cli("job", "wait", timeout=30)  # the first to finish, not the sleeper
     assert (cp.returncode, cp.stdout) == (1, failed + "\n")
-    assert one_error_line(cp) == \
-        f"fluxlite job wait: {failed}: task(s) exited with exit code 3"
+    assert one_error_line(cp) == "fluxlite job wait: task(s) exited with exit code 3"
 
     with inst1.cli_background("job", "wait") as waiter:
         inst1.cli("cancel", sleeper, check=True)
         out, err = waiter.communicate(timeout=30)
     assert (waiter.returncode, out) == (1, sleeper + "\n")
-    assert err.strip().endswith(f"{sleeper}: cancel exception")
+    assert err.strip() == "fluxlite job wait: cancel exception"   # the id is on stdout
 
     ok = jobid_of(inst1.cli("submit", "true", check=True))
-    cp = inst1.cli("job", "wait", "-v", timeout=30)
-    assert (cp.returncode, cp.stdout) == (0, f"{ok}\n{ok}: COMPLETED\n")
+    cp = inst1.cli("job", "wait", "-v", timeout=30)   # -v says more only with --all
+    assert (cp.returncode, cp.stdout, cp.stderr) == (0, f"{ok}\n", "")
     assert inst1.cli("job", "wait").returncode == 2
     assert inst1.cli("job", "wait", "--all", check=True).stdout == ""
 

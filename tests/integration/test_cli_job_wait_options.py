@@ -1,0 +1,22 @@
+"""`job wait` says what Flux's says, through the real CLI: with --all, `ID: ERROR`
+for each job that failed and with -v `ID: job completed successfully` for the
+others (on stderr); for one job its error alone, and -v adds nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_wait_all_verbose_names_each_job(inst1):
+    ok = inst1.cli("submit", "true", check=True).stdout.strip()
+    bad = inst1.cli("submit", "sh", "-c", "exit 3", check=True).stdout.strip()
+    cp = inst1.cli("job", "wait", "--all", "-v")
+    assert (cp.returncode, cp.stdout) == (1, "")
+    assert sorted(cp.stderr.splitlines()) == sorted(
+        [f"{ok}: job completed successfully", f"{bad}: task(s) exited with exit code 3"])
+    again = inst1.cli("submit", "sh", "-c", "exit 4", check=True).stdout.strip()
+    cp = inst1.cli("job", "wait", "-v", again)
+    assert (cp.returncode, cp.stdout, cp.stderr) == \
+        (1, "", "fluxlite job wait: task(s) exited with exit code 4\n")
