@@ -70,13 +70,19 @@ def fsd_timeout(ctx, param, value):
 class JobID(click.ParamType):
     name = "JOBID"
 
+    def __init__(self, as_flux_job: bool = False):
+        self.as_flux_job = as_flux_job
+
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         try:
             return parse_jobid(value)
         except UsageError as exc:
+            if self.as_flux_job:  # flux-job's own words and exit status (1, not 2)
+                raise UsageError(f'error parsing jobid: "{value}"') from None
             self.fail(exc.message, param, ctx)
 
 
 JOBID = JobID()
+JOB_JOBID = JobID(as_flux_job=True)   # for `job SUBCOMMAND`, as Flux's flux-job says it

@@ -10,7 +10,7 @@ import sys
 import click
 
 from ..errors import EndOfStream, NotFound, UsageError
-from .common import HELP, JOBID, fsd_timeout, handle, parse_jobid
+from .common import HELP, JOB_JOBID, fsd_timeout, handle, parse_jobid
 
 PATHS = ("eventlog", "exec", "output", "guest.exec.eventlog", "guest.output")
 
@@ -74,7 +74,7 @@ TIME_FORMATS = ("raw", "iso", "offset", "human")
 @click.option("-F", "--follow", "-w", "--watch", "follow", is_flag=True,
               help="Keep printing entries as they are appended until the log is complete.")
 @_event_print_options
-@click.argument("jobid", type=JOBID)
+@click.argument("jobid", type=JOB_JOBID)
 def eventlog(path, follow, fmt, time_format, human, color, jobid):
     """Print a job's eventlog."""
     from ..jobapi import api
@@ -99,7 +99,7 @@ def eventlog(path, follow, fmt, time_format, human, color, jobid):
 @click.option("-m", "--match-context", "matches", multiple=True, metavar="KEY=VAL",
               help="Only an event whose context has KEY equal to VAL (repeatable).")
 @_event_print_options
-@click.argument("jobid", type=JOBID)
+@click.argument("jobid", type=JOB_JOBID)
 @click.argument("name")
 def wait_event(path, timeout, quiet, verbose, count, waitcreate, matches, fmt, time_format,
                human, color, jobid, name):
@@ -164,7 +164,7 @@ class _AttachCommand(click.Command):
 @click.option("--show-status", is_flag=True,
               help="Accepted (fluxlite shows no status line).")
 @click.option("--debug", is_flag=True, help="Accepted (no parallel debugger support).")
-@click.argument("jobid", type=JOBID)
+@click.argument("jobid", type=JOB_JOBID)
 def attach(jobid, **opts):
     """Show a job's output (replayed if it already ran) and exit with its exit code.
 
@@ -227,7 +227,7 @@ def _stdin_target(h, jobid: int, attach) -> None:
 @click.option("-a", "--all", "all_", is_flag=True,
               help="Wait for every job not waited for yet, finished or not.")
 @click.option("-v", "--verbose", is_flag=True, help="Print a line for each job.")
-@click.argument("jobid", type=JOBID, required=False)
+@click.argument("jobid", type=JOB_JOBID, required=False)
 def wait(all_, verbose, jobid):
     """Wait for a job to finish; exit 1 if it failed (its error on stderr).
 
@@ -271,7 +271,7 @@ def wait(all_, verbose, jobid):
               help="Exit code of a job ended only by an exception (canceled while "
                    "pending, refused by the scheduler).")
 @click.option("-j", "--json", "as_json", is_flag=True, help="Print each job's result as JSON.")
-@click.argument("jobids", type=JOBID, nargs=-1, required=True)
+@click.argument("jobids", type=JOB_JOBID, nargs=-1, required=True)
 def status(verbose, exc_code, as_json, jobids):
     """Wait for jobs to end and exit with the largest of their exit codes, as a shell
     would: 128+N for a job whose tasks died by signal N.  It does not count as
@@ -363,7 +363,7 @@ INFO_KEYS = ("jobspec", "R", "J", "eventlog", "guest.exec.eventlog", "guest.inpu
               help="With jobspec: as submitted (here the same: nothing changes it).")
 @click.option("-b", "--base", is_flag=True,
               help="With jobspec or R: before updates (here the same: none are made).")
-@click.argument("jobid", type=JOBID)
+@click.argument("jobid", type=JOB_JOBID)
 @click.argument("key", required=False)
 def info(original, base, jobid, key):
     """Print a job's KEY as JSON: jobspec, R, J (the jobspec: fluxlite signs none),
@@ -392,7 +392,7 @@ def info(original, base, jobid, key):
 
 @job.command("urgency", context_settings=HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Say what the urgency was.")
-@click.argument("jobid", type=JOBID)
+@click.argument("jobid", type=JOB_JOBID)
 @click.argument("urgency", metavar="N|hold|expedite|default")
 def urgency_(verbose, jobid, urgency):
     """Change a pending job's urgency: 0 or hold holds it, a larger one releases it,
@@ -438,7 +438,7 @@ def _result_json(jobid: int, info: dict, status, ex: dict) -> str:
 @click.option("-f", "--force", is_flag=True, help="Perform the irreversible purge.")
 @click.option("--batch", metavar="COUNT", type=click.IntRange(min=1), default=None,
               help="Jobs a request (Flux's): accepted, ids are purged in one request.")
-@click.argument("jobids", type=JOBID, nargs=-1)
+@click.argument("jobids", type=JOB_JOBID, nargs=-1)
 def purge(age_limit, num_limit, force, batch, jobids):
     """Purge inactive jobs: forget them and their data (eventlogs, output).
 

@@ -12,21 +12,9 @@ import click
 
 from ..errors import FluxliteError, NotFound, UsageError
 from .common import HELP, fsd_timeout, handle, parse_jobid
+from .common import JOB_JOBID as JOBID  # flux-job's words and exit status for a bad id
 
 UINT_MAX = 4294967295   # what Flux's timeleft reports for no limit
-
-
-class _JobID(click.ParamType):
-    name = "JOBID"
-
-    def convert(self, value, param, ctx):
-        try:
-            return parse_jobid(value)
-        except UsageError as exc:
-            self.fail(exc.message, param, ctx)
-
-
-JOBID = _JobID()
 
 
 # -------------------------------------------------------------------- submit

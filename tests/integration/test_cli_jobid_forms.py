@@ -27,3 +27,13 @@ def test_every_encoding_names_the_job_everywhere(inst1):
     for bad in ("job.", "job.x", "job"):
         cp = inst1.cli("job", "eventlog", bad)
         assert cp.returncode != 0 and "error parsing jobid" in cp.stderr, bad
+
+
+def test_a_bad_job_id_is_flux_jobs_error(inst1):
+    """As outputs.md's capture of `flux job eventlog nosuchjob`: exit 1, the id quoted."""
+    for sub in (["eventlog"], ["info"], ["status"], ["hostpids"], ["urgency"]):
+        args = ["job", *sub, "nosuchjob"] + (["16"] if sub == ["urgency"] else []) + \
+            (["R"] if sub == ["info"] else [])
+        cp = inst1.cli(*args)
+        assert (cp.returncode, cp.stderr) == \
+            (1, f'fluxlite job {sub[0]}: error parsing jobid: "nosuchjob"\n'), args

@@ -55,7 +55,7 @@ def test_status_waits_for_a_running_job(inst1):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["status", "X"], "error parsing jobid: 'X'"),
+    (["status", "X"], 'error parsing jobid: "X"'),
     (["status"], "Missing argument"),
     (["status", "-e", "300", "f1"], "300 is not in the range"),
     (["last", "0"], "expected a positive count N or a slice"),
