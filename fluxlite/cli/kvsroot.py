@@ -49,10 +49,13 @@ class _Version(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
-        if not str(value).isdigit():
-            self.fail(f"{value!r} is not a KVS version (a non-negative integer: see "
-                      "`kvs version`)", param, ctx)
+        if not str(value).isdigit() or int(value) > MAX_VERSION:
+            self.fail(f"{value!r} is not a KVS version (an integer from 0 to 2**63-1: "
+                      "see `kvs version`)", param, ctx)
         return int(value)
+
+
+MAX_VERSION = 2 ** 63 - 1
 
 
 @click.command(context_settings=HELP)

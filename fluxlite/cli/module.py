@@ -219,9 +219,13 @@ def _stats_text(obj, objname, scale: float, typ) -> str:
 
 def _flags(text: str) -> int:
     try:
-        return int(text, 0)
+        flags = int(text, 0)
     except ValueError:
-        raise UsageError(f"invalid flags {text!r}: a number (0x10, 16 or 020)") from None
+        flags = -1
+    if not 0 <= flags < 2 ** 64:
+        raise UsageError(f"invalid flags {text!r}: a number from 0 to 2**64-1 (0x10, 16 "
+                         "or 020)")
+    return flags
 
 
 @module.command("debug", context_settings=HELP)

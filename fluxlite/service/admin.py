@@ -7,7 +7,8 @@
   the tables fluxlite does not read) and the configurable attributes -S or the
   enclosing instance set; then what the last `config.load`/`config.reload` gave.
 - `config.load` (`fluxlite config load/set/unset`, the owner's, rank 0 only as in
-  Flux): an object replaces the config.  Every key is checked first (one that
+  Flux): an object replaces the config (one nested deeper than MAX_DEPTH tables
+  and arrays is refused whole).  Every key is checked first (one that
   is not right refuses the whole object).  Then, for each key whose value
   changed (or that the object no longer sets: back to its default): [queues]
   and [policy] go to the services that read them (job-manager, sched) through
@@ -110,6 +111,7 @@ class ConfigService(Service):
         if not isinstance(msg.payload, dict):
             raise UsageError("config.load: the payload must be a config object "
                              "(a table of tables), as `flux config load` sends")
+        _check_depth(msg.payload, "config.load")
         await self._replace(msg.payload, "")
         return None
 
@@ -124,6 +126,7 @@ class ConfigService(Service):
             obj = self.read(self.path)
         except FluxliteError as exc:
             raise UsageError(f"Config file error: {exc.message}") from None
+        _check_depth(obj, f"config {self.path}")
         await self._replace(obj, f"config {self.path}")
         return None
 
@@ -134,6 +137,7 @@ class ConfigService(Service):
         if not isinstance(msg.payload, dict) or not isinstance(msg.payload.get("config"),
                                                                dict):
             raise UsageError("config.update: expected {config: object}")
+        _check_depth(msg.payload["config"], "config.update")
         async with self._changing:
             await self._apply(msg.payload["config"], "", leader=False)
         return None
@@ -237,6 +241,24 @@ RELOADED_BY = {"queues": ("job-manager", "sched"), "policy": ("job-manager",)}
 
 # how long rank 0 waits for another rank to take a new config
 FOLLOWER_TIMEOUT = 10.0
+
+
+# how deeply tables and arrays may nest in a config object (TOML files nest a few
+# levels; the checks and copies of a deeper one would exhaust the interpreter's stack)
+MAX_DEPTH = 32
+
+
+def _check_depth(obj, what: str) -> None:
+    """EINVAL if tables and arrays nest deeper than MAX_DEPTH in `obj` (walked without
+    recursion, so that the check itself cannot overflow)."""
+    level = [obj]
+    for _ in range(MAX_DEPTH):
+        level = [v for node in level
+                 for v in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(v, (dict, list))]
+        if not level:
+            return
+    raise UsageError(f"{what}: tables and arrays nest deeper than {MAX_DEPTH} levels")
 
 
 def _set_path(into: dict, dotted: str, value) -> None:

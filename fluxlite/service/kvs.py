@@ -170,11 +170,11 @@ class KVSService(KVSRoot, KVSTree, Service):
 
     def _send_watch(self, wkey: tuple[str, str], w: _Watcher) -> None:
         ns, key = wkey
-        try:
-            value = self._node(key, self.roots[ns])
+        try:   # as its watcher may read it (a link into a namespace not theirs: EPERM)
+            value = self._node(key, self.roots[ns], w.msg)
         except FluxliteError as exc:
-            if w.sent or not w.append:
-                self._end_watch(wkey, w, isinstance(exc, NotFound))
+            if w.sent or not w.append or isinstance(exc, PermissionDenied):
+                self._end_watch(wkey, w, exc)
             return
         if w.append:
             if isinstance(value, Log):  # from disk, a batch per response
@@ -218,12 +218,15 @@ class KVSService(KVSRoot, KVSTree, Service):
             if msg.flags & STREAMING:
                 self.end_stream(msg)
 
-    def _end_watch(self, wkey: tuple[str, str], w: _Watcher, removed: bool) -> None:
+    def _end_watch(self, wkey: tuple[str, str], w: _Watcher, exc: FluxliteError) -> None:
+        """The key is gone (the stream ends) or can no longer be read (its error)."""
         if w.msg is None:
             return
         self._drop_watch(wkey, w)
-        if removed:
+        if isinstance(exc, NotFound):
             self.end_stream(w.msg)
+        else:
+            self.respond_exception(w.msg, exc)
 
     def _drop_watch(self, wkey: tuple[str, str], w: _Watcher) -> None:
         lst = self.watchers.get(wkey)
@@ -291,6 +294,7 @@ class KVSService(KVSRoot, KVSTree, Service):
         """Keep a namespace change in a durable store (a new KVS version)."""
         self.version += 1
         self.store.finish(True, changes if self.store.durable else None, self.version)
+        self.version_reached(self.version)
 
     # ---------------------------------------------------------------- RPCs
     @handler("kvs.lookup", schema=LookupRequest, roles=ANY)
@@ -301,7 +305,8 @@ class KVSService(KVSRoot, KVSTree, Service):
         not a link)."""
         guest = req.namespace
         if self.in_guest(msg, req):   # Flux's job-ID (kvs_root.py)
-            return {**self.lookup_rpc(None, req), "namespace": guest}
+            # (the caller's own rights still decide where a link may lead)
+            return {**self.lookup_rpc(msg, req), "namespace": guest}
         ns, root = self._ns(msg, req.namespace)
         whole = req.key.strip(".") == ""
         if req.flags & (treeobj.READLINK | treeobj.TREEOBJ) and not whole:

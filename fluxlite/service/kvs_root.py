@@ -7,8 +7,8 @@
   version: one count for every namespace (`kvs version`), which every commit
   moves on.
 - `kvs.wait-version` {rootseq, namespace?} -> {rootseq}: answered once the KVS
-  has reached that version (at once if it has); the caller's disconnect drops
-  the wait.
+  has reached that version (at once if it has), by a commit or a namespace made
+  or removed (each is a version); the caller's disconnect drops the wait.
 
 A job's guest namespace (Flux's `job-ID`, the name `job namespace ID` prints)
 is the job's `guest` directory of the primary namespace, where its exec
@@ -29,7 +29,7 @@ from ..protocol.schema import Meta, Struct
 from .base import ANY, handler
 from .kvs_tree import PRIMARY
 
-GUEST = re.compile(r"^job-([0-9]{1,20})$")
+GUEST = re.compile(r"job-([0-9]{1,20})")   # (fullmatch: no "job-1\n")
 
 
 class GetrootRequest(Struct, kw_only=True):
@@ -37,7 +37,7 @@ class GetrootRequest(Struct, kw_only=True):
 
 
 class WaitVersionRequest(Struct, kw_only=True):
-    rootseq: Annotated[int, Meta(ge=0)]
+    rootseq: Annotated[int, Meta(ge=0, le=2 ** 63 - 1)]
     namespace: str | None = None
 
 
@@ -52,21 +52,28 @@ class KVSRoot:
 
     @handler("kvs.getroot", schema=GetrootRequest, roles=ANY)
     def getroot(self, msg, req):
-        ns, _ = self._ns(msg, req.namespace)
-        info = self.ns_info.get(ns, {})
+        ns, info = self._root_ns(msg, req.namespace)
         return {"rootref": rootref(ns, self.version), "rootseq": self.version,
                 "owner": info.get("owner", self.ctx.owner), "flags": info.get("flags", 0),
                 "namespace": ns}
 
     @handler("kvs.wait-version", schema=WaitVersionRequest, roles=ANY)
     def wait_version(self, msg, req):
-        self._ns(msg, req.namespace)
+        self._root_ns(msg, req.namespace)
         if self.version >= req.rootseq:
             return {"rootseq": self.version}
         entry = (req.rootseq, msg)
         self.version_waits.append(entry)
         self.track_stream(msg, lambda: self._drop_wait(entry))
         return self.no_reply
+
+    def _root_ns(self, msg, namespace: str | None) -> tuple[str, dict]:
+        """The namespace a getroot or wait-version names, checked, and its {owner,
+        flags}: a job's guest namespace is its owner's, at the KVS's version."""
+        if self.guest_prefix(msg, namespace) is not None:
+            return namespace, {"owner": self._job_owner(namespace)}
+        ns, _ = self._ns(msg, namespace)
+        return ns, self.ns_info.get(ns, {})
 
     def _drop_wait(self, entry) -> None:
         if entry in self.version_waits:
@@ -76,21 +83,26 @@ class KVSRoot:
         """The primary-namespace directory a guest namespace `job-ID` stands for (None
         for any other name); ENOTSUP for a job that is not there, EPERM for a user
         who owns neither the job nor the instance."""
-        m = GUEST.match(namespace or "")
+        m = GUEST.fullmatch(namespace or "")
         if m is None or namespace in self.roots:
             return None
-        jobid = int(m.group(1))
-        try:
-            first = self.lookup(job_key(jobid, "eventlog"))[0]
-        except (FluxliteError, IndexError, TypeError):
-            raise NotSupported(f"KVS namespace {namespace!r} does not exist (no job "
-                               f"{jobid} in this instance)") from None
-        owner = (first.get("context") or {}).get("userid") if isinstance(first, dict) \
-            else None
+        owner = self._job_owner(namespace)
         if msg is not None and not self.is_owner(msg) and msg.userid != owner:
             raise PermissionDenied(f"KVS namespace {namespace!r}: only the job's owner or "
                                    "the instance owner may use it")
-        return job_key(jobid, "guest")
+        return job_key(int(m.group(1)), "guest")
+
+    def _job_owner(self, namespace: str):
+        """The userid of the job a guest namespace `job-ID` names; ENOTSUP if there is
+        no such job."""
+        jobid = int(namespace[4:])
+        try:
+            first = self.lookup(job_key(jobid, "eventlog"))[0]
+        except (FluxliteError, IndexError, TypeError, ValueError):   # (not a job id)
+            raise NotSupported(f"KVS namespace {namespace!r} does not exist (no job "
+                               f"{jobid} in this instance)") from None
+        return (first.get("context") or {}).get("userid") if isinstance(first, dict) \
+            else None
 
     def in_guest(self, msg, req) -> bool:
         """Take a request naming a guest namespace to its directory (its key, and
@@ -117,13 +129,18 @@ class KVSRoot:
 
     def commit(self, ops: list[dict], namespace: str = PRIMARY) -> int:
         version = super().commit(ops, namespace)
+        self.version_reached(version)
+        return version
+
+    def version_reached(self, version: int) -> None:
+        """The KVS is at `version` (a commit, or a namespace made or removed): answer
+        the waits it reached."""
         if self.version_waits:
             reached = [w for w in self.version_waits if w[0] <= version]
             self.version_waits = [w for w in self.version_waits if w[0] > version]
             for _, msg in reached:
                 self.untrack_stream(msg)
                 self.respond(msg, {"rootseq": version})
-        return version
 
 
 def _under(prefix: str, key: str) -> str:

@@ -50,7 +50,7 @@ def _payload(svc, msg, method: str) -> dict:
         return {}
     if method == "rusage":
         who = body.get("who", "self")
-        if who not in RUSAGE_WHO:
+        if not isinstance(who, str) or who not in RUSAGE_WHO:
             raise UsageError(f"{msg.topic}: who must be one of {', '.join(RUSAGE_WHO)}, "
                              f"not {who!r}")
         ru = resource.getrusage(RUSAGE_WHO[who])

@@ -9,7 +9,8 @@
 - `module.trace` {names, typemask, topic_glob, full} (`module trace`), a
   stream: one answer per message to or from the named modules, as it passes
   (traffic.py), until the caller cancels or goes away.  A module removed and
-  loaded again keeps being traced.
+  loaded again keeps being traced.  `module stats module` counts the streams
+  open on each module ("tracers").
 
 The per-module methods (NAME.stats-get, NAME.debug, ...) are each service's own
 (modstats.py).
@@ -42,12 +43,12 @@ class Modules(Protocol):
 
 
 class RemoveRequest(Struct, kw_only=True):
-    name: Text
+    name: Name
     cancel: bool = False     # Flux's --cancel (a stuck module thread): nothing to cancel
 
 
 class LoadRequest(Struct, kw_only=True):
-    path: Text
+    path: Annotated[str, Meta(min_length=1, max_length=4096)]   # a name, or Flux's path
     args: list[Annotated[str, Meta(max_length=4096)]] = []
     name: Name | None = None
 
@@ -102,7 +103,8 @@ class ModuleService(Service):
             if svc is self:
                 raise NotFound("module: its own messages are the trace's: trace "
                                "another module")
-            targets.append(svc)
+            if svc not in targets:   # a name twice, or a module and its alias: once
+                targets.append(svc)
         tracer = Tracer(req.typemask or ALL_TYPES, req.topic_glob or "*", req.full,
                         lambda record: self.respond(msg, record))
         for svc in targets:
@@ -110,10 +112,17 @@ class ModuleService(Service):
         self.track_stream(msg, lambda: self._untrace(tracer))
         return self.no_reply
 
+    def module_stats(self) -> dict:
+        """What `module stats module` adds to the counters: the trace streams open on
+        each module (a removed one's too, kept for its return)."""
+        open_ = {svc.name: len(svc.traffic.tracers) for svc in self.modules.loaded
+                 if svc.traffic.tracers}
+        for name, kept in self.modules.tracers.items():
+            if kept:
+                open_[name] = len(kept)
+        return {"tracers": open_}
+
     def _untrace(self, tracer: Tracer) -> None:
-        for svc in self.modules.loaded:
-            if tracer in svc.traffic.tracers:
-                svc.traffic.tracers.remove(tracer)
-        for kept in self.modules.tracers.values():
-            if tracer in kept:
-                kept.remove(tracer)
+        for tracers in [svc.traffic.tracers for svc in self.modules.loaded] + \
+                list(self.modules.tracers.values()):
+            tracers[:] = [t for t in tracers if t is not tracer]
