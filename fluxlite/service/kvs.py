@@ -409,10 +409,9 @@ class KVSService(KVSRoot, KVSTree, Service):
         if not self.store.durable:   # the run directory's: the KVS as it began
             return {"value": [{"version": 1, "rootref": "rundir:kvs-version-0",
                                "sequence": 0, "timestamp": self.started}]}
-        if self.store.checkpoint is None:
-            raise NotFound("no KVS checkpoint yet: nothing is on disk in the state "
-                           "directory so far")
-        version, when = self.store.checkpoint
+        # nothing synced since the start yet: a restart would begin from the KVS
+        # as the state directory held it when this instance started
+        version, when = self.store.checkpoint or (self.store.written, self.started)
         return {"value": [{"version": 1, "rootref": f"statedir:kvs-version-{version}",
                            "sequence": version, "timestamp": when}]}
 
