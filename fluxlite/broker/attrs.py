@@ -201,6 +201,9 @@ ATTRIBUTES: dict[str, Attr] = {
     "config.path": Attr(None, _text, False, "the config file or directory the instance "
                         "started with (--conf), which `config reload` reads again",
                         config=False),
+    "config.sources": Attr(None, _text, False, "every config source the instance started "
+                           "with (-c, --conf: paths and inline objects, as JSON), in order, "
+                           "when more than config.path", config=False),
     "statedir": Attr("", _text, False, "directory whose database keeps the KVS (jobs, their "
                      "output, queues, drained ranks) across restarts; empty: nothing is kept"),
     "content.backing-path": Attr("", _text, False, "the state database file itself "
@@ -386,13 +389,17 @@ def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
 
     A `[bootstrap]` table is read by boot_config (`fluxlite broker --config-path`):
     with `bootstrap` it is skipped here, otherwise it is refused."""
-    data = read_toml(path)
+    return table_config(read_toml(path), f"config {path}", bootstrap=bootstrap)
+
+
+def table_config(data: dict, where: str, *, bootstrap: bool = False) -> dict[str, str]:
+    """load_config's reading of a config object already parsed (--conf text)."""
     if "bootstrap" in data:
         if not bootstrap:
-            raise UsageError(f"config {path}: a [bootstrap] table is read only by "
+            raise UsageError(f"{where}: a [bootstrap] table is read only by "
                              "`fluxlite broker --config-path FILE`")
         data = {k: v for k, v in data.items() if k != "bootstrap"}
-    return config_values(data, f"config {path}")
+    return config_values(data, where)
 
 
 def config_values(data: dict, where: str) -> dict[str, str]:

@@ -15,20 +15,29 @@ from __future__ import annotations
 
 def build_attrs(conf, setattrs, *, base: dict[str, str] | None = None,
                 bootstrap: bool = False, **direct) -> dict[str, str]:
-    """The attributes brokers start with: the defaults, then `base`, the config file
-    `conf` (or each of a list, in order), the named options (`direct`, None: not
-    given), and -S NAME=VALUE.  With `conf`, config.path names its first path
-    (absolute), as in Flux: `config reload` reads it again."""
+    """The attributes brokers start with: the defaults, then `base`, the config
+    sources `conf` (a path, or a list of paths and config objects, merged in order),
+    the named options (`direct`, None: not given), and -S NAME=VALUE.  config.path
+    names the first path (absolute), as in Flux; with more than that one path,
+    config.sources lists them all: `config reload` reads them again."""
+    import json
     import os
 
     from . import attrs as battrs
     values = battrs.defaults()
     values.update(base or {})
-    paths = [conf] if isinstance(conf, str) else list(conf or ())
-    for path in paths:
-        values.update(battrs.load_config(path, bootstrap=bootstrap))
+    sources = [conf] if isinstance(conf, str) else list(conf or ())
+    for source in sources:
+        if isinstance(source, dict):
+            values.update(battrs.table_config(source, "--conf"))
+        else:
+            values.update(battrs.load_config(source, bootstrap=bootstrap))
+    paths = [os.path.abspath(s) for s in sources if isinstance(s, str)]
     if paths:
-        values["config.path"] = os.path.abspath(paths[0])
+        values["config.path"] = paths[0]
+    if sources and (len(sources) > 1 or not paths):
+        values["config.sources"] = json.dumps(
+            [os.path.abspath(s) if isinstance(s, str) else s for s in sources])
     for name, value in direct.items():
         if value is not None:
             values[name] = battrs.check(name, value)
@@ -36,6 +45,17 @@ def build_attrs(conf, setattrs, *, base: dict[str, str] | None = None,
         name, value = battrs.parse_setattr(item)
         values[name] = value
     return values
+
+
+def conf_options(attrs: dict[str, str]) -> list[str]:
+    """The --conf options that give a broker started by command line (start --wrap,
+    -v) the config sources of `attrs`, in order: paths as they are, objects as
+    JSON (Flux's inline form)."""
+    import json
+    if "config.sources" in attrs:
+        return [f"--conf={s if isinstance(s, str) else json.dumps(s)}"
+                for s in json.loads(attrs["config.sources"])]
+    return [f"--conf={attrs['config.path']}"] if "config.path" in attrs else []
 
 
 def read_config(path: str) -> dict:

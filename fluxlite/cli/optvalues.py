@@ -175,14 +175,24 @@ def instance_conf(values: tuple[str, ...]) -> list[str]:
     each checked now as its brokers will."""
     config: dict = {}
     for value in values:
-        _merge(config, _conf_value(value))
+        _merge(config, conf_value(value))
     from ..broker import entry
     return [f"-S{name}={val}" for name, val in entry.config_attrs(config, "--conf").items()]
 
 
-def _conf_value(value: str) -> dict:
+def conf_value(value: str) -> dict:
+    """One --conf VALUE as a config object (Flux's forms, see instance_conf; a value
+    starting with '{' is a JSON object even on one line, as Flux reads it)."""
     import json
     import tomllib
+    if value.startswith("{"):
+        try:
+            table = json.loads(value)
+        except ValueError as exc:
+            raise UsageError(f"--conf: failed to parse as JSON: {exc}") from None
+        if not isinstance(table, dict):
+            raise UsageError("--conf: a JSON config is an object of tables")
+        return table
     if "\n" in value:
         try:
             return json.loads(value)
@@ -205,7 +215,7 @@ def _conf_value(value: str) -> dict:
             node = node.setdefault(part, {})
         node[last] = val
         return out
-    path = value if value.endswith((".toml", ".json")) else _named_config(value)
+    path = value if value.endswith((".toml", ".json")) else named_config(value)
     try:
         with open(path, "rb") as f:
             return json.load(f) if path.endswith(".json") else tomllib.load(f)
@@ -215,7 +225,8 @@ def _conf_value(value: str) -> dict:
         raise UsageError(f"--conf: parse error: {path}: {exc}") from None
 
 
-def _named_config(name: str) -> str:
+def named_config(name: str) -> str:
+    """The file of a named config (--conf NAME), as Flux finds one."""
     home = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     dirs = [home, *(os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")]
     for d in dirs:

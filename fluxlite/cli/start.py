@@ -108,9 +108,8 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
     rescue = startopts.Recovery.check(recovery) if recovery is not None else None
     config_path = startopts.config_path(config_path, sysconfig or (rescue and rescue.system),
                                         "--sysconfig" if sysconfig else "--recovery")
-    paths, conf_attrs = startopts.conf_values(conf)
-    attrs = entry.build_attrs([p for p in (config_path, *paths) if p],
-                              conf_attrs + list(setattrs), **{
+    sources = startopts.conf_sources((config_path, *conf) if config_path else conf)
+    attrs = entry.build_attrs(sources, setattrs, **{
         "tbon.topo": topo,
         "resource.cores-per-rank": None if cores_per_rank is None else str(cores_per_rank)})
     if in_environment():
@@ -229,13 +228,14 @@ def _with_broker_opts(values, setattrs, conf, config_path):
     check_broker_opts(opts)
     ctx = broker.make_context("broker", opts + ["--", "true"])
     return (tuple(setattrs) + tuple(ctx.params["setattrs"]),
-            tuple(conf) + ((ctx.params["conf"],) if ctx.params["conf"] else ()), config_path)
+            tuple(conf) + tuple(ctx.params["conf"]), config_path)
 
 @click.command(context_settings=NO_INTERSPERSED)
 @click.option("-S", "--setattr", "setattrs", multiple=True, metavar="NAME=VALUE",
               help="Set a broker attribute (repeatable).")
-@click.option("--conf", type=click.Path(), metavar="PATH",
-              help="Instance config in TOML (a file, or a directory of *.toml files).")
+@click.option("--conf", multiple=True, metavar="VALUE",
+              help="Instance config, merged in order: a TOML or JSON file, a directory "
+                   "of *.toml files, KEY=VALUE, or JSON or TOML text (repeatable).")
 @click.option("--config-path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Boot from FILE's [bootstrap] table (fixed hosts; see "
                    "etc/bootstrap-example.toml); its other tables are attributes.")
@@ -279,7 +279,8 @@ def broker(setattrs, conf, config_path, hostname, rundir, insecure_plain_tcp, ra
         if value is not None:
             raise UsageError(f"{name} is used only with --config-path")
     from ..broker import entry
-    return entry.run_pmi_broker(entry.build_attrs(conf, setattrs), list(command), nested=True)
+    return entry.run_pmi_broker(entry.build_attrs(startopts.conf_sources(conf), setattrs),
+                                list(command), nested=True)
 
 
 def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, mapping,
@@ -290,7 +291,9 @@ def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, map
     if size is None or rundir is None:
         raise UsageError("--rank needs --size and --rundir (the command line `fluxlite "
                          "start -v` prints for each rank)")
-    return entry.run_local_rank(rank, size, entry.build_attrs(conf, setattrs), rundir,
+    return entry.run_local_rank(rank, size,
+                                entry.build_attrs(startopts.conf_sources(conf), setattrs),
+                                rundir,
                                 command, hosts=_test_hosts(test_hosts, size),
                                 initial_pgid=initial_pgid, interactive=interactive,
                                 mapping=mapping)
@@ -299,7 +302,7 @@ def _local_broker(rank, size, rundir, test_hosts, initial_pgid, interactive, map
 def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) -> int:
     from ..broker import entry
     from ..errors import UsageError
-    if conf is not None:
+    if conf:
         raise UsageError("--conf and --config-path cannot be used together (put the "
                          "attribute tables in the --config-path file)")
     return entry.run_config_broker(path, setattrs, command, hostname=hostname,
@@ -334,7 +337,7 @@ def check_broker_opts(opts: list[str]) -> None:
                              "batch or alloc instance (allowed: -S NAME=VALUE, --conf FILE)")
     from ..broker import entry
     try:
-        entry.build_attrs(ctx.params["conf"], ctx.params["setattrs"])
+        entry.build_attrs(startopts.conf_sources(ctx.params["conf"]), ctx.params["setattrs"])
     except UsageError as exc:
         raise UsageError(f"--broker-opts: {exc.message}") from None
 

@@ -35,17 +35,23 @@ def config_path(given: str | None, system: bool, why: str = "--sysconfig") -> st
     return SYSCONFIG
 
 
-def conf_values(values) -> tuple[list[str], list[str]]:
-    """start --conf VALUE...: those naming a file or directory that exists are config
-    paths, read as -c reads one (and the first is config.path); the others take
-    Flux's forms (KEY=VALUE, a .toml/.json file, TOML/JSON text, a named config) and
-    become NAME=VALUE settings, in order (optvalues.instance_conf, as batch/alloc)."""
-    paths = [v for v in values if "\n" not in v and os.path.exists(v)]
-    rest = tuple(v for v in values if v not in paths)
-    if not rest:
-        return paths, []
-    from .optvalues import instance_conf
-    return paths, [o.removeprefix("-S") for o in instance_conf(rest)]
+def conf_sources(values) -> list:
+    """The instance's config sources from --config-path and --conf VALUE..., in
+    order: a file or directory that exists (or a named config's file) as its
+    absolute path, read as -c reads one; any other VALUE in Flux's forms (KEY=VALUE,
+    JSON or TOML text) as the config object it gives.  The brokers merge them in
+    this order at start, and `config reload` reads the paths again and merges the
+    same objects (entry.build_attrs, config.sources)."""
+    from .optvalues import conf_value, named_config
+    out: list = []
+    for v in values:
+        if "\n" not in v and os.path.exists(v):
+            out.append(os.path.abspath(v))
+        elif v.startswith("{") or "\n" in v or "=" in v or v.endswith((".toml", ".json")):
+            out.append(conf_value(v))
+        else:
+            out.append(named_config(v))
+    return out
 
 
 def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | None,
@@ -79,10 +85,12 @@ def exec_broker(mode: dict, attrs: dict[str, str], defaults: dict[str, str],
     import shlex
     import shutil
     import sys
-    conf = [f"--conf={attrs['config.path']}"] if "config.path" in attrs else []
-    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start", *conf,
+
+    from ..broker.entry import conf_options
+    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start", *conf_options(attrs),
             *(f"-S{n}={v}" for n, v in attrs.items()
-              if defaults.get(n) != v and n != "config.path"), "--", *command]
+              if defaults.get(n) != v and n not in ("config.path", "config.sources")),
+            "--", *command]
     if mode["verbose"]:
         click.echo(f"fluxlite start: {shlex.join(argv)}", err=True)
     if mode["noexec"]:

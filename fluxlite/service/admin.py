@@ -19,8 +19,10 @@
   only at start (tbon.topo, resource.*, ...) stays as it is until the next
   start, which the broker's log says (flux-config(5): changes take effect at
   restart unless noted).
-- `config.reload` (`fluxlite config reload`): config.path (the start's --conf)
-  read again and loaded as above; without one, as Flux, nothing changes.
+- `config.reload` (`fluxlite config reload`): the config the instance started
+  with, made again: its -c/--conf paths read again and its --conf objects merged
+  after them in order, over what -S set; loaded as above.  Without a source, as
+  Flux, nothing changes.
 
 They own nothing but what they read: the broker hands each one a callable.
 """
@@ -69,30 +71,47 @@ class ConfigService(Service):
         self.read = read                    # path -> the config object written there
         self.values = values                # (object, where) -> {name: value}, checked
         self.attributes = attributes        # name -> spec (.default, .writable, .config)
-        self.path = ctx.attrs.get("config.path") or None
+        self.sources = self._sources(ctx.attrs)
+        self._base: dict = {}               # set at start by other than the sources
         self.current = self._initial()
         self._changing = asyncio.Lock()     # one replacement at a time
         self._replaced = False              # rank 0: the config changed since the start
         if ctx.rank == 0 and on_membership is not None:
             on_membership(self._membership)
 
+    @staticmethod
+    def _sources(attrs) -> list:
+        """The config sources the instance started with, in order: paths (read again
+        by reload) and config objects (start --conf KEY=VALUE or text)."""
+        if attrs.get("config.sources"):
+            import json
+            return json.loads(attrs["config.sources"])
+        return [attrs["config.path"]] if attrs.get("config.path") else []
+
+    def _read_sources(self) -> dict:
+        """The sources merged in order, each path read now."""
+        out: dict = {}
+        for source in self.sources:
+            _merge(out, copy.deepcopy(source) if isinstance(source, dict)
+                   else self.read(source))
+        return out
+
     def _initial(self) -> dict:
-        """The object in effect at start: the config file as written (the tables
+        """The object in effect at start: the config sources as written (the tables
         fluxlite does not read too), and what -S or the enclosing instance set."""
         written: dict = {}
-        if self.path:
-            try:
-                written = self.read(self.path)
-            except FluxliteError as exc:    # changed since the start checked it
-                self.log.warning("config path unreadable", error=exc.message)
+        try:
+            written = self._read_sources()
+        except FluxliteError as exc:    # changed since the start checked it
+            self.log.warning("config path unreadable", error=exc.message)
         try:
             from_file = set(self._settings(written, "config"))
         except FluxliteError:
             from_file = set()
-        out: dict = {}
         for dotted, value in sorted(self.configured().items()):
             if dotted not in from_file:
-                _set_path(out, dotted, value)
+                _set_path(self._base, dotted, value)
+        out = copy.deepcopy(self._base)
         _merge(out, written)
         return out
 
@@ -117,18 +136,26 @@ class ConfigService(Service):
 
     @handler("config.reload", schema=None)
     async def reload(self, msg, req):
-        """Read config.path again and put it in effect; without one, as Flux: the
-        config stays as it is."""
+        """Read the config sources again (the paths as they are now, the start's
+        --conf objects after them, in order, over what -S set) and put the result in
+        effect: the config the instance started with, with the files' changes.
+        Without a source, as Flux: the config stays as it is."""
         self._leader_only()
-        if self.path is None:
+        if not self.sources:
             return None
         try:
-            obj = self.read(self.path)
+            written = self._read_sources()
         except FluxliteError as exc:
             raise UsageError(f"Config file error: {exc.message}") from None
-        _check_depth(obj, f"config {self.path}")
-        await self._replace(obj, f"config {self.path}")
+        where = f"config {', '.join(self._paths()) or '--conf'}"
+        obj = copy.deepcopy(self._base)
+        _merge(obj, written)
+        _check_depth(obj, where)
+        await self._replace(obj, where)
         return None
+
+    def _paths(self) -> list[str]:
+        return [s for s in self.sources if isinstance(s, str)]
 
     @handler("config.update", schema=None)
     async def update(self, msg, req):

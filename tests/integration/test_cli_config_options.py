@@ -230,6 +230,26 @@ def test_reload_reads_the_start_config_path(inst2, confdir):
     assert got(inst2, "site") == {"name": "lab"}
 
 
+def test_reload_remakes_every_start_config_source_in_order(instance_factory, confdir,
+                                                          tmp_path):
+    """start -c PATH --conf FILE --conf KEY=VAL --conf JSON: reload reads the paths
+    again and merges the --conf values after them, as at start."""
+    extra = tmp_path / "extra.toml"
+    extra.write_text("[site]\nrow = 1\n")
+    inst = instance_factory(2, start_args=[
+        "-c", str(confdir), "--conf", str(extra), "--conf", "site.name=override",
+        "--conf", '{"tbon": {"lost-timeout": "40s"}}'])
+    start = got(inst)
+    assert start["site"] == {"name": "override", "row": 1}
+    assert start["tbon"] == {"torpid_max": "5s", "lost-timeout": "40s"}
+    extra.write_text("[site]\nrow = 2\n")
+    inst.cli("config", "reload", check=True)
+    assert got(inst, "site") == {"name": "override", "row": 2}
+    assert got(inst, "tbon") == {"torpid_max": "5s", "lost-timeout": "40s"}
+    assert inst.cli("getattr", "-r", "1", "tbon.lost-timeout", check=True).stdout == "40s\n"
+    assert got(inst, "queues") == {"debug": {}, "batch": {}}
+
+
 def test_reload_without_a_config_path_changes_nothing(inst1):
     cp = inst1.cli("getattr", "config.path")
     assert cp.returncode != 0
