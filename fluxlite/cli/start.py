@@ -15,7 +15,36 @@ from . import startopts
 from .common import NO_INTERSPERSED
 
 
-@click.command(context_settings=NO_INTERSPERSED)
+class _StartCommand(click.Command):
+    """Flux's `-v, --verbose=[LEVEL]`: given several times (-v, -vv) or with an
+    attached value (--verbose=2, -v2, -v=2), read as that many -v; a bare -v never
+    takes the next word (the initial program)."""
+
+    def parse_args(self, ctx, args):
+        takes_value = {n for p in self.params if isinstance(p, click.Option)
+                       and not p.is_flag and not p.count for n in p.opts}
+        out = list(args)
+        i = 0
+        while i < len(out):
+            a = out[i]
+            if a == "--" or not a.startswith("-") or a == "-":
+                break           # the initial program and its arguments: not ours
+            m = re.fullmatch(r"(--verbose=|-v=?)(\d*)(.*)", a)
+            if m and (m.group(2) or m.group(1) != "-v"):
+                if m.group(3) or not m.group(2):
+                    raise click.UsageError(f"{a}: the verbosity LEVEL is a number "
+                                           "(-v, -vv, --verbose=2)")
+                level = int(m.group(2))
+                out[i:i + 1] = ["-v"] * level
+                i += level
+                continue
+            if a in takes_value:
+                i += 1          # its value is the next word
+            i += 1
+        return super().parse_args(ctx, out)
+
+
+@click.command(cls=_StartCommand, context_settings=NO_INTERSPERSED)
 @click.option("-s", "--size", "--test-size", "size", type=click.IntRange(1, 1024), default=None,
               help="Number of brokers (ranks), 1 to 1024 (default 1; under a PMI launcher, "
                    "the launcher's size).")
@@ -75,8 +104,9 @@ from .common import NO_INTERSPERSED
 @click.option("-o", "--broker-opts", multiple=True, metavar="OPTS",
               help="Options for every broker, comma-separated (as Flux's): -S NAME=VALUE, "
                    "--setattr=NAME=VALUE, --conf FILE (repeatable).")
-@click.option("-v", "--verbose", count=True,
-              help="Say what is started, and each broker's command line, on stderr.")
+@click.option("-v", "--verbose", count=True, metavar="[=LEVEL]",
+              help="Say what is started, and each broker's command line, on stderr "
+                   "(repeat, or give a LEVEL: 2 adds every attribute).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, recovery,
           test_hosts, rundir, test_rundir_cleanup, test_exit_timeout, killer_timeout,

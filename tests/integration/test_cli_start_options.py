@@ -1,5 +1,5 @@
 """Flux's flux-start options, through the real CLI (`fluxlite start ...` as a
-subprocess): -c/--config-path, -X/--noexec, --wrap, --test-exit-timeout,
+subprocess): -c/--config-path, -v/--verbose[=LEVEL], -X/--noexec, --wrap, --test-exit-timeout,
 --test-exit-mode, --test-start-mode, --test-rundir-cleanup, --test-pmi-clique,
 -r/--recovery and --sysconfig (doc/man1/flux-start.rst)."""
 
@@ -98,6 +98,25 @@ def test_noexec_starts_nothing_and_with_v_prints_each_brokers_command(tag, tmp_p
         assert f" -m fluxlite broker --rank={rank} --size=2 --rundir={tmp_path / 'rd'} " \
             in line
     assert rank0.endswith(f" -- touch {ran}") and " -- " not in rank1
+
+
+@pytest.mark.parametrize("level", [["-vv"], ["--verbose=2"], ["-v2"], ["-v=2"],
+                                   ["-v", "-v"]])
+def test_verbose_takes_a_level_or_a_count(tag, tmp_path, level):
+    """Flux's `-v, --verbose=[LEVEL]`: level 2 adds each attribute's line."""
+    cp = start(tag, "-X", *level, "-Stbon.topo=kary:3", "true")
+    assert cp.returncode == 0, cp.stderr
+    assert "fluxlite start: tbon.topo=kary:3" in cp.stderr.splitlines()
+    cp = start(tag, "-X", "--verbose=1", "true")
+    assert cp.returncode == 0, cp.stderr
+    assert "fluxlite start: 0: " in cp.stderr and "tbon.topo=" not in cp.stderr
+    # a bare -v takes no value: the next word is the initial program
+    ran = tmp_path / "ran"
+    cp = start(tag, "-v", "touch", ran)
+    assert (cp.returncode, ran.exists()) == (0, True), cp.stderr
+    cp = start(tag, "-X", "--verbose=high", "true")
+    assert cp.returncode != 0
+    assert "LEVEL is a number" in one_error_line(cp)
 
 
 def test_wrap_runs_each_broker_under_the_given_arguments(tag, tmp_path):
