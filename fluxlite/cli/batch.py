@@ -66,8 +66,8 @@ def _instance_spec(h, command_tail: list[str], params: dict, *, name: str | None
             persist = h.getattr("batch.persist") != "0"
         except FluxliteError:
             persist = True
-    from .start import split_broker_opts
-    opts = split_broker_opts(params.get("broker_opts") or ()) + list(extra_broker_opts)
+    from .start import instance_broker_opts
+    opts = instance_broker_opts(params.get("broker_opts") or ()) + list(extra_broker_opts)
     if params.get("conf"):
         from .optvalues import instance_conf
         opts = instance_conf(params["conf"]) + opts

@@ -250,9 +250,8 @@ def _with_broker_opts(values, setattrs, conf, config_path):
     --config-path=PATH, which start's own -c overrides, as Flux's) added to start's."""
     opts = []
     for o in split_broker_opts(values):
-        m = re.fullmatch(r"(?:-c|--config-path)[=,]?(.+)", o)
-        if m:
-            config_path = config_path or m.group(1)
+        if o.startswith("--config-path="):
+            config_path = config_path or o.removeprefix("--config-path=")
         else:
             opts.append(o)
     check_broker_opts(opts)
@@ -340,12 +339,32 @@ def _config_broker(path, setattrs, conf, hostname, rundir, insecure, command) ->
 
 
 def split_broker_opts(values) -> list[str]:
-    """Each --broker-opts value may hold several options separated by commas, as in
-    Flux; a comma inside a value (-Sbroker.critical-ranks=0,2) stays."""
+    """Flux's broker options from -o/--broker-opts values, each of which may hold
+    several separated by commas, as in Flux (a comma inside a value,
+    -Sbroker.critical-ranks=0,2, stays): -SNAME=VALUE and --setattr as -S, -cPATH
+    and --config-path as --config-path=PATH, --conf as --conf=VALUE (an option and
+    its value may be two comma-separated words: -S,NAME=VALUE); Flux's broker
+    -v/--verbose[=LEVEL] (its own chatter) is taken and has no effect here."""
     out: list[str] = []
     for v in values:
-        out += [o for o in re.split(r",(?=-)", v) if o]  # -o,-Sx=1 as Flux writes it
+        for o in (o for o in re.split(r",(?=-)", v) if o):   # -o,-Sx=1 as Flux writes it
+            m = re.fullmatch(r"(?:(--config-path|--setattr|--conf)[=,]|(-S|-c),?)(.+)", o,
+                             re.S)
+            if m:
+                name = {"--setattr": "-S", "-c": "--config-path"}.get(
+                    m.group(1) or m.group(2), m.group(1) or m.group(2))
+                out.append(f"{name}{m.group(3)}" if name == "-S" else f"{name}={m.group(3)}")
+            elif not re.fullmatch(r"-v+|-v=?\d+|--verbose(=\d+)?", o):
+                out.append(o)
     return out
+
+
+def instance_broker_opts(values) -> list[str]:
+    """batch/alloc --broker-opts as the new instance's brokers take them: a config
+    path (-cPATH, --config-path=PATH) is read as --conf PATH, which makes it the
+    instance's config.path (config reload reads it again), as Flux's broker -c."""
+    return [f"--conf={o.removeprefix('--config-path=')}"
+            if o.startswith("--config-path=") else o for o in split_broker_opts(values)]
 
 
 def check_broker_opts(opts: list[str]) -> None:
@@ -359,12 +378,14 @@ def check_broker_opts(opts: list[str]) -> None:
         ctx = broker.make_context("broker", list(opts) + ["--", "true"])
     except click.UsageError as exc:
         raise UsageError(f"--broker-opts: {exc.format_message().rstrip('.')} (allowed: "
-                         "-S NAME=VALUE, --setattr NAME=VALUE, --conf FILE)") from None
+                         "-S NAME=VALUE, --setattr=NAME=VALUE, -c PATH, --conf VALUE, "
+                         "-v)") from None
     for name in ("config_path", "hostname", "rundir", "insecure_plain_tcp", "rank", "size",
                  "test_hosts", "initial_pgid", "interactive", "mapping"):
         if ctx.params[name]:
             raise UsageError(f"--broker-opts: --{name.replace('_', '-')} is not for a "
-                             "batch or alloc instance (allowed: -S NAME=VALUE, --conf FILE)")
+                             "batch or alloc instance (allowed: -S NAME=VALUE, -c PATH, "
+                             "--conf VALUE)")
     from ..broker import entry
     try:
         entry.build_attrs(startopts.conf_sources(ctx.params["conf"]), ctx.params["setattrs"])

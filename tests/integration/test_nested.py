@@ -338,6 +338,23 @@ def test_broker_opts_split_on_commas(parent):
     assert cp.stdout.split() == ["kary:1", "2s"]
 
 
+def test_broker_opts_take_fluxs_broker_options(parent, tmp_path):
+    """Flux's broker options in --broker-opts: -cPATH (or -c,PATH, --config-path=PATH)
+    is the instance's config path, --setattr=NAME=VALUE and -S,NAME=VALUE are -S,
+    and -v (the broker's chatter) is taken."""
+    conf = tmp_path / "b.toml"
+    conf.write_text('[tbon]\ntorpid_max = "7s"\n')
+    show = ("fluxlite getattr config.path; fluxlite getattr tbon.torpid-timeout; "
+            "fluxlite getattr exec.kill-timeout; fluxlite config reload && echo reloaded")
+    for opts in (f"-c{conf},--setattr=exec.kill-timeout=3s,-v",
+                 f"-c,{conf},-S,exec.kill-timeout=3s,--verbose=2",
+                 f"--config-path={conf},-Sexec.kill-timeout=3s,-vv"):
+        cp = parent.cli("alloc", "-N1", f"--broker-opts={opts}", "sh", "-c", show,
+                        timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        assert cp.stdout.split() == [str(conf), "7s", "3s", "reloaded"], opts
+
+
 @pytest.mark.parametrize("cmd", ["batch", "alloc"])
 def test_help_shows_instance_defaults(parent, cmd):
     out = parent.cli(cmd, "--help", check=True).stdout
