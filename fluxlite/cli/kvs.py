@@ -382,14 +382,15 @@ def _check_eventlog(key: str, value) -> list:
     return value
 
 
-def _entries_of(h, key: str, waitcreate: bool, timeout=None):
+def _entries_of(h, namespace, key: str, waitcreate: bool, timeout=None):
     """Each entry of the eventlog at KEY as it comes (the ones there first)."""
     flags = WATCH | WATCH_APPEND | (WAITCREATE if waitcreate else 0)
-    for resp in _watch(h, None, key, flags, timeout):
+    for resp in _watch(h, namespace, key, flags, timeout):
         yield from _value(resp)
 
 
 @eventlog.command("get", context_settings=HELP)
+@_namespace
 @click.option("-W", "--waitcreate", is_flag=True, help="Wait for KEY to exist.")
 @click.option("-w", "--watch", is_flag=True, help="Keep printing entries as they are appended.")
 @click.option("-c", "--count", type=click.IntRange(1), default=None,
@@ -401,23 +402,25 @@ def _entries_of(h, key: str, waitcreate: bool, timeout=None):
               help="always, never or auto (accepted: not colored here).")
 @click.option("-S", "--stream", is_flag=True, help="Accepted (one response per entry).")
 @click.argument("key")
-def eventlog_get(waitcreate, watch, count, unformatted, human, color, stream, key):
-    del color, stream
+def eventlog_get(namespace, waitcreate, watch, count, unformatted, human, color, stream,
+                 key):
     """Print the eventlog at KEY, one entry per line."""
+    del color, stream
     show = _printer(unformatted, human)
     with handle() as h:
         if not (watch or waitcreate):
-            for e in _check_eventlog(key, _get(h, None, key)):
+            for e in _check_eventlog(key, _get(h, namespace, key)):
                 show(e)
             return
         if not watch:   # --waitcreate: what is there once it exists
-            first = h.call("kvs-watch.lookup", {"key": key, "flags": WAITCREATE}, nodeid=0)
+            first = h.call("kvs-watch.lookup",
+                           _in(namespace, {"key": key, "flags": WAITCREATE}), nodeid=0)
             for e in _check_eventlog(key, _value(first)):
                 show(e)
             return
         n = 0
         try:
-            for e in _entries_of(h, key, waitcreate):
+            for e in _entries_of(h, namespace, key, waitcreate):
                 show(e)
                 n += 1
                 if count and n >= count:
@@ -427,12 +430,13 @@ def eventlog_get(waitcreate, watch, count, unformatted, human, color, stream, ke
 
 
 @eventlog.command("append", context_settings=HELP)
+@_namespace
 @click.option("-t", "--timestamp", type=float, default=None, metavar="SEC",
               help="The entry's time (seconds since the epoch; default: now).")
 @click.argument("key")
 @click.argument("name")
 @click.argument("context", required=False)
-def eventlog_append(timestamp, key, name, context):
+def eventlog_append(namespace, timestamp, key, name, context):
     """Append an entry NAME, with an optional JSON object CONTEXT, to the eventlog
     at KEY (made if absent)."""
     from ..job.eventlog import entry
@@ -445,11 +449,12 @@ def eventlog_append(timestamp, key, name, context):
         if not isinstance(ctx, dict):
             raise UsageError(f"context must be a JSON object, got {context!r}")
     with handle() as h:
-        h.call("kvs.commit", {"ops": [{"key": key,
-                                       "append": [entry(name, ctx, timestamp)]}]}, nodeid=0)
+        h.call("kvs.commit", _in(namespace, {"ops": [
+            {"key": key, "append": [entry(name, ctx, timestamp)]}]}), nodeid=0)
 
 
 @eventlog.command("wait-event", context_settings=HELP)
+@_namespace
 @click.option("-W", "--waitcreate", is_flag=True, help="Wait for KEY to exist.")
 @click.option("-t", "--timeout", callback=fsd_timeout, default=None, metavar="SEC",
               help="Give up after this long (exit 1).")
@@ -462,15 +467,15 @@ def eventlog_append(timestamp, key, name, context):
               help="always, never or auto (accepted: not colored here).")
 @click.argument("key")
 @click.argument("name")
-def eventlog_wait_event(waitcreate, timeout, unformatted, quiet, verbose, human, color, key,
-                        name):
+def eventlog_wait_event(namespace, waitcreate, timeout, unformatted, quiet, verbose, human,
+                        color, key, name):
     """Wait for an entry NAME in the eventlog at KEY (it may be there already)."""
     from ..errors import EndOfStream, RPCTimeout
     del color
     show = _printer(unformatted, human)
     with handle() as h:
         try:
-            for e in _entries_of(h, key, waitcreate, timeout):
+            for e in _entries_of(h, namespace, key, waitcreate, timeout):
                 if e.get("name") == name:
                     if not quiet:
                         show(e)

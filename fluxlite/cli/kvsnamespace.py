@@ -1,5 +1,6 @@
 """`fluxlite kvs namespace create|remove|list`, as flux-kvs(1)'s: KVS namespaces
-other than the primary one, each with an owner."""
+other than the primary one, each with an owner (a running job's guest namespace,
+job-ID, is listed too: kvs_root.py)."""
 
 from __future__ import annotations
 
@@ -42,9 +43,22 @@ def namespace_remove(names):
 
 @namespace.command("list", context_settings=HELP)
 def namespace_list():
-    """List the namespaces with their owners and flags."""
+    """List the namespaces with their owners and flags: the primary one, those made
+    with `namespace create`, and each running job's guest namespace (job-ID, its
+    owner the job's), as Flux's job-exec keeps one while the job runs."""
+    from ..errors import FluxliteError
+    from ..job.states import RUNNING
+    from ..jobapi import api
     with handle() as h:
         spaces = h.call("kvs.namespace-list", nodeid=0)["namespaces"]
-    click.echo(f"{'NAMESPACE':<36} {'OWNER':>10} {'FLAGS':>6}")
+        try:
+            jobs = api.list_jobs(h, "active")
+        except FluxliteError:       # no job-manager: no jobs, no guest namespaces
+            jobs = []
+    names = {ns["namespace"] for ns in spaces}
+    spaces += [{"namespace": f"job-{j['id']}", "owner": j["userid"], "flags": 0}
+               for j in sorted(jobs, key=lambda j: j["id"])
+               if j["state"] in RUNNING and f"job-{j['id']}" not in names]
+    click.echo(f"{'NAMESPACE':<36} {'OWNER':>10}      FLAGS")
     for ns in spaces:
-        click.echo(f"{ns['namespace']:<36} {ns['owner']:>10} {ns['flags']:>#6x}")
+        click.echo(f"{ns['namespace']:<36} {ns['owner']:>10} 0x{ns['flags']:08X}")

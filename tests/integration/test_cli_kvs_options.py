@@ -4,6 +4,8 @@ real CLI."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 
 import pytest
@@ -205,6 +207,40 @@ def test_job_namespace_is_the_jobs_guest_directory(inst1):
     assert "KVS namespace 'job-12345' does not exist (no job 12345" in line
     line = one_error_line(inst1.cli("job", "namespace", "notajob"))
     assert "notajob" in line
+
+
+def test_eventlog_commands_take_a_namespace(inst1):
+    """flux-kvs eventlog get|append|wait-event -N NAME, a job's guest namespace too."""
+    inst1.cli("kvs", "namespace", "create", "logs", check=True)
+    out(inst1, "eventlog", "append", "-N", "logs", "-t", "1.5", "ev", "hello", '{"n":1}')
+    out(inst1, "eventlog", "append", "--namespace=logs", "-t", "2.5", "ev", "world")
+    assert out(inst1, "eventlog", "get", "-N", "logs", "ev") == \
+        "1.500000 hello n=1\n2.500000 world\n"
+    assert out(inst1, "eventlog", "get", "-N", "logs", "-u", "-w", "-c", "1", "ev") == \
+        '{"timestamp":1.5,"name":"hello","context":{"n":1}}\n'
+    assert out(inst1, "eventlog", "wait-event", "-N", "logs", "-q", "-t", "10", "ev",
+               "world") == ""
+    assert inst1.cli("kvs", "eventlog", "get", "ev").returncode != 0   # not in primary
+    jobid = inst1.cli("submit", "true", check=True).stdout.strip()
+    inst1.cli("job", "wait-event", "-t", "30", jobid, "clean", check=True)
+    ns = inst1.cli("job", "namespace", jobid, check=True).stdout.strip()
+    got = out(inst1, "eventlog", "wait-event", "-N", ns, "-t", "10", "-v", "-u",
+              "exec.eventlog", "done")
+    assert [json.loads(line)["name"] for line in got.splitlines()][-1] == "done"
+
+
+def test_namespace_list_shows_running_jobs_guest_namespaces(inst1):
+    """As Flux's: NAMESPACE, OWNER, FLAGS (0x%08X); job-ID while the job runs."""
+    jobid = inst1.cli("submit", "sleep", "300", check=True).stdout.strip()
+    inst1.cli("job", "wait-event", "-t", "30", jobid, "start", check=True)
+    decimal = inst1.cli("job", "id", jobid, check=True).stdout.strip()
+    lines = out(inst1, "namespace", "list").splitlines()
+    assert lines[0] == f"{'NAMESPACE':<36}      OWNER      FLAGS"
+    assert lines[1] == f"{'primary':<36} {os.getuid():>10} 0x00000000"
+    assert lines[2] == f"{'job-' + decimal:<36} {os.getuid():>10} 0x00000000"
+    inst1.cli("cancel", jobid, check=True)
+    inst1.cli("job", "wait-event", "-t", "30", jobid, "clean", check=True)
+    assert len(out(inst1, "namespace", "list").splitlines()) == 2
 
 
 def _dothex(inst, jobid: str) -> str:

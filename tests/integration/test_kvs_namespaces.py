@@ -161,7 +161,7 @@ def test_the_kvs_command_line_takes_namespaces_and_links(inst1):
     inst1.cli("kvs", "namespace", "create", "-o", "4242", "team", check=True)
     listed = inst1.cli("kvs", "namespace", "list", check=True).stdout.splitlines()
     assert listed[0].split() == ["NAMESPACE", "OWNER", "FLAGS"]
-    assert listed[2].split() == ["team", "4242", "0x0"]
+    assert listed[2].split() == ["team", "4242", "0x00000000"]
     inst1.cli("kvs", "put", "-N", "team", "cfg.n=3", check=True)
     inst1.cli("kvs", "mkdir", "--namespace=team", "empty", check=True)
     assert inst1.cli("kvs", "get", "-N", "team", "cfg.n", check=True).stdout == "3\n"
