@@ -243,7 +243,7 @@ def list_(no_header, fmt, queues):
     yes, no = ("✔", "✗") if utf8_locale() else ("y", "n")
     with handle() as h:
         st = api.queue_status(h)
-        view = h.call("sched.resource-status", nodeid=0)
+        view = api.sched_view(h)
     from ..util import idset
     up = {r: c for r, c in view["all"].items() if r not in view["down"]}
     gpus = view.get("gpus", {}).get("all", {})

@@ -94,7 +94,7 @@ def _keep(h, include: str | None, queues: str | None, view: dict | None = None):
     if include is not None:
         keep = _ranks(include, api.hosts(h))
     if queues is not None:
-        view = view or h.call("sched.resource-status", nodeid=0)
+        view = view or api.sched_view(h)
         known = view.get("queues", {})
         wanted = [q.strip() for q in queues.split(",") if q.strip()]
         bad = [q for q in wanted if q not in known]
@@ -147,7 +147,7 @@ def list_(which, no_header, fmt, as_json, queues, include, skip_empty):
     if not as_json:
         OutputFormat(fmt, LIST_HEADINGS, LIST_FORMATS)   # a bad format fails first
     with handle() as h:
-        view = h.call("sched.resource-status", nodeid=0)
+        view = api.sched_view(h)
         hosts = [] if as_json else api.hosts(h)
         keep = _keep(h, include, queues, view)
     if as_json:
@@ -218,7 +218,7 @@ def _status(h, keep: set[int] | None = None) -> dict:
         st["ranks"] = {r: v for r, v in st["ranks"].items() if int(r) in keep}
     st["busy"] = set()
     if any(info["drained"] is not None for info in st["ranks"].values()):
-        view = h.call("sched.resource-status", nodeid=0)
+        view = api.sched_view(h)
         st["busy"] = {str(r) for r, cores in view["allocated"].items() if cores}
     return st
 
@@ -360,7 +360,7 @@ def _selected(h, which: list[str], include: str | None,
               queues: str | None = None) -> dict[int, list[int]]:
     """rank -> cores of the ranks in the states `which` (the scheduler's view), limited
     to those -i (ranks or hosts) and -q (queues) name."""
-    view = h.call("sched.resource-status", nodeid=0)
+    view = api.sched_view(h)
     keep = _keep(h, include, queues, view)
     sets = {"all": view["all"], "free": view["free"], "allocated": view["allocated"],
             "down": view["down"],

@@ -55,7 +55,7 @@ def fetch(uri: str | None, title: str, queue: str | None = None) -> View:
         v.size = int(h.getattr("size"))
         v.depth = h.getattr("instance-level")
         v.uptime = h.call("broker.state", nodeid=0)["uptime"]
-        sched = h.call("sched.resource-status", nodeid=0)
+        sched = api.sched_view(h)
         status = h.call("resource.status", nodeid=0)["ranks"]
         jobs = api.list_jobs(h, "all", userid=None)
         if queue is not None:   # -q: that queue's jobs only

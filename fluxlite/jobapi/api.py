@@ -156,6 +156,18 @@ def hosts(h) -> list[str]:
     return hostlist.decode(h.getattr("hostlist"))
 
 
+def sched_view(h) -> dict:
+    """The scheduler's view of the resources (what `resource list` prints): the
+    scheduler's own (sched.resource-status), or, with none loaded, the one the
+    resource service makes (resource.sched-status), as Flux's resource list
+    reads the resource module's when the scheduler has none to give."""
+    from ..errors import NoService
+    try:
+        return h.call("sched.resource-status", nodeid=0)
+    except NoService:
+        return h.call("resource.sched-status", nodeid=0)
+
+
 def stats(h) -> dict:
     """Counts of the instance's jobs: running, pending, successful, failed, inactive_purged..."""
     return h.call("job-manager.stats")

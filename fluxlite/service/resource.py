@@ -18,11 +18,14 @@ recorded in the `resource.eventlog` KVS key.  Flux's testing aids are here too:
 job holds resources; the scheduler gets the whole set again) and
 `resource.acquire-mute` (the scheduler hears no more updates);
 `resource.acquire-cancel` {matchtag} ends a scheduler's stream (`module remove`).
+`resource.sched-status` is the scheduler's view made here (the inventory, the
+ranks' states, what jobs hold), for `resource list` with no scheduler loaded.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import time
 
 from ..errors import AlreadyExists, FluxliteError, UsageError
@@ -289,6 +292,46 @@ class ResourceService(Service):
         self._eventlog("undrain", {"idset": idset.encode(ranks)})
         self._notify()
         return {}
+
+    @handler("resource.sched-status", schema=None, roles=ANY)
+    async def sched_status(self, msg, req):
+        """Flux's resource.sched-status: the scheduler's view of the resources
+        (sched.resource-status's shape: all, free, allocated and down cores and
+        GPUs per rank, properties, each queue's ranks) made here from the
+        inventory, the ranks' states and what the job-manager's jobs hold, so that
+        `resource list` answers while no scheduler is loaded, as Flux's does."""
+        try:
+            held = (await self.rpc("job-manager.sched-hello", nodeid=0).get())["allocs"]
+        except FluxliteError:       # as Flux: no job-manager, nothing allocated
+            held = []
+        used: dict[str, dict[int, set]] = {"cores": {}, "gpus": {}}
+        for alloc in held:
+            for kind, where in used.items():
+                for r, ids in (alloc.get(kind) or {}).items():
+                    where.setdefault(int(r), set()).update(ids)
+        up, gone = self.up(), self.lost | self.excluded
+        views = {kind: {"all": {}, "free": {}, "allocated": {}, "down": {}} for kind in used}
+        pools = {"cores": self.cores, "gpus": self.inventory.gpus}
+        for rank in sorted(set(self.cores) - gone):
+            for kind, view in views.items():
+                total = set(pools[kind].get(rank, ()))
+                busy, key = used[kind].get(rank, set()) & total, str(rank)
+                for name, ids in (("all", total), ("allocated", busy),
+                                  ("down" if rank not in up else "free",
+                                   total if rank not in up else total - busy)):
+                    if ids:
+                        view[name][key] = sorted(ids)
+        from ..job import constraint
+        everyone = set(self.cores) - gone
+        props = {p: s - gone for p, s in self.inventory.properties.items()}
+        queues = json.loads(self.ctx.attrs.get("queues") or "{}")
+        return {**views["cores"], "gpus": views["gpus"],
+                "properties": {p: idset.encode(s) for p, s in sorted(props.items())},
+                "queues": {q: idset.encode(constraint.ranks(
+                    constraint.combine([{"properties": list(t.get("requires") or [])}]
+                                       if t.get("requires") else []),
+                    everyone, props, self.ctx.hosts)) for q, t in queues.items()},
+                "removed": idset.encode(self.lost)}
 
     @handler("resource.status", schema=None, roles=ANY)
     def status(self, msg, req):

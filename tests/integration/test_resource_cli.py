@@ -138,3 +138,23 @@ def test_lost_rank_leaves_the_lists(instance_factory):
     rows = table(inst.cli("resource", "list", "-s", "all,free,down", check=True).stdout)
     assert rows["all"][:2] == ["3", "6"] and rows["free"][:2] == ["3", "6"]
     assert rows["down"] == ["0", "0", "0"]
+
+
+def test_list_without_a_scheduler_is_the_resource_services_view(instance_factory, tmp_path):
+    """As Flux's: with the scheduler removed, `resource list` (info, R, queue list)
+    prints the same view, made by the resource service (resource.sched-status)
+    from the ranks' states and what the jobs hold."""
+    conf = tmp_path / "queues.toml"
+    conf.write_text("[queues.batch]\n[queues.debug]\n")
+    inst = instance_factory(4, cores_per_rank=2, conf=str(conf))
+    start_job(inst, "-q", "batch", "-N2", "-c2", "sleep", "300")
+    commands = (["resource", "list"], ["resource", "list", "-s", "free,allocated"],
+                ["resource", "list", "-q", "debug", "-i", "0-1"], ["resource", "info"],
+                ["resource", "R"], ["queue", "list"])
+    before = [inst.cli(*c, check=True).stdout for c in commands]
+    inst.cli("module", "remove", "sched-simple", check=True)
+    assert [inst.cli(*c, check=True).stdout for c in commands] == before
+    inst.cli("resource", "drain", "3", check=True)
+    rows = table(inst.cli("resource", "list", check=True).stdout)   # STATE QUEUE NNODES..
+    assert rows["down"][1:3] == ["1", "2"] and rows["allocated"][1:3] == ["2", "4"]
+    assert rows["free"][1:3] == ["1", "2"]
