@@ -392,6 +392,16 @@ def load_config(path: str, *, bootstrap: bool = False) -> dict[str, str]:
     return table_config(read_toml(path), f"config {path}", bootstrap=bootstrap)
 
 
+def conf_options(attrs: dict[str, str]) -> list[str]:
+    """The --conf options that give a broker started by command line the config
+    sources of `attrs` (config.sources, else config.path), in order: paths as they
+    are, config objects as JSON text (Flux's inline form)."""
+    if "config.sources" in attrs:
+        return [f"--conf={s if isinstance(s, str) else json.dumps(s)}"
+                for s in json.loads(attrs["config.sources"])]
+    return [f"--conf={attrs['config.path']}"] if "config.path" in attrs else []
+
+
 def table_config(data: dict, where: str, *, bootstrap: bool = False) -> dict[str, str]:
     """load_config's reading of a config object already parsed (--conf text)."""
     if "bootstrap" in data:

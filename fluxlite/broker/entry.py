@@ -49,13 +49,9 @@ def build_attrs(conf, setattrs, *, base: dict[str, str] | None = None,
 
 def conf_options(attrs: dict[str, str]) -> list[str]:
     """The --conf options that give a broker started by command line (start --wrap,
-    -v) the config sources of `attrs`, in order: paths as they are, objects as
-    JSON (Flux's inline form)."""
-    import json
-    if "config.sources" in attrs:
-        return [f"--conf={s if isinstance(s, str) else json.dumps(s)}"
-                for s in json.loads(attrs["config.sources"])]
-    return [f"--conf={attrs['config.path']}"] if "config.path" in attrs else []
+    -v) the config sources of `attrs`, in order (attrs.conf_options)."""
+    from . import attrs as battrs
+    return battrs.conf_options(attrs)
 
 
 def read_config(path: str) -> dict:

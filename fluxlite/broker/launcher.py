@@ -217,7 +217,7 @@ def broker_argv(rank: int, size: int, attrs: dict[str, str], rundir: str,
         argv.append(f"--test-hosts={hostlist.encode(hosts)}")
     if "broker.mapping" in attrs:
         argv.append(f"--mapping={attrs['broker.mapping']}")
-    from .entry import conf_options
+    from .attrs import conf_options
     argv += conf_options(attrs)     # read again there: config.path, config.sources
     argv += [f"-S{name}={value}" for name, value in attrs.items()
              if base.get(name) != value and ATTRIBUTES[name].config]

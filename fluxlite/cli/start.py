@@ -153,7 +153,7 @@ def start(size, topo, cores_per_rank, setattrs, config_path, conf, sysconfig, re
         if wrap or noexec or verbose:   # Flux's normal mode: print, then exec, the broker
             code = startopts.exec_broker(startopts.start_mode(
                 wrap, noexec, verbose, "all", None, None, False, None),
-                attrs, entry.build_attrs(None, ()), command, env)
+                attrs, entry.build_attrs(None, ()), entry.conf_options(attrs), command, env)
             if code is not None:
                 return code
         return entry.run_pmi_broker(attrs, command, nested=False, env=env)

@@ -76,18 +76,17 @@ def start_mode(wrap, noexec: bool, verbose: int, start: str, exit_mode: str | No
 
 
 def exec_broker(mode: dict, attrs: dict[str, str], defaults: dict[str, str],
-                command: list[str], env: dict[str, str]) -> int | None:
+                conf: list[str], command: list[str], env: dict[str, str]) -> int | None:
     """Under a PMI launcher (Flux's normal mode), with --wrap, -X or -v: the command
-    line that runs this broker (`fluxlite start` with the attributes that differ
+    line that runs this broker (`fluxlite start` with `conf`, the --conf options of
+    the config sources, and the attributes that differ
     from the defaults as -S options, under --wrap's arguments) is printed with -v;
     then, with -X, 0 is returned (nothing runs), with --wrap this process becomes
     it, and else None (this process goes on to be the broker)."""
     import shlex
     import shutil
     import sys
-
-    from ..broker.entry import conf_options
-    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start", *conf_options(attrs),
+    argv = [*mode["wrap"], sys.executable, "-m", "fluxlite", "start", *conf,
             *(f"-S{n}={v}" for n, v in attrs.items()
               if defaults.get(n) != v and n not in ("config.path", "config.sources")),
             "--", *command]

@@ -131,7 +131,7 @@ def test_cli_starts_brokers_through_one_entry_point():
 def test_the_broker_entry_point_is_what_the_cli_starts_brokers_with():
     from fluxlite.broker import entry
     public = {n for n in vars(entry) if not n.startswith("_") and callable(getattr(entry, n))}
-    assert public == {"build_attrs", "config_attrs", "read_config",
+    assert public == {"build_attrs", "config_attrs", "conf_options", "read_config",
                       "launch", "run_pmi_broker", "run_config_broker", "run_local_rank"}
 
 
