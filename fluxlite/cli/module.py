@@ -117,8 +117,18 @@ _force = click.option("-f", "--force", is_flag=True, help="Ignore a module that 
 _cancel = click.option("--cancel", is_flag=True, help="Accepted for Flux scripts (a "
                                                        "built-in module has no thread to "
                                                        "cancel).")
-_name = click.option("--name", "as_name", default=None, metavar="NAME",
+_name = click.option("-n", "--name", "as_name", default=None, metavar="NAME",
                      help="The module's name (a built-in module has only its own).")
+
+
+def _process(fn):
+    """Flux's --exec and --loader=PATH (a module as a process of its own): accepted;
+    fluxlite's built-in modules run in the broker, and a module path is refused."""
+    fn = click.option("--exec", "as_process", is_flag=True,
+                      help="Accepted (fluxlite's built-in modules run in the broker).")(fn)
+    return click.option("--loader", metavar="PATH", default=None,
+                        help="Accepted with a module path, which fluxlite refuses (it "
+                             "loads no compiled module).")(fn)
 
 
 @module.command("remove", context_settings=HELP)
@@ -141,12 +151,14 @@ module.add_command(click.Command("unload", callback=module_remove.callback,
 
 @module.command("load", context_settings=NO_INTERSPERSED)
 @_name
+@_process
 @_rank_option
 @click.argument("name")
 @click.argument("args", nargs=-1)
-def module_load(as_name, rank, name, args):
+def module_load(as_name, as_process, loader, rank, name, args):
     """Start the built-in module NAME again after `module remove` (sched-simple is
     fluxlite's sched).  A path to a compiled module cannot be loaded."""
+    del as_process, loader
     with handle() as h:
         _load(h, name, args, as_name, rank)
 
@@ -154,12 +166,14 @@ def module_load(as_name, rank, name, args):
 @module.command("reload", context_settings=NO_INTERSPERSED)
 @_force
 @_name
+@_process
 @_cancel
 @_rank_option
 @click.argument("name")
 @click.argument("args", nargs=-1)
-def module_reload(force, as_name, cancel, rank, name, args):
+def module_reload(force, as_name, as_process, loader, cancel, rank, name, args):
     """Remove the module NAME, then load it again."""
+    del as_process, loader
     with handle() as h:
         _remove(h, as_name or name, force, cancel, rank)
         _load(h, name, args, as_name, rank)

@@ -54,6 +54,17 @@ def test_remove_sched_pauses_scheduling_and_load_resumes_it(instance_factory):
     assert inst.cli("run", "echo", "after reload", check=True).stdout == "after reload\n"
 
 
+def test_load_and_reload_take_fluxs_name_exec_and_loader_options(inst1):
+    """flux-module load/reload -n NAME, --exec, --loader=PATH: taken (built-in
+    modules run in the broker; a module path stays refused)."""
+    inst1.cli("module", "remove", "sched-simple", check=True)
+    inst1.cli("module", "load", "-n", "sched", "--exec", "sched-simple", check=True)
+    inst1.cli("module", "reload", "--exec", "-n", "sched", "sched", check=True)
+    assert inst1.cli("run", "echo", "scheduled", check=True).stdout == "scheduled\n"
+    cp = inst1.cli("module", "load", "--loader=/bin/true", "/tmp/nosuch.so")
+    assert cp.returncode == 1 and len(cp.stderr.splitlines()) == 1
+
+
 def test_modules_holding_the_instance_refuse_to_stop(inst1):
     for name in ("job-manager", "kvs", "job-exec", "resource", "module"):
         cp = inst1.cli("module", "remove", name)
