@@ -350,6 +350,9 @@ class KVSService(KVSRoot, KVSTree, Service):
         self.store.check_room()
         ops = [treeobj.op(o) if isinstance(o, dict) and "dirent" in o else o
                for o in req.ops]
+        for op in ops:
+            if isinstance(op, dict):
+                treeobj.check_storable(op)
         version = self.commit(ops, ns)
         return {"version": version, "rootseq": version}
 

@@ -86,6 +86,13 @@ def blast(peer: RawPeer, tally: Tally, make_frames, seconds: float,
     tally.read(peer)
 
 
+def _until(predicate, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
 @pytest.mark.timeout(300 + 8 * SECONDS)
 def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, tmp_path,
                                                              capsys):
@@ -144,6 +151,11 @@ def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, t
     # what survived: every broker that was not killed, the job, the instance
     for pid in pids[:2]:
         os.kill(pid, 0)  # raises if the broker died
+    # and nothing the fuzzers opened outlives them: traces, version waits
+    _until(lambda: all(not h.call("module.stats-get", nodeid=r, timeout=10)["tracers"]
+                       for r in (0, 1)), "module traces of gone clients left open")
+    _until(lambda: h.call("kvs.stats-get", nodeid=0, timeout=10)["namespace"]["primary"]
+           ["#versionwaiters"] == 0, "version waits of gone clients left open")
     with open(fifo, "w") as f:
         f.write("go\n")
     wait_event(h, jobid, "clean", timeout=60)
