@@ -363,6 +363,8 @@ def read_toml(path: str) -> dict:
     except UnicodeDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: not UTF-8 text (byte "
                          f"{exc.start})") from None
+    except RecursionError:   # (the parsers recurse: thousands of nested tables or arrays)
+        raise UsageError(f"config {path}: tables or arrays nested too deeply") from None
 
 
 def _json_table(data: bytes, path: str) -> dict:
@@ -437,6 +439,9 @@ def _flatten(table: dict, prefix: str, out: dict, where: str) -> None:
         if name not in ATTRIBUTES:
             if "." in name and flux_config.ignored(name):
                 continue   # a Flux key or table of no meaning here
+            if any(a.startswith(name + ".") for a in ATTRIBUTES):
+                raise UsageError(f"{_at(where)}{name} is a table ([{name}]), not "
+                                 f"{type(value).__name__} {_brief(value)}")
             raise UsageError(f"{_at(where)}unknown key {name!r}")
         if isinstance(value, bool):
             value = "1" if value else "0"
@@ -447,6 +452,11 @@ def _flatten(table: dict, prefix: str, out: dict, where: str) -> None:
             out[name] = ATTRIBUTES[name].check(value)
         except ValueError as exc:
             raise UsageError(f"{_at(where)}invalid value for {name}: {exc}") from None
+
+
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _at(where: str) -> str:

@@ -142,6 +142,11 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except RecursionError:
+        # Python's JSON and TOML parsers (and what walks their result) recurse: input
+        # nested hundreds deep (kvs put -j, --conf TEXT, a config) is refused
+        return _die(prog, "input nested too deeply (tables, arrays or objects within "
+                          "each other, hundreds of levels deep)", 1)
     return rv if isinstance(rv, int) else 0
 
 

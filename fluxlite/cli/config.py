@@ -265,13 +265,16 @@ def config_load(path):
 
 def _parse_stdin(data: bytes) -> dict:
     try:
-        obj = json.loads(data)
-    except ValueError:
-        import tomllib
         try:
-            obj = tomllib.loads(data.decode())
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"TOML parse error: {exc}") from None
+            obj = json.loads(data)
+        except ValueError:
+            import tomllib
+            try:
+                obj = tomllib.loads(data.decode())
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise UsageError(f"TOML parse error: {exc}") from None
+    except RecursionError:
+        raise UsageError("standard input: tables or arrays nested too deeply") from None
     if not isinstance(obj, dict):
         raise UsageError(f"standard input is JSON {type(obj).__name__}, not a config "
                          "object (a table of tables)")

@@ -304,9 +304,9 @@ class KVSService(KVSRoot, KVSTree, Service):
         last component's own object (a link not followed; READLINK: EINVAL if it is
         not a link)."""
         guest = req.namespace
-        if self.in_guest(msg, req):   # Flux's job-ID (kvs_root.py)
-            # (the caller's own rights still decide where a link may lead)
-            return {**self.lookup_rpc(msg, req), "namespace": guest}
+        prefix = self.in_guest(msg, req)   # Flux's job-ID (kvs_root.py)
+        if prefix:   # (the caller's own rights still decide where a link may lead)
+            return self.from_guest(prefix, {**self.lookup_rpc(msg, req), "namespace": guest})
         ns, root = self._ns(msg, req.namespace)
         whole = req.key.strip(".") == ""
         if req.flags & (treeobj.READLINK | treeobj.TREEOBJ) and not whole:
@@ -350,6 +350,9 @@ class KVSService(KVSRoot, KVSTree, Service):
         self.store.check_room()
         ops = [treeobj.op(o) if isinstance(o, dict) and "dirent" in o else o
                for o in req.ops]
+        for op in ops:
+            if isinstance(op, dict):
+                treeobj.check_storable(op)
         version = self.commit(ops, ns)
         return {"version": version, "rootseq": version}
 

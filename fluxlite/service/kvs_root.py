@@ -14,7 +14,8 @@ A job's guest namespace (Flux's `job-ID`, the name `job namespace ID` prints)
 is the job's `guest` directory of the primary namespace, where its exec
 eventlog, output and input are (`kvs get -N job-ID exec.eventlog` reads
 job.<path>.guest.exec.eventlog): lookups, watches and commits naming it are
-taken there, for the job's owner and the instance owner.  A namespace created
+taken there, for the job's owner and the instance owner; a link made in it to
+a key of it leads within it.  A namespace created
 under that name (`kvs namespace create job-1`) is that namespace instead.
 """
 
@@ -104,19 +105,33 @@ class KVSRoot:
         return (first.get("context") or {}).get("userid") if isinstance(first, dict) \
             else None
 
-    def in_guest(self, msg, req) -> bool:
-        """Take a request naming a guest namespace to its directory (its key, and
-        its ops' keys, under it); True if it did."""
+    def in_guest(self, msg, req) -> str | None:
+        """Take a request naming a guest namespace to its directory (its key, its ops'
+        keys, and the targets of the links it makes in it, under it); the directory
+        if it did (a link in a guest namespace leads within it, as in Flux's)."""
         prefix = self.guest_prefix(msg, req.namespace)
         if prefix is None:
-            return False
+            return None
         req.namespace = None
         if hasattr(req, "key"):
             req.key = _under(prefix, req.key)
         for op in getattr(req, "ops", ()):
-            if isinstance(op, dict) and isinstance(op.get("key"), str):
-                op["key"] = _under(prefix, op["key"])
-        return True
+            if not isinstance(op, dict) or not isinstance(op.get("key"), str):
+                continue
+            op["key"] = _under(prefix, op["key"])
+            _link_under(prefix, op)
+        return prefix
+
+    @staticmethod
+    def from_guest(prefix: str, answer: dict) -> dict:
+        """A lookup's answer in a guest namespace: a link's target as it was written
+        there (in_guest put it under the directory)."""
+        val = answer.get("val")
+        if isinstance(val, dict) and val.get("type") == "symlink":
+            data = val["data"]
+            if "namespace" not in data and data["target"].startswith(prefix + "."):
+                val["data"] = {**data, "target": data["target"][len(prefix) + 1:]}
+        return answer
 
     def module_stats(self) -> dict:
         """What `module stats kvs` adds to the message counters: per namespace, its
@@ -141,6 +156,19 @@ class KVSRoot:
             for _, msg in reached:
                 self.untrack_stream(msg)
                 self.respond(msg, {"rootseq": version})
+
+
+def _link_under(prefix: str, op: dict) -> None:
+    """A link made in a guest namespace, to a key of that namespace (no namespace
+    named), leads to that key under the guest directory."""
+    dirent = op.get("dirent")
+    if isinstance(dirent, dict):      # Flux's form: {key, flags, dirent}
+        data = dirent.get("data")
+        if (dirent.get("type") == "symlink" and isinstance(data, dict)
+                and data.get("namespace") is None and isinstance(data.get("target"), str)):
+            dirent["data"] = {**data, "target": _under(prefix, data["target"])}
+    elif isinstance(op.get("symlink"), str) and op.get("target_namespace") is None:
+        op["symlink"] = _under(prefix, op["symlink"])
 
 
 def _under(prefix: str, key: str) -> str:

@@ -33,6 +33,23 @@ def encode(value, log: bool = False) -> dict:
     return val(json.dumps(value, separators=(",", ":")).encode())
 
 
+def check_storable(op: dict) -> None:
+    """A client's set or append can be read back: a value is bytes or JSON (bytes
+    inside a map or list, NaN or infinity have no JSON text), and an appended entry
+    is JSON.  EINVAL naming the key, before anything is stored."""
+    if "append" in op:
+        what = op["append"]
+    elif "value" in op and not isinstance(op["value"], (bytes, bytearray)):
+        what = op["value"]
+    else:
+        return
+    try:
+        json.dumps(what, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"kvs.commit: {op.get('key')!r}: the value cannot be stored: "
+                         f"{exc} (a value is JSON, or bytes on its own)") from None
+
+
 def symlink(target: str, namespace: str | None) -> dict:
     data = {"target": target}
     if namespace is not None:

@@ -18,7 +18,8 @@ from fluxlite.protocol import message as m
 
 # methods a client may call, with a valid sample payload each; methods that a
 # well-formed request could use to take the instance down on purpose
-# (broker.shutdown, attr.set, resource.drain, rexec.exec) are left out:
+# (broker.shutdown, attr.set, resource.drain, rexec.exec, resource.reload,
+# resource.acquire-mute, module.remove of what jobs need) are left out:
 # the owner may do that, and it is not what a fuzzer is after
 METHODS = {
     "broker.ping": {"pad": "x"},
@@ -66,6 +67,23 @@ METHODS = {
     "overlay.health": {},
     "overlay.status": {},
     "overlay.watch": {},
+    # modules, their per-module methods, jobtap, config and the KVS root: what a
+    # vanished fuzzer leaves open (a trace, a version wait) must go with it
+    "module.remove": {"name": "log"},
+    "module.load": {"path": "log", "args": []},
+    "module.trace": {"names": ["log", "kvs"], "typemask": 15, "topic_glob": "*",
+                     "full": True},
+    "kvs.rusage": {"who": "self"},
+    "kvs.stats-get": {},
+    "kvs.debug": {"op": "setbit", "flags": 1},
+    "job-manager.rusage": {"who": "children"},
+    "sched.stats-get": {},
+    "log.debug": {"op": "clr", "flags": 0},
+    "job-manager.jobtap-query": {"name": ".history"},
+    "kvs.getroot": {"namespace": "primary"},
+    "kvs.wait-version": {"rootseq": 1, "namespace": "job-1"},
+    "config.load": {"site": {"fuzz": [1, {"a": "b"}]}},
+    "config.reload": {},
 }
 
 # a job shell's methods (prefixed with its service name), with valid samples

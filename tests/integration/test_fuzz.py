@@ -7,6 +7,9 @@ Targets, one instance of 3 brokers (kary:2, so rank 0 has a tbon socket):
   garbage from an authenticated peer),
 - a running job's leader shell, through the broker (its service methods).
 
+A second run sends the local socket's garbage as a guest (another uid, role
+user, through guestuser.py): owner-only methods refuse it, nothing answers EIO.
+
 Each gets thousands of frames of random and structured garbage (fuzzframes.py)
 in a few seconds.  Then: no broker or shell crashed, no answer was EIO (a
 handler that failed on input the schema let through), the job ends, and the
@@ -19,6 +22,7 @@ from __future__ import annotations
 import collections
 import errno
 import glob
+import json
 import os
 import time
 
@@ -86,6 +90,13 @@ def blast(peer: RawPeer, tally: Tally, make_frames, seconds: float,
     tally.read(peer)
 
 
+def _until(predicate, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
 @pytest.mark.timeout(300 + 8 * SECONDS)
 def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, tmp_path,
                                                              capsys):
@@ -144,6 +155,11 @@ def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, t
     # what survived: every broker that was not killed, the job, the instance
     for pid in pids[:2]:
         os.kill(pid, 0)  # raises if the broker died
+    # and nothing the fuzzers opened outlives them: traces, version waits
+    _until(lambda: all(not h.call("module.stats-get", nodeid=r, timeout=10)["tracers"]
+                       for r in (0, 1)), "module traces of gone clients left open")
+    _until(lambda: h.call("kvs.stats-get", nodeid=0, timeout=10)["namespace"]["primary"]
+           ["#versionwaiters"] == 0, "version waits of gone clients left open")
     with open(fifo, "w") as f:
         f.write("go\n")
     wait_event(h, jobid, "clean", timeout=60)
@@ -169,3 +185,66 @@ def test_fuzz_every_socket_then_the_instance_still_runs_jobs(instance_factory, t
             answers = ", ".join(f"{k} {v}" for k, v in t.errnos.most_common()
                                 if k != "eio_examples")
             print(f"  {t.line()}; answers: {answers}")
+
+
+GUEST_FUZZ = """
+import collections, errno, json, os, sys, time
+sys.path.insert(0, {here!r})
+from fuzzframes import Fuzzer
+from rawpeer import RawPeer
+from fluxlite.protocol import message as m
+fuzz = Fuzzer({seed}, size=1, jobspec={jobspec!r})
+got = collections.Counter()
+eio = []
+def read(peer):
+    while (frames := peer.recv(0)) is not None:
+        try:
+            msg = m.decode(frames)
+        except Exception:
+            continue
+        if msg.type == m.RESPONSE:
+            got[errno.errorcode.get(msg.errnum, str(msg.errnum)) if msg.errnum else "ok"] += 1
+            if msg.errnum == errno.EIO and len(eio) < 5:
+                eio.append(msg.topic + ": " + msg.errstr)
+with RawPeer({endpoint!r}) as peer:
+    t0 = time.monotonic()
+    sent = 0
+    while time.monotonic() - t0 < {seconds}:
+        for _ in range(100):
+            peer.send(fuzz.client_frames())
+            sent += 1
+        read(peer)
+    last = peer.call("broker.ping", {{}}, nodeid=0, timeout=60)
+    read(peer)
+print(json.dumps({{"sent": sent, "answers": got, "eio": eio, "ping": last.payload}}))
+"""
+
+
+@pytest.mark.timeout(300 + 2 * SECONDS)
+def test_fuzz_as_a_guest_then_the_instance_still_runs_jobs(instance_factory, capsys):
+    """The same garbage from a guest (role user, another uid): every owner-only method
+    refuses it, nothing answers EIO, and nothing it left open outlives it."""
+    import guestuser
+    guestuser.need_root()
+    inst = instance_factory(1, setattrs=["access.allow-guest-user=1",
+                                         "log-stderr-level=critical"])
+    h = inst.handle()
+    code = GUEST_FUZZ.format(here=os.path.dirname(__file__), seed=SEED, seconds=SECONDS,
+                             endpoint=local_endpoint(inst),
+                             jobspec=js.Jobspec.from_command(["true"], environment={}).jobspec)
+    cp = guestuser.python(inst, guestuser.GUEST, code, timeout=120 + 2 * SECONDS)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    out = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert out["ping"]["userid"] == guestuser.GUEST and out["ping"]["rolemask"] == 2
+    assert not out["eio"], f"handlers failed with EIO on a guest's input: {out['eio']}"
+    assert out["answers"].get("EPERM", 0) > 0, out["answers"]
+    _until(lambda: not h.call("module.stats-get", nodeid=0, timeout=10)["tracers"],
+           "a guest's module traces left open")
+    _until(lambda: h.call("kvs.stats-get", nodeid=0, timeout=10)["namespace"]["primary"]
+           ["#versionwaiters"] == 0, "a guest's version waits left open")
+    cp = inst.cli("run", "echo", "alive", check=True, timeout=60)
+    assert cp.stdout == "alive\n"
+    with capsys.disabled():
+        answers = ", ".join(f"{k} {v}" for k, v in sorted(out["answers"].items(),
+                                                           key=lambda kv: -kv[1]))
+        print(f"\nguest fuzz: {out['sent']} frames in {SECONDS:g}s; answers: {answers}")

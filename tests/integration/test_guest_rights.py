@@ -114,3 +114,29 @@ def test_a_link_leads_nowhere_its_user_may_not_go(shared):
             assert "KVS namespace 'secret': only its owner" in line, (ns, get, line)
         # the instance owner follows the same link
         assert inst.cli("kvs", "get", "-N", ns, "peek", check=True).stdout == "hunter2\n"
+
+
+@pytest.mark.timeout(120)
+def test_a_link_made_in_a_jobs_namespace_leads_within_it(inst1):
+    """As in Flux's guest namespace: a link to KEY made in job-ID is job-ID's KEY (it
+    once led to the primary namespace's KEY), and reads back as written."""
+    jobid = jobid_of(inst1.cli("submit", "echo", "hi"))
+    inst1.cli("job", "wait-event", "-t", "30", str(jobid), "clean", check=True)
+    ns = f"job-{jobid}"
+    inst1.cli("kvs", "put", "exec.eventlog=the primary namespace's", check=True)
+    inst1.cli("kvs", "link", "-N", ns, "exec.eventlog", "mylink", check=True)
+    got = inst1.cli("kvs", "get", "-N", ns, "mylink", check=True).stdout
+    assert '"name":"init"' in got and "primary" not in got, got
+    assert inst1.cli("kvs", "readlink", "-N", ns, "mylink", check=True).stdout == \
+        "exec.eventlog\n"
+    # the same through Flux's form of the operation
+    h = inst1.handle()
+    h.call("kvs.commit", {"namespace": ns, "ops": [
+        {"key": "flux-link", "flags": 0,
+         "dirent": {"ver": 1, "type": "symlink", "data": {"target": "exec.eventlog"}}}]})
+    got = inst1.cli("kvs", "get", "-N", ns, "flux-link", check=True).stdout
+    assert '"name":"init"' in got, got
+    # a link naming a namespace is left as it is
+    inst1.cli("kvs", "link", "-N", ns, "-T", "primary", "exec.eventlog", "out", check=True)
+    assert inst1.cli("kvs", "get", "-N", ns, "out", check=True).stdout == \
+        "the primary namespace's\n"

@@ -296,6 +296,21 @@ def test_a_killed_waiter_does_not_steal_the_next_waits_job(inst1, tmp_path):
     assert "no waitable jobs" not in cp.stderr
 
 
+def test_a_value_with_no_json_text_is_refused_at_commit(inst1):
+    """Bytes inside a map once went into the KVS and made every later read of the key
+    (and the watches on it) fail with EIO; NaN was kept as non-JSON text.  A value
+    is bytes alone, or JSON."""
+    h = inst1.handle()
+    for op in ({"value": {"a": b"x"}}, {"value": [b"x"]}, {"value": math.nan},
+               {"value": {"a": [math.inf]}}, {"append": [b"x"]}, {"append": [{"t": math.nan}]}):
+        refused(h, "kvs.commit", {"ops": [{"key": "v", **op}]}, errno.EINVAL, "'v'",
+                "cannot be stored")
+    refused(h, "kvs.lookup", {"key": "v"}, errno.ENOENT, "v")
+    h.call("kvs.commit", {"ops": [{"key": "v", "value": b"\x00\xff"}]})
+    assert h.call("kvs.lookup", {"key": "v"})["val"]["data"] == "AP8="
+    still_whole(inst1)
+
+
 # ------------------------------------------------------------ 7. liveness
 def test_a_stall_of_rank0_does_not_mark_live_children_unresponsive(instance_factory):
     """Stop rank 0 for longer than tbon.torpid-timeout: its children kept sending

@@ -211,3 +211,40 @@ def test_config_load_of_deep_or_huge_objects(inst1, tmp_path):
     assert len(h.call("config.get")["site"]) == 9000
     h.call("config.load", before)
     still_whole(inst1)
+
+
+@pytest.mark.timeout(120)
+def test_input_nested_hundreds_deep_is_one_line_from_every_command(inst1, tmp_path):
+    """JSON or TOML nested thousands deep once ended `config load`, `kvs put -j`,
+    `start --conf` and `config reload` of such a file in a Traceback (the parsers
+    recurse); each now says so in one line."""
+    deep_json = '{"a":' * 3000 + "1" + "}" * 3000
+    deep_toml = "a = " + "[" * 3000 + "]" * 3000 + "\n"
+    (tmp_path / "deep.json").write_text(deep_json)
+    (tmp_path / "deep.toml").write_text(deep_toml)
+    runs = [inst1.cli("config", "load", tmp_path / "deep.json"),
+            inst1.cli("config", "load", tmp_path / "deep.toml"),
+            inst1.cli("config", "load", input=deep_json),
+            inst1.cli("config", "load", input=deep_toml),
+            inst1.cli("kvs", "put", "-j", f"deep={deep_json}"),
+            inst1.cli("config", "set", "--type=object", "site.deep", deep_json),
+            inst1.cli("start", "--conf", deep_toml.strip(), "true"),
+            inst1.cli("start", "-c", tmp_path / "deep.toml", "true")]
+    for cp in runs:
+        line = one_error_line(cp)
+        assert "nested too deeply" in line and "Traceback" not in cp.stderr, cp.stderr[-500:]
+    assert inst1.cli("kvs", "get", "deep").returncode != 0
+    still_whole(inst1)
+
+
+@pytest.mark.timeout(120)
+def test_jobtap_and_config_refusals_name_what_was_wrong(inst1):
+    h = inst1.handle()
+    for field in ("load", "remove"):
+        refused(h, "job-manager.jobtap", {field: ""}, errno.EINVAL, field, ">= 1")
+    # a table given a value: named as a table, not as an unknown key
+    for table, value in (("tbon", 5), ("exec", "x"), ("resource", [1] * 100)):
+        msg = refused(h, "config.load", {table: value}, errno.EINVAL, f"{table} is a table")
+        assert "unknown key" not in msg and len(msg) < 200, msg
+    assert "unknown key 'bogus'" in refused(h, "config.load", {"bogus": 1}, errno.EINVAL)
+    still_whole(inst1)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from typing import Annotated
 
 from ...errors import AlreadyExists, NoService, NotFound, NotSupported, UsageError
 from ...job import depend
-from ...protocol.schema import AnyMap, Name, Struct, Text
+from ...protocol.schema import AnyMap, Meta, Name, Struct
 from ..base import ANY, handler
 
 BUILTIN_PLUGINS = (".priority-default", ".dependency-after", ".begin-time", ".history")
@@ -33,9 +34,13 @@ SCHEME_PLUGIN = {**{s: ".dependency-after" for s in depend.AFTER},
                  depend.BEGIN_TIME: ".begin-time"}
 
 
+# a plugin's name, glob or path
+Plugin = Annotated[str, Meta(min_length=1, max_length=4096)]
+
+
 class JobtapRequest(Struct, kw_only=True):   # Flux's query_only is the default here
-    load: Text | None = None
-    remove: Text | None = None
+    load: Plugin | None = None
+    remove: Plugin | None = None
     conf: AnyMap | None = None
     query_only: bool = False
 
