@@ -10,9 +10,9 @@ ProtocolError, happen in the owner's dispatch so the peer can be named.
 A channel given `hold` takes nothing while `hold()` is true: what waits stays
 in the socket (bounded by its RCVHWM, then by the sender's own queue), and the
 channel looks again on the next turn of the loop.  The broker's local endpoint
-holds while its in-broker work queue is long, so that a client sending faster
-than the broker answers is slowed by its own socket instead of growing the
-broker: requests taken are handled, not piled up.
+holds while many clients' requests wait for the broker's services, so that a
+client sending faster than the broker answers is slowed by its own socket
+instead of growing the broker: requests taken are handled, not piled up.
 """
 
 from __future__ import annotations

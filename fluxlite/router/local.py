@@ -23,10 +23,11 @@ Bounds, so that no client can grow this broker's memory without limit:
   soon as it reads again, however long that takes, so its handle fails every RPC
   instead of hanging (the requests it sent after the drop, which were not taken,
   as refused);
-- nothing is taken from clients while the broker's own work queue is long
-  (`busy`, Router.busy): requests wait in their senders' sockets until the
-  broker can handle them, so a client's flood costs this broker a bounded
-  backlog, and one dropped for not reading leaves its requests not taken.
+- nothing is taken from clients while many of their requests wait for this
+  broker's services (`busy`, Router.busy): requests wait in their senders'
+  sockets until the broker can handle them, so a client's flood costs this
+  broker a bounded backlog, and one dropped for not reading leaves its
+  requests not taken.
 
 - at most PENDING_LIMIT connections that have not sent a message are kept
   (the oldest is closed), and none is accepted when descriptors run short
@@ -106,7 +107,7 @@ class LocalEndpoint:
             os.umask(old)
         os.chmod(path, 0o600)
         self.sock = sock
-        # nothing is taken while the broker is `busy` (the router's queue is long)
+        # nothing is taken while the broker is `busy` (many requests wait in the router)
         self.channel = Channel(sock, self._on_frames, recv=recv_frames_from, hold=busy)
         # connections that never speak are bounded (any owner process may open them)
         self.guard = ConnectionGuard("local", pending=PENDING_LIMIT)

@@ -30,11 +30,12 @@ What the router guarantees:
   never runs inside another's, an answer never reaches an RPC before the caller
   holds it, and no chain of requests and answers grows the stack.  `later`
   (call_soon of the running loop, unless given) asks for that turn.
-  While INTAKE_LIMIT messages wait there, `busy()` says so and the local
-  endpoint takes no more from its clients (router/local.py): a client sending
-  requests faster than they are answered waits in its own socket, and one
-  dropped for not reading its answers leaves its requests not taken (refused)
-  instead of queued here to be answered for nobody.
+  While INTAKE_LIMIT local clients' requests wait there, `busy()` says so and
+  the local endpoint takes no more from its clients (router/local.py): a client
+  sending requests faster than they are answered waits in its own socket, and
+  one dropped for not reading its answers leaves its requests not taken
+  (refused) instead of queued here to be answered for nobody.  The services'
+  own traffic is not counted: it is what clears the queue.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ from ..util.log import get_logger
 INTERNAL = b""
 # the most one turn of in-broker deliveries runs before sockets and timers get theirs
 TURN_SLICE = 0.010
-# in-broker deliveries waiting, from which the local endpoint stops taking messages
+# local clients' requests waiting for this broker's services, from which the local
+# endpoint stops taking messages
 INTAKE_LIMIT = 64
 PARENT = -1
 
@@ -115,6 +117,7 @@ class Router:
         self._local: collections.deque = collections.deque()
         self._later = later
         self._turn_asked = False
+        self._client_backlog = 0   # local clients' requests among them (busy())
 
     # ---------------------------------------------------------------- entry
     def deliver(self, msg: Message, source) -> None:
@@ -191,10 +194,14 @@ class Router:
             if not self.links.send_client(target, m.encode(msg)):
                 self.client_gone(target, "client disconnected")
         else:
-            self._hand_over(self._dispatch, (target, msg, self._note_owed(msg)))
+            route = msg.route
+            from_client = len(route) == 1 and type(route[0]) is bytes and route[0] != INTERNAL
+            self._client_backlog += from_client
+            self._hand_over(self._dispatch, (target, msg, self._note_owed(msg), from_client))
 
     def _dispatch(self, item: tuple) -> None:
-        target, msg, ident = item
+        target, msg, ident, from_client = item
+        self._client_backlog -= from_client
         if not target.dispatch(msg) and ident is not None:
             self._settle(ident, msg)   # answered or refused at once: nothing held
 
@@ -207,8 +214,9 @@ class Router:
             self._later(self._turn)
 
     def busy(self) -> bool:
-        """Whether enough in-broker work waits that clients should wait their turn."""
-        return len(self._local) >= INTAKE_LIMIT
+        """Whether enough of local clients' requests wait for this broker's services
+        that clients should wait their turn."""
+        return self._client_backlog >= INTAKE_LIMIT
 
     def _turn(self) -> None:
         """Hand over what was queued before this turn; what that leads to is queued
