@@ -8,7 +8,7 @@ import json
 
 import click
 
-from ..errors import UsageError
+from ..errors import NotFound, UsageError
 from ..protocol.kvs import READDIR, READLINK, TREEOBJ, WAITCREATE, WATCH, WATCH_APPEND, entries
 from ..protocol.kvs import value as _value
 from .common import HELP, echo_value, fsd_timeout, handle
@@ -83,8 +83,8 @@ def get(namespace, keys, **o):
     if o["at"] is not None:
         raise UsageError("--at: fluxlite's KVS keeps no content store to look a tree "
                          "object up in (read the key itself)")
-    if (o["count"] or o["uniq"] or o["append"]) and not o["watch"]:
-        raise UsageError("--count, --uniq and --append go with --watch")
+    # --count, --uniq and --append say how to watch: without --watch, as in Flux,
+    # they change nothing
 
     def show(key, value):
         _show_value(key, value, label=o["label"], raw=o["raw"])
@@ -96,14 +96,18 @@ def get(namespace, keys, **o):
                 _watch_value(h, namespace, key, o, show)
             return
         for key in keys:
-            if o["treeobj"]:
-                if o["waitcreate"]:
-                    _watch_value(h, namespace, key, dict(o, watch=False), lambda k, v: None)
-                obj = h.call("kvs.lookup", _in(namespace, {"key": key, "flags": TREEOBJ}),
-                             nodeid=0)["val"]
-                show(key, json.dumps(obj, separators=(",", ":")))
-            else:
-                show(key, _get(h, namespace, key))
+            try:
+                if o["treeobj"]:
+                    if o["waitcreate"]:
+                        _watch_value(h, namespace, key, dict(o, watch=False),
+                                     lambda k, v: None)
+                    obj = h.call("kvs.lookup", _in(namespace, {"key": key, "flags": TREEOBJ}),
+                                 nodeid=0)["val"]
+                    show(key, json.dumps(obj, separators=(",", ":")))
+                else:
+                    show(key, _get(h, namespace, key))
+            except NotFound:   # flux-kvs's words: the key, then strerror(ENOENT)
+                raise NotFound(f"{key}: No such file or directory") from None
 
 
 def _show_value(key: str, value, *, label: bool, raw: bool) -> None:

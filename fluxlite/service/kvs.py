@@ -186,6 +186,12 @@ class KVSService(KVSRoot, KVSTree, Service):
                     self._answer(wkey, w, new)
                     if w.sent >= value.n or w.msg is None:
                         return
+            if isinstance(value, str) and len(value) >= w.sent:
+                # text: what was added since the last answer, as Flux's raw appends
+                new, w.sent = value[w.sent:], len(value)
+                if new:
+                    self._answer(wkey, w, [new])
+                return
             if not isinstance(value, list):
                 self._drop_watch(wkey, w)
                 self.respond_exception(w.msg, UsageError(f"{key!r} is not an eventlog"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import sys
 
 from ..errors import (
@@ -271,9 +272,16 @@ class KVSTree:
                 key: str) -> None:
         """Extend the log in the store (a failed commit's store.finish(False) cuts it
         back), or start one: from nothing, or from a list that was set as a value.
-        A directory or another value is no list to extend."""
+        A string is extended by the text (a JSON value's compact text), as Flux's
+        raw values are; a directory or another value is no list to extend."""
         if isinstance(old, Dir):
             raise _is_a_directory(key)
+        if isinstance(old, str):   # text appended to text, as Flux's raw values
+            undo.append((parent, leaf, old))
+            parent[leaf] = old + "".join(e if isinstance(e, str) else
+                                         json.dumps(e, separators=(",", ":"))
+                                         for e in entries)
+            return
         if old is not _MISSING and not isinstance(old, (list, Log)):
             raise UsageError(f"cannot append to {key!r}: it is not a list")
         if isinstance(old, Log):

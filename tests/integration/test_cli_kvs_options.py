@@ -27,8 +27,6 @@ def test_get_raw_label_treeobj(inst1):
     assert out(inst1, "get", "-f", "-S", "n") == "1\n"
     cp = inst1.cli("kvs", "get", "-a", '{"ver":1,"type":"dirref","data":[]}', "n")
     assert cp.returncode == 1 and "--at" in one_error_line(cp)
-    cp = inst1.cli("kvs", "get", "-c", "2", "n")
-    assert cp.returncode == 1 and "go with --watch" in one_error_line(cp)
 
 
 def _start(inst, *args) -> subprocess.Popen:

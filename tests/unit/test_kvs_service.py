@@ -88,15 +88,18 @@ def test_commit_sets_appends_and_unlinks_and_counts_versions(kvs):
 
 
 def test_a_commit_that_fails_half_way_changes_nothing(kvs):
-    kvs.svc.commit([{"key": "x.val", "value": "v"}, {"key": "x.log", "append": ["e1"]}])
+    kvs.svc.commit([{"key": "x.val", "value": 7}, {"key": "x.log", "append": ["e1"]},
+                    {"key": "x.s", "value": "t"}])
     version = kvs.svc.version
     bad = [{"key": "x.log", "append": ["e2"]},          # would succeed
+           {"key": "x.s", "append": ["ext"]},           # text onto text: would succeed
            {"key": "x.new.deep", "value": 1},           # would create directories
-           {"key": "x.val", "append": ["oops"]}]        # fails: not a list
+           {"key": "x.val", "append": ["oops"]}]        # fails: not a list or a string
     assert errnum_of(kvs.svc.commit, bad) == errno.EINVAL
     assert kvs.svc.lookup("x.log") == ["e1"]
+    assert kvs.svc.lookup("x.s") == "t"
     assert not kvs.svc.exists("x.new.deep")
-    assert ls(kvs, {"key": "x"}) == ["log", "val"]
+    assert ls(kvs, {"key": "x"}) == ["log", "s", "val"]
     assert kvs.svc.version == version
 
 
@@ -260,7 +263,7 @@ def test_watch_refuses_unknown_flags_and_a_watch_that_cannot_stream(kvs):
 def test_append_watch_of_a_value_is_refused_once_it_exists(kvs):
     req = kvs.request("kvs-watch.lookup",
                       {"key": "v", "flags": WATCH | WATCH_APPEND | WAITCREATE}, stream=True)
-    kvs.svc.commit([{"key": "v", "value": "not a list"}])
+    kvs.svc.commit([{"key": "v", "value": 42}])      # neither a list nor text
     (resp,) = kvs.answers(req)
     assert resp.errnum == errno.EINVAL
     assert kvs.call("kvs.stats")["watchers"] == 0

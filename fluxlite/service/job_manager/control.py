@@ -3,7 +3,7 @@ exceptions (raise, cancel, raiseall), signals to a running job, and memos."""
 
 from __future__ import annotations
 
-from ...errors import FluxliteError, PermissionDenied, UsageError
+from ...errors import FluxliteError, NotFound, PermissionDenied, UsageError
 from ...job import actions as act
 from ...job import depend, states
 from ...job.actions import Job
@@ -155,6 +155,8 @@ class Control:
     @handler("job-manager.memo", schema=MemoRequest, roles=ANY)
     def memo(self, msg, r):
         job = self._job(r.id)
+        if job.state == states.INACTIVE:   # as Flux: ENOENT before any authorization
+            raise NotFound("job is inactive")
         self._authorize(msg, job)
         self._handle(job, act.Memo(r.memo))
         return {}

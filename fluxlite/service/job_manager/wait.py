@@ -79,7 +79,7 @@ class Waits:
         if ok:
             err = ""
         elif job.fatal:
-            err = job.fatal["note"] or f"{job.fatal['type']} exception"
+            err = f"Fatal exception type={job.fatal['type']} {job.fatal['note']}"
         else:
             err = states.status_message(job.status or 0) or info["result"]
         return {"id": job.id, "success": ok, "errstr": err, "result": info["result"],
