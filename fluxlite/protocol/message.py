@@ -45,6 +45,9 @@ _HEADER_LEN = 11
 MAX_HEADER_BYTES = 64 * 1024   # a header is small: topic, numbers, a route of a few hops
 MAX_ROUTE = 64                 # hops; a 1024-rank binary tree is 10 deep
 MAX_TOPIC = 255
+# an error's sentence: one that quotes a huge value it was given is cut here, so that
+# every answer's header stays within MAX_HEADER_BYTES, which its receiver checks
+MAX_ERRSTR = 4096
 MAX_COUNT = 1 << 20             # nodes, slots, cores or tasks one request may ask for
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -127,7 +130,10 @@ class Message:
                    userid=userid, role=role)
 
     def response(self, payload=None, errnum: int = 0, errstr: str = "") -> Message:
-        """A response to this request, carrying its matchtag and route."""
+        """A response to this request, carrying its matchtag and route (an error's
+        sentence cut to MAX_ERRSTR characters)."""
+        if len(errstr) > MAX_ERRSTR:
+            errstr = errstr[:MAX_ERRSTR - 30] + f"... ({len(errstr)} characters)"
         return Message(RESPONSE, self.topic, payload, nodeid=self.nodeid,
                        flags=self.flags & STREAMING, matchtag=self.matchtag, errnum=errnum,
                        errstr=errstr, userid=self.userid, role=self.role, route=list(self.route))

@@ -33,13 +33,16 @@ from .kvs_tree import PRIMARY
 GUEST = re.compile(r"job-([0-9]{1,20})")   # (fullmatch: no "job-1\n")
 
 
+Namespace = Annotated[str, Meta(max_length=255)]
+
+
 class GetrootRequest(Struct, kw_only=True):
-    namespace: str | None = None
+    namespace: Namespace | None = None
 
 
 class WaitVersionRequest(Struct, kw_only=True):
     rootseq: Annotated[int, Meta(ge=0, le=2 ** 63 - 1)]
-    namespace: str | None = None
+    namespace: Namespace | None = None
 
 
 def rootref(namespace: str, version: int) -> str:

@@ -248,3 +248,23 @@ def test_jobtap_and_config_refusals_name_what_was_wrong(inst1):
         assert "unknown key" not in msg and len(msg) < 200, msg
     assert "unknown key 'bogus'" in refused(h, "config.load", {"bogus": 1}, errno.EINVAL)
     still_whole(inst1)
+
+
+@pytest.mark.timeout(120)
+def test_an_error_quoting_a_huge_value_is_still_an_answer(inst1):
+    """An error sentence that quoted a 70000-character name it was given (an unknown
+    config key, a namespace) made a header over the 64 KiB every receiver allows:
+    the client could not read its answer.  The sentence is cut."""
+    h = inst1.handle()
+    huge = "x" * 70000
+    for topic, payload in (("config.load", {huge: 1}), ("kvs.lookup", {"key": "a",
+                                                                       "namespace": huge}),
+                           ("kvs.getroot", {"namespace": huge}),
+                           ("kvs.namespace-remove", {"namespace": huge[:255]}),
+                           ("job-manager.jobtap", {"load": huge[:4000]})):
+        with pytest.raises(FluxliteError) as info:
+            h.call(topic, payload, timeout=10)
+        assert info.value.errnum in (errno.EINVAL, errno.ENOTSUP, errno.ENOENT), \
+            info.value.message[:200]
+        assert len(info.value.message) <= 4096
+    still_whole(inst1)
