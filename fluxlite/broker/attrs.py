@@ -111,13 +111,19 @@ def _bool(v) -> str:
     raise ValueError(f"{v!r} is not a boolean (true/false)")
 
 
+_SYSLOG = {"emerg": "0", "alert": "1", "crit": "2", "critical": "2", "err": "3",
+           "error": "3", "warn": "4", "warning": "4", "notice": "5", "info": "6",
+           "debug": "7"}
+
+
 def _level(v) -> str:
-    """A log level: a name, or Flux's syslog number 0 (emerg) to 7 (debug)."""
-    s = str(v).lower()
-    names = ("debug", "info", "warning", "error", "critical")
-    if s not in names and s not in tuple("01234567"):
-        raise ValueError(f"{v!r} is not a log level ({', '.join(names)}, or 0-7 as "
-                         "syslog's: 3 err, 4 warning, 6 info, 7 debug)")
+    """A log level, kept as Flux keeps it: syslog's number, 0 (emerg) to 7 (debug);
+    a name (debug, info, warning, error, ...) is taken for its number."""
+    s = str(v).strip().lower()
+    s = _SYSLOG.get(s, s)
+    if s not in tuple("01234567"):
+        raise ValueError(f"{v!r} is not a log level (0-7 as syslog's: 2 crit, 3 err, "
+                         "4 warning, 6 info, 7 debug; or one of those names)")
     return s
 
 
@@ -260,8 +266,8 @@ ATTRIBUTES: dict[str, Attr] = {
                                       "read yet; a client that lets more pile up is "
                                       "dropped"),
     # logging
-    "log-stderr-level": Attr("error", _level, True, "lowest level printed on stderr"),
-    "log-level": Attr("info", _level, True, "lowest level kept in the ring and log file"),
+    "log-stderr-level": Attr("3", _level, True, "lowest level printed on stderr"),
+    "log-level": Attr("6", _level, True, "lowest level kept in the ring and log file"),
     "log-ring-size": Attr("1024", _uint, False, "log entries kept for `fluxlite dmesg`"),
     # resources and exec
     "resource.cores-per-rank": Attr("0", _uint, False,

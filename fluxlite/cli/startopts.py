@@ -161,7 +161,7 @@ class Recovery:
               noexec: bool) -> None:
         """Recovery's attributes and start mode, and the notice that says so."""
         attrs.update({"statedir": statedir, "broker.recovery-mode": "1",
-                      "broker.quorum": "1", "log-stderr-level": "warning"})
+                      "broker.quorum": "1", "log-stderr-level": "4"})
         mode["start_mode"] = "leader"
         if noexec:
             return
