@@ -19,6 +19,22 @@ from ..util import hostlist as hl
 from ..util import idset
 
 STDIN_TIMEOUT = 15.0   # as Flux: a forgotten pipe fails rather than hangs
+TIMEOUT_VARS = ("FLUXLITE_HOSTLIST_STDIN_TIMEOUT", "FLUX_HOSTLIST_STDIN_TIMEOUT")
+
+
+def _stdin_timeout() -> float:
+    """Seconds to wait for stdin: STDIN_TIMEOUT, or as Flux's variable says."""
+    for var in TIMEOUT_VARS:
+        text = os.environ.get(var)
+        if text:
+            try:
+                value = float(text)
+            except ValueError:
+                value = -1.0
+            if not value >= 0:   # NaN too
+                raise UsageError(f"{var}={text!r} is not a number of seconds (0 or more)")
+            return value
+    return STDIN_TIMEOUT
 
 
 class _Sources:
@@ -80,8 +96,12 @@ class _Sources:
 
 
 def _stdin() -> list[str]:
-    if not select.select([sys.stdin], [], [], STDIN_TIMEOUT)[0]:
-        raise FluxliteError(f"timeout after {STDIN_TIMEOUT:g}s waiting for stdin")
+    timeout = _stdin_timeout()
+    if sys.stdin is None:   # closed: no hosts can come
+        raise UsageError("stdin is closed: no hosts to read (name SOURCES such as "
+                         "instance or a hostlist, or use -l for the local hosts)")
+    if not select.select([sys.stdin], [], [], timeout)[0]:
+        raise FluxliteError(f"timeout after {timeout:g}s waiting for stdin")
     out: list[str] = []
     for line in sys.stdin.read().splitlines():
         if line.strip():
