@@ -523,7 +523,7 @@ def test_wait_reports_a_cancel(inst1):
     jobid = jobid_of(inst1.cli("submit", "sleep", "60", check=True))
     inst1.cli("cancel", fluid.f58(jobid), check=True)
     cp = inst1.cli("job", "wait", fluid.f58(jobid))
-    assert cp.returncode == 1 and cp.stderr.strip().endswith(": cancel exception")
+    assert cp.returncode == 1 and cp.stderr.endswith(": Fatal exception type=cancel \n")
 
 
 def test_run_forwards_stdin(instance_factory):
