@@ -18,6 +18,7 @@ import click
 
 from ..errors import FluxliteError, NotFound, UsageError
 from .common import HELP, NO_INTERSPERSED, handle
+from .optvalues import json_or_text, put_dotted
 
 
 @click.group(context_settings=HELP)
@@ -53,17 +54,7 @@ def _conf(words) -> dict:
         key, eq, text = w.partition("=")
         if not eq or not key:
             raise UsageError(f"plugin configuration must be KEY=VALUE, not {w!r}")
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text
-        node = conf
-        *path, last = key.split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise UsageError(f"{key}: {part} is given a value and a table")
-        node[last] = value
+        put_dotted(conf, key, json_or_text(text))
     return conf
 
 

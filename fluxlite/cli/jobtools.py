@@ -13,6 +13,7 @@ import click
 from ..errors import FluxliteError, NotFound, UsageError
 from .common import HELP, fsd_timeout, handle, parse_jobid
 from .common import JOB_JOBID as JOBID  # flux-job's words and exit status for a bad id
+from .optvalues import json_or_text, put_dotted
 
 UINT_MAX = 4294967295   # what Flux's timeleft reports for no limit
 
@@ -280,15 +281,7 @@ def memo(volatile, jobid, pairs):
             raise UsageError(f"expected KEY=VALUE, got {pair!r}")
         if text == "-":
             text = sys.stdin.read()
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text
-        node = updates
-        *path, last = key.split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
+        put_dotted(updates, key, json_or_text(text))
     with handle() as h:
         h.call("job-manager.memo", {"id": jobid, "memo": updates})
 

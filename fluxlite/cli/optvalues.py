@@ -180,6 +180,27 @@ def instance_conf(values: tuple[str, ...]) -> list[str]:
     return [f"-S{name}={val}" for name, val in entry.config_attrs(config, "--conf").items()]
 
 
+def json_or_text(text: str):
+    """A KEY=VALUE word's VALUE as Flux reads it: JSON if it parses, else the string."""
+    import json
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def put_dotted(obj: dict, key: str, value) -> None:
+    """Set dotted `key` (a.b.c) in `obj`, making the tables on the way; a part that
+    already holds a value, not a table, is a UsageError."""
+    node = obj
+    *path, last = key.split(".")
+    for part in path:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise UsageError(f"{key}: {part} is given a value and a table")
+    node[last] = value
+
+
 def conf_value(value: str) -> dict:
     """One --conf VALUE as a config object (Flux's forms, see instance_conf; a value
     starting with '{' is a JSON object even on one line, as Flux reads it)."""
@@ -204,16 +225,8 @@ def conf_value(value: str) -> dict:
                     from None
     if "=" in value:
         key, _, text = value.partition("=")
-        try:
-            val = json.loads(text)
-        except ValueError:
-            val = text
         out: dict = {}
-        node = out
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = val
+        put_dotted(out, key, json_or_text(text))
         return out
     path = value if value.endswith((".toml", ".json")) else named_config(value)
     try:

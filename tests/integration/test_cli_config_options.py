@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import select
-import socket
 import subprocess
 import threading
 import time
 
 import pytest
+from tcpconf import local_tcp_config
 
 from fluxlite.client.sync import Handle
 from fluxlite.testing import fluxlite_command, one_error_line
@@ -259,28 +259,6 @@ def test_reload_without_a_config_path_changes_nothing(inst1):
 
 
 # ------------------------------------------------- a rank that joins after a change
-def two_host_config(tmp_path) -> str:
-    """Two brokers of fixed hosts (node0, node1) on this machine, over TCP."""
-    cert = tmp_path / "curve.cert"
-    subprocess.run(fluxlite_command() + ["keygen", str(cert)], check=True, timeout=60)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = tmp_path / "conf.toml"
-    conf.write_text(f"""[bootstrap]
-curve_cert = "{cert}"
-default_port = {port}
-default_bind = "tcp://127.0.0.1:%p"
-default_connect = "tcp://127.0.0.1:%p"
-hosts = [{{host = "node0"}}, {{host = "node1"}}]
-
-[tbon]
-torpid-timeout = "1s"
-lost-timeout = "2s"
-""")
-    return str(conf)
-
-
 def wait_for_line(stream, needle: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -293,7 +271,9 @@ def wait_for_line(stream, needle: str, timeout: float) -> None:
 
 
 def test_a_rank_that_joins_again_gets_the_config(tmp_path):
-    conf = two_host_config(tmp_path)
+    # two brokers of fixed hosts (node0, node1) on this machine, over TCP
+    conf, _, _ = local_tcp_config(tmp_path, extra="\n[tbon]\ntorpid-timeout = \"1s\"\n"
+                                                 "lost-timeout = \"2s\"\n")
     rundir = tmp_path / "rank0"
     rundir.mkdir(mode=0o700)
 
