@@ -73,16 +73,15 @@ def event_pub(raw, synchronous, loopback, private, topic, payload):
     from ..protocol.message import event_publish_payload
     del private   # events here reach only the instance owner's clients anyway
     text = " ".join(payload)
-    body = None
+    body = None   # the payload's bytes as Flux sends them: JSON text with its NUL, raw as is
     if text:
-        if raw:
-            body = text
-        else:
+        if not raw:
             try:
-                body = json.loads(text)
+                json.loads(text)
             except ValueError:
                 raise UsageError(f"payload is not valid JSON: {text!r} (use -r for a "
                                  "string)") from None
+        body = os.fsencode(text) + (b"" if raw else b"\0")
     with handle() as h:
         got = []
         if loopback:
@@ -106,9 +105,7 @@ def event_sub(count, topics):
     seen = [0]
 
     def show(msg):
-        p = msg.payload
-        text = "" if p is None else (p if isinstance(p, str) else json.dumps(p))
-        sys.stdout.write(f"{msg.topic}\t{text}\n")
+        sys.stdout.buffer.write(msg.topic.encode() + b"\t" + _event_text(msg) + b"\n")
         sys.stdout.flush()
         seen[0] += 1
 
@@ -121,6 +118,23 @@ def event_sub(count, topics):
         except KeyboardInterrupt:
             return 0
     return 0
+
+
+def _event_text(msg) -> bytes:
+    """An event's payload as flux event sub prints it: a string payload (NUL-ended)
+    as its text, raw bytes with each unprintable byte as '.', an instance's own
+    event as its compact JSON."""
+    raw = msg.published
+    if raw is None:
+        value = msg.payload
+        if value is None:
+            return b""
+        raw = value if isinstance(value, bytes) else \
+            (value if isinstance(value, str) else
+             json.dumps(value, separators=(",", ":"))).encode() + b"\0"
+    if not raw or raw.endswith(b"\0"):
+        return raw.partition(b"\0")[0]
+    return bytes(c if 0x20 <= c < 0x7f else 0x2e for c in raw)
 
 
 # -------------------------------------------------------------------- hostlist

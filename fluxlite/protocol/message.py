@@ -33,6 +33,8 @@ TYPE_NAMES = {REQUEST: "request", RESPONSE: "response", EVENT: "event", CONTROL:
 STREAMING = 0x01   # request wants many responses, ended by ENODATA
 NORESPONSE = 0x02  # request wants no response at all
 UPSTREAM = 0x04    # request skips services on the sender's rank (nodeid = sender's rank)
+PUBLISHED = 0x08   # event whose payload is its publisher's bytes (`.published`); `.payload`
+#                    is their value (published_value)
 
 # special nodeids
 NODEID_ANY = 0xFFFFFFFF
@@ -77,7 +79,7 @@ class Message:
     """
 
     __slots__ = ("type", "flags", "topic", "nodeid", "matchtag", "seq", "errnum",
-                 "errstr", "userid", "role", "route", "_payload", "_payload_raw")
+                 "errstr", "userid", "role", "route", "_payload", "_payload_raw", "_published")
 
     def __init__(self, type: int, topic: str, payload=None, *, nodeid: int = NODEID_ANY,
                  flags: int = 0, matchtag: int = 0, seq: int = 0, errnum: int = 0,
@@ -95,6 +97,7 @@ class Message:
         self.route = [] if route is None else route
         self._payload = payload
         self._payload_raw = None
+        self._published = None
 
     # -- payload -------------------------------------------------------
     @property
@@ -106,12 +109,24 @@ class Message:
                 self._payload = _unpackb(raw) if raw else None
             except Exception as exc:
                 raise ProtocolError(f"undecodable payload on {self.topic!r}: {exc}") from None
+            if self.flags & PUBLISHED and self.type == EVENT:
+                if type(self._payload) is not bytes:
+                    raise ProtocolError(f"published event {self.topic!r} without its bytes")
+                self._published = self._payload
+                self._payload = published_value(self._published)
         return self._payload
+
+    @property
+    def published(self) -> bytes | None:
+        """A published event's payload exactly as its publisher gave it (Flux's
+        message payload: a string's text ends in NUL, raw bytes do not), else None."""
+        _ = self.payload   # decoding a received event sets it
+        return self._published
 
     def drop_payload(self) -> None:
         """Forget the payload of a request kept only to be answered later (a pending
         allocation, a wait): what a response needs is its route and matchtag."""
-        self._payload = self._payload_raw = None
+        self._payload = self._payload_raw = self._published = None
 
     def payload_size(self) -> int:
         """Bytes of a payload not decoded yet (0 once decoded, or built here)."""
@@ -120,6 +135,8 @@ class Message:
     def payload_bytes(self) -> bytes:
         if self._payload_raw is not None:
             return self._payload_raw
+        if self._published is not None:
+            return _packb(self._published)
         return b"" if self._payload is None else _packb(self._payload)
 
     # -- constructors --------------------------------------------------
@@ -143,8 +160,14 @@ class Message:
         return FluxliteError(self.errstr, self.errnum) if self.errnum else None
 
     @classmethod
-    def event(cls, topic: str, payload=None, seq: int = 0) -> Message:
-        return cls(EVENT, topic, payload, seq=seq)
+    def event(cls, topic: str, payload=None, seq: int = 0,
+              published: bytes | None = None) -> Message:
+        """An event; with `published` (the publisher's bytes), their value is its payload."""
+        if published is None:
+            return cls(EVENT, topic, payload, seq=seq)
+        msg = cls(EVENT, topic, published_value(published), seq=seq, flags=PUBLISHED)
+        msg._published = published
+        return msg
 
     @classmethod
     def control(cls, topic: str, payload=None) -> Message:
@@ -222,37 +245,40 @@ def unpack(data: bytes):
     return _unpackb(data)
 
 
-# Flux's event.publish request carries the event's payload as base64 of its raw
-# bytes (JSON text for a JSON payload); these two are its ends.
+# Flux's event.publish request carries the event's payload as base64 of its bytes:
+# a string's text with its NUL (a JSON payload), or raw bytes as they are.
 def event_publish_payload(topic: str, payload=None, flags: int = 0) -> dict:
     """The payload of an `event.publish` request, as Flux's flux_event_publish sends
-    it: {topic, flags, payload?}; a str is sent as its text, bytes as they are,
-    anything else as its JSON text."""
+    it: {topic, flags, payload?}; bytes are sent as they are, a str as its text and
+    anything else as its JSON text, both NUL-terminated as Flux's string payloads."""
     import base64
     import json
     out = {"topic": topic, "flags": flags}
     if payload is not None:
         raw = payload if isinstance(payload, bytes) else \
-            (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+            (payload if isinstance(payload, str) else json.dumps(payload)).encode() + b"\0"
         out["payload"] = base64.b64encode(raw).decode("ascii")
     return out
 
 
-def event_payload(encoded: str | None):
-    """An `event.publish` request's payload as the event carries it: the JSON value
-    if the bytes are JSON text, else the text, else the bytes (ProtocolError if it
-    is not base64)."""
+def event_publish_bytes(encoded: str | None) -> bytes | None:
+    """An `event.publish` request's payload bytes (ProtocolError if not base64)."""
     import base64
     import binascii
-    import json
     if encoded is None:
         return None
     try:
-        raw = base64.b64decode(encoded, validate=True)
+        return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise ProtocolError("event.publish: payload is not base64") from None
+
+
+def published_value(raw: bytes):
+    """The value of a published payload: the JSON value if the bytes (less a string's
+    NUL) are JSON text, else the text, else the bytes."""
+    import json
     try:
-        text = raw.decode()
+        text = raw.removesuffix(b"\0").decode()
     except UnicodeDecodeError:
         return raw
     try:

@@ -424,16 +424,16 @@ class Router:
         return True
 
     # --------------------------------------------------------------- events
-    def publish(self, topic: str, payload=None) -> int | None:
-        """Publish an event to the whole instance (through rank 0); on rank 0, its
-        sequence number."""
+    def publish(self, topic: str, payload=None, *, published: bytes | None = None) -> int | None:
+        """Publish an event to the whole instance (through rank 0): `payload` a value,
+        or `published` a publisher's bytes, kept as they are; on rank 0, its seq."""
         if self.rank == 0:
             self.event_seq += 1
-            self.distribute_event(Message.event(topic, payload, self.event_seq))
+            self.distribute_event(Message.event(topic, payload, self.event_seq, published))
             return self.event_seq
         else:
-            self.send_noresponse("event.publish", m.event_publish_payload(topic, payload),
-                                 nodeid=0)
+            self.send_noresponse("event.publish", m.event_publish_payload(
+                topic, payload if published is None else published), nodeid=0)
 
     def distribute_event(self, msg: Message) -> None:
         frames = m.encode(msg)

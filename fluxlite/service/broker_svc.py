@@ -13,7 +13,7 @@ import time
 from typing import Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
-from ..protocol.message import event_payload
+from ..protocol.message import event_publish_bytes
 from ..protocol.schema import Name, Pid, Struct, Text, Topic
 from .base import ANY, Service, handler
 
@@ -205,7 +205,9 @@ class BrokerService(Service):
 
     @handler("event.publish", schema=PublishRequest)
     def publish(self, msg, req):
-        seq = self.ctx.publish(req.topic, event_payload(req.payload))
+        # the event carries the bytes as published (`event sub` prints them so) and
+        # their value for subscribers that want it
+        seq = self.ctx.publish(req.topic, published=event_publish_bytes(req.payload))
         return {} if seq is None else {"seq": seq}
 
     @handler("broker.state", schema=None, roles=ANY)

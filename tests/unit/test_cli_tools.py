@@ -1,6 +1,6 @@
 """Pure pieces of the flux(1) utility commands: task maps (RFC 34 and its raw and
 PMI forms, as flux job taskmap converts them), hostlist set operations
-(flux hostlist), pgrep expressions."""
+(flux hostlist), pgrep expressions, the text flux event sub prints."""
 
 import pytest
 
@@ -59,3 +59,14 @@ def test_pgrep_expressions():
     with pytest.raises(UsageError) as info:
         Expression(("a", "b"))
     assert info.value.exit_code == 2
+
+
+def test_event_sub_text_is_fluxs():
+    from fluxlite.cli.tools import _event_text
+    from fluxlite.protocol.message import Message
+    assert _event_text(Message.event("t", published=b'{"b": 1,  "a":2}\0')) == \
+        b'{"b": 1,  "a":2}'
+    assert _event_text(Message.event("t", published=b"a\tb\xff")) == b"a.b."
+    # an instance's own event: its compact JSON, as Flux's jansson encodes it
+    assert _event_text(Message.event("t", {"a": 1, "b": [2]})) == b'{"a":1,"b":[2]}'
+    assert _event_text(Message.event("t")) == b""

@@ -60,3 +60,25 @@ def test_undecodable_payload_raises_on_access():
     msg = m.decode([msgpack.packb([1, 0, "t.x", 0, 0, 0, 0, "", 0, 0, []]), b"\xc1"])
     with pytest.raises(ProtocolError):
         _ = msg.payload
+
+
+def test_published_event_keeps_its_bytes_and_gives_their_value():
+    for raw, value in ((b'{"b": 1,  "a":2}\0', {"b": 1, "a": 2}), (b"words", "words"),
+                       (b"\xff\x01", b"\xff\x01")):
+        ev = m.Message.event("t.x", seq=3, published=raw)
+        for msg in (ev, m.decode(m.encode(ev))):
+            assert (msg.flags, msg.published, msg.payload) == (m.PUBLISHED, raw, value)
+    internal = m.decode(m.encode(m.Message.event("t.y", {"a": 1})))
+    assert (internal.published, internal.payload) == (None, {"a": 1})
+    bad = m.Message.event("t.z", {"a": 1})
+    bad.flags = m.PUBLISHED
+    with pytest.raises(ProtocolError):
+        _ = m.decode(m.encode(bad)).payload
+
+
+def test_event_publish_payload_ends_text_in_nul_as_flux():
+    import base64
+    as_sent = [base64.b64decode(m.event_publish_payload("t", p)["payload"])
+               for p in ({"a": 1}, "text", b"\xff")]
+    assert as_sent == [b'{"a": 1}\0', b"text\0", b"\xff"]
+    assert m.published_value(as_sent[0]) == {"a": 1}
