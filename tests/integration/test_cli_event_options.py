@@ -1,26 +1,49 @@
 """flux event pub/sub through the real CLI: a published payload is printed as it was
 published, as flux-event(1) prints it (a JSON payload's text as given, raw bytes with
-each unprintable byte as '.')."""
+each unprintable byte as '.'), whichever rank publishes and whichever subscribes."""
 
 import os
+import subprocess
+
+from fluxlite.testing import fluxlite_command
+
+EVENTS = [("t.json", '{"b": 1,  "a":2}', False),
+          ("t.utf8", '{"name": "\u00e9t\u00e9"}', False),
+          ("t.raw", os.fsdecode(b"\xff\x01"), True)]
+PRINTED = ['t.json\t{"b": 1,  "a":2}', 't.raw\t..', 't.utf8\t{"name": "\u00e9t\u00e9"}']
+
+
+def subscribed_lines(inst, env) -> list[str]:
+    """What `event sub -c N t.` prints of one round of EVENTS, publisher and subscriber
+    both connected where `env` says."""
+    e = {**inst.env, **env}
+    with subprocess.Popen(fluxlite_command() + ["event", "sub", "-c", str(len(EVENTS)), "t."],
+                          env=e, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as sub:
+        try:
+            # the subscriber may subscribe in the middle of a round: publish rounds (each
+            # event waits until it came back) until it has printed one event of each
+            for _ in range(40):
+                for topic, payload, raw in EVENTS:
+                    inst.cli("event", "pub", "-l", *(["-r"] if raw else []), topic, payload,
+                             check=True, timeout=30, env=env)
+                if sub.poll() is not None:
+                    break
+            text, err = sub.communicate(timeout=30)
+        finally:
+            if sub.poll() is None:
+                sub.kill()
+                sub.wait()
+    assert sub.returncode == 0 and "Traceback" not in err
+    return sorted(text.splitlines())
 
 
 def test_sub_prints_payloads_as_published(inst1):
-    events = [("t.json", '{"b": 1,  "a":2}', False),
-              ("t.utf8", '{"name": "\u00e9t\u00e9"}', False),
-              ("t.raw", os.fsdecode(b"\xff\x01"), True)]
-    with inst1.cli_background("event", "sub", "-c", str(len(events)), "t.") as sub:
-        # the subscriber may subscribe in the middle of a round: publish rounds (each
-        # event waits until it came back) until it has printed one event of each
-        for _ in range(40):
-            for topic, payload, raw in events:
-                inst1.cli("event", "pub", "-l", *(["-r"] if raw else []), topic, payload,
-                          check=True, timeout=30)
-            if sub.poll() is not None:
-                break
-        text, err = sub.communicate(timeout=30)
-    assert sub.returncode == 0 and "Traceback" not in err
-    assert sorted(text.splitlines()) == ['t.json\t{"b": 1,  "a":2}',
-                                         't.raw\t..',
-                                         't.utf8\t{"name": "\u00e9t\u00e9"}']
+    assert subscribed_lines(inst1, {}) == PRINTED
 
+
+def test_payloads_published_and_seen_on_rank_1_too(instance_factory):
+    # rank 1 forwards the publish to rank 0, which sends the event down to rank 1
+    inst = instance_factory(2)
+    uri = inst.cli("getattr", "-r", "1", "local-uri", check=True).stdout.strip()
+    assert subscribed_lines(inst, {"FLUXLITE_URI": uri}) == PRINTED
