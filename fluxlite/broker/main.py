@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..protocol.admission import raise_nofile_limit
 from ..util import log as blog
+from ..util.compat import KVS_NAMESPACE_VARS
 from ..util.proctitle import set_title
 from .broker import Broker
 from .placement import BrokerConfig, Runtime
@@ -23,7 +24,10 @@ def run_broker(cfg: BrokerConfig, env: Mapping[str, str] | None = None) -> int:
     the instance hands its processes (default: this process's)."""
     from ..shell.main import preload, run_forked_shell, warm_spawner
     set_title(f"fluxlite-broker rank={cfg.rank} size={cfg.size} {cfg.rundir}")
-    runtime = Runtime(env=dict(os.environ if env is None else env))
+    # as Flux's broker: a job's guest namespace is not this instance's, so what it
+    # runs (the initial program of a batch or alloc first) works in its primary one
+    runtime = Runtime(env={k: v for k, v in (os.environ if env is None else env).items()
+                           if k not in KVS_NAMESPACE_VARS})
     bind_fd = cfg.placement.bind_fd
     runtime.spawner = start_spawner(f"fluxlite-spawner rank={cfg.rank}",
                                     os.path.join(cfg.rundir, f"shell-{cfg.rank}.log"),

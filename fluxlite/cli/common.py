@@ -10,6 +10,16 @@ NO_INTERSPERSED = {"allow_interspersed_args": False, "help_option_names": ["-h",
 HELP = {"help_option_names": ["-h", "--help"]}
 
 
+def kvs_namespace_option(flag: str = "-N", name: str = "--namespace", what: str = ""):
+    """A kvs command's namespace option; as Flux's, without it the command works in
+    $FLUXLITE_KVS_NAMESPACE or $FLUX_KVS_NAMESPACE (a job's tasks: its guest
+    namespace), else the primary one."""
+    from ..util.compat import KVS_NAMESPACE_VARS
+    return click.option(flag, name, metavar="NAME", envvar=KVS_NAMESPACE_VARS,
+                        help=f"Work in KVS namespace NAME{what} (default: "
+                        "$FLUX_KVS_NAMESPACE, else primary).")
+
+
 def is_eventlog(value) -> bool:
     """A KVS value that is an eventlog: a list of {timestamp, name[, context]} entries."""
     return isinstance(value, list) and bool(value) and all(

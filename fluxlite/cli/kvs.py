@@ -1,6 +1,8 @@
 """`fluxlite kvs get|put|ls|dir|unlink|mkdir|link|readlink|namespace|eventlog ...`:
 the instance's key-value store from the shell, as flux-kvs(1).  `-N NAME` names
-the namespace a command works in (the primary one without it), as Flux's."""
+the namespace a command works in; without it, as Flux's, FLUXLITE_KVS_NAMESPACE or
+FLUX_KVS_NAMESPACE does (a job's shell sets it to the job's guest namespace), else
+the primary one."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import click
 from ..errors import NotFound, UsageError
 from ..protocol.kvs import READDIR, READLINK, TREEOBJ, WAITCREATE, WATCH, WATCH_APPEND, entries
 from ..protocol.kvs import value as _value
-from .common import HELP, echo_value, fsd_timeout, handle
+from .common import HELP, echo_value, fsd_timeout, handle, kvs_namespace_option
 
 
 @click.group(context_settings=HELP)
@@ -19,8 +21,7 @@ def kvs():
     """Read and write the key-value store."""
 
 
-_namespace = click.option("-N", "--namespace", metavar="NAME",
-                          help="Work in KVS namespace NAME (default: primary).")
+_namespace = kvs_namespace_option()
 
 
 def _in(namespace: str | None, payload: dict) -> dict:

@@ -10,7 +10,7 @@ import click
 from ..errors import FluxliteError, NotFound
 from ..protocol import kvs
 from ..protocol.kvs import TREEOBJ
-from .common import HELP, handle
+from .common import HELP, handle, kvs_namespace_option
 
 
 def _in(namespace: str | None, payload: dict) -> dict:
@@ -57,10 +57,8 @@ def _copy(src_ns, dst_ns, src: str, dst: str, *, remove: bool) -> None:
                    nodeid=0)
 
 
-_NS = [click.option("-S", "--src-namespace", default=None, metavar="NAME",
-                    help="Namespace of SRC (default: primary)."),
-       click.option("-D", "--dst-namespace", default=None, metavar="NAME",
-                    help="Namespace of DST (default: primary).")]
+_NS = [kvs_namespace_option("-S", "--src-namespace", " for SRC"),
+       kvs_namespace_option("-D", "--dst-namespace", " for DST")]
 
 
 def _namespaces(fn):

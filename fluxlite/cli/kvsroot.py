@@ -14,10 +14,9 @@ import json
 import click
 
 from ..errors import UsageError
-from .common import HELP, handle
+from .common import HELP, handle, kvs_namespace_option
 
-_namespace = click.option("-N", "--namespace", metavar="NAME",
-                          help="Work in KVS namespace NAME (default: primary).")
+_namespace = kvs_namespace_option()
 
 
 @click.command(context_settings=HELP)

@@ -363,6 +363,8 @@ class JobShell:
             "FLUXLITE_JOB_NNODES": str(self.nshells),
             "FLUXLITE_URI": self.local_uri,
             "FLUXLITE_SHELL_RANK": str(self.rank),
+            # as Flux's shell: the job's guest namespace is its tasks' default
+            "FLUXLITE_KVS_NAMESPACE": f"job-{self.jobid}",
         })
         if self.tmpdir:
             # as Flux's FLUX_JOB_TMPDIR: private to the job on this node, removed with it

@@ -148,7 +148,8 @@ class Instance:
         self.tag = uuid.uuid4().hex
         self.env = dict(os.environ if env is None else env)
         self.env[TAG_VAR] = self.tag
-        self.env.pop("FLUXLITE_URI", None)
+        for var in ("FLUXLITE_URI", "FLUXLITE_KVS_NAMESPACE", "FLUX_KVS_NAMESPACE"):
+            self.env.pop(var, None)   # (an enclosing job's, not this instance's)
         # as in a user's shell: `fluxlite` is on PATH (scripts and proxy commands use it)
         bindir = os.path.dirname(fluxlite_command()[0])
         if os.path.exists(os.path.join(bindir, "fluxlite")):

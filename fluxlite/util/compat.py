@@ -17,7 +17,18 @@ def flux_compat(env=None) -> bool:
 
 # the FLUXLITE_* variables a task sees that get a FLUX_* twin with compatibility on
 FLUX_MIRRORED = ("FLUXLITE_JOB_ID", "FLUXLITE_JOB_SIZE", "FLUXLITE_JOB_NNODES",
-                 "FLUXLITE_JOB_TMPDIR", "FLUXLITE_URI")
+                 "FLUXLITE_JOB_TMPDIR", "FLUXLITE_URI", "FLUXLITE_KVS_NAMESPACE")
+
+# the KVS namespace a command or the `flux` package works in when none is named
+# (Flux's FLUX_KVS_NAMESPACE: a job's tasks get its guest namespace, job-ID)
+KVS_NAMESPACE_VARS = ("FLUXLITE_KVS_NAMESPACE", "FLUX_KVS_NAMESPACE")
+
+
+def kvs_namespace(env=None) -> str | None:
+    """The default KVS namespace `env` (default: this process's) names, else None
+    (the primary one)."""
+    env = os.environ if env is None else env
+    return next((env[v] for v in KVS_NAMESPACE_VARS if env.get(v)), None)
 
 
 def compat_dirs() -> tuple[str, str]:

@@ -6,11 +6,11 @@ handle) and sent as one kvs.commit: all of it or nothing.  A value is what
 json.dumps accepts, or bytes (raw); a read gives raw bytes back decoded as
 Flux does (JSON if it parses, else text, else the bytes).  KVSDir reads a
 directory and stages writes below it.  Every call takes Flux's `namespace`
-(None: the primary one), sent with the request; namespace_create, _remove and
-_list are kvs.namespace-create, -remove and -list.  Symbolic links are Flux's
-(reads follow them).  kvs_checkpoint_lookup asks Flux's content.checkpoint-get
-(an instance with a state directory keeps one; else ENOSYS, as Flux without a
-backing store)."""
+(None: $FLUX_KVS_NAMESPACE, else the primary one), sent with the request;
+namespace_create, _remove and _list are kvs.namespace-create, -remove and
+-list.  Symbolic links are Flux's (reads follow them).  kvs_checkpoint_lookup
+asks Flux's content.checkpoint-get (an instance with a state directory keeps
+one; else ENOSYS, as Flux without a backing store)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from collections import abc
 
 from fluxlite.errors import EndOfStream, IsADirectory, NotFound, UsageError
 from fluxlite.protocol import kvs as lookup
+from fluxlite.util.compat import kvs_namespace
 
 from .future import Future, FutureState
 
@@ -35,7 +36,10 @@ def _h(flux_handle):
 
 
 def _with_ns(payload: dict, namespace) -> dict:
-    """A request's payload, naming the namespace when one is given."""
+    """A request's payload, naming the namespace given, else the one the environment
+    names (Flux's FLUX_KVS_NAMESPACE: a job's tasks work in its guest namespace)."""
+    if namespace is None:
+        namespace = kvs_namespace()
     if namespace is not None:
         if not isinstance(namespace, str) or not namespace:
             raise UsageError(f"invalid KVS namespace {namespace!r}: a non-empty name")

@@ -106,9 +106,15 @@ def job_kvs(flux_handle, jobid):
 
 
 def job_kvs_guest(flux_handle, jobid):
-    """The job's guest directory (its exec eventlog, output, input)."""
+    """The job's guest directory (its exec eventlog, output, input); inside a job,
+    where $FLUX_KVS_NAMESPACE names the guest namespace, that namespace's root, as
+    Flux's."""
+    from fluxlite.util.compat import kvs_namespace
+
     from ..kvs import KVSDir
     from . import JobID, _flux
+    if kvs_namespace() is not None:
+        return KVSDir(_flux(flux_handle))
     return KVSDir(_flux(flux_handle), JobID(jobid).kvs + ".guest")
 
 
