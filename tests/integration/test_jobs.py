@@ -243,8 +243,8 @@ def test_unsatisfiable_is_denied_by_the_scheduler(inst4):
     jobid = fluid.parse(cp.stdout.strip())
     result = api.wait(inst4.handle(), jobid)
     assert not result["success"]
-    assert result["errstr"] == "unsatisfiable request: need 9999 slot(s) of 1 core(s), " \
-                               "only 8 such slot(s) available (total cores: 8)"
+    assert result["errstr"] == "Fatal exception type=alloc unsatisfiable request: " \
+        "need 9999 slot(s) of 1 core(s), only 8 such slot(s) available (total cores: 8)"
     assert len(api.list_jobs(inst4.handle(), "all")) == known + 2
     cp = inst4.cli("run", "-N2", "-n1", "true")
     assert cp.returncode != 0 and "must not be greater than task count" in cp.stderr

@@ -64,6 +64,7 @@ class Pty(ShellPlugin):
         self.clients: list = []
         self.closed = False
         self.hung_up = False
+        self.task = None          # task 0, the one on the terminal
 
     def shell_init(self) -> None:
         # before the init barrier, so the terminal exists once `shell.init` is posted
@@ -73,6 +74,7 @@ class Pty(ShellPlugin):
         if task.rank != 0:
             return
         task.stdin = task.stdout = task.stderr = self.slave
+        self.task = task
         task.env.setdefault("TERM", "xterm")
 
     def shell_start(self) -> None:
@@ -121,6 +123,12 @@ class Pty(ShellPlugin):
         self.hung_up = True
         if not self.closed:
             self.shell.log(f"pty: hanging up the terminal ({why})")
+        # SIGHUP then SIGCONT to the terminal's session first, as the kernel's hang-up
+        # sends them: closing the master alone also ends the session's reads, and a
+        # shell that sees that end before its SIGHUP exits 0 as if logged out
+        if self.task is not None:
+            self.task.kill(signal.SIGHUP)
+            self.task.kill(signal.SIGCONT)
         self._close()
         os.close(self.master)
         self.master = None
