@@ -225,7 +225,7 @@ class Broker:
                                         request_shutdown=self.request_shutdown,
                                         start_time=self.start_time, logs=self.runtime.logs),
                rexec.RexecService(ctx, spawner=self.spawner, local_uri=self.local_uri,
-                                  rundir=self.rundir)]
+                                  rundir=self.rundir, durable=self.links)]
         if self.rank == 0:
             from ..service import job_exec, job_manager, kvs, kvs_direct, resource, sched
             store = kvs.KVSService(ctx)

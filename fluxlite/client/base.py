@@ -29,6 +29,7 @@ class HandleCore:
         self.answered = False   # a message came from the broker
         self.uri: str | None = None
         self._unacked = 0       # bytes received since the last `ack`
+        self.request_flags = 0  # flags every request carries (a job shell's: INSTANCE)
 
     def _transmit(self, frames: list[bytes]) -> None:
         raise NotImplementedError
@@ -41,8 +42,8 @@ class HandleCore:
     def _request(self, topic: str, payload, nodeid: int | None, flags: int,
                  matchtag: int = 0) -> Message:
         return Message.request(topic, payload, nodeid=m.NODEID_ANY if nodeid is None else nodeid,
-                               flags=flags, matchtag=matchtag, userid=self.userid,
-                               role=self.role)
+                               flags=flags | self.request_flags, matchtag=matchtag,
+                               userid=self.userid, role=self.role)
 
     def rpc(self, topic: str, payload=None, *, nodeid: int | None = None,
             streaming: bool = False, flags: int = 0) -> PendingRPC:

@@ -61,6 +61,8 @@ class ShellInfo:
     critical: CriticalRanks
     instance_level: Level = 0      # the depth of the instance running the job (0: system)
     local_uri: Text = ""           # the shell's own broker, set by rexec there
+    durable: Seq = 0               # ... and the state directory's write-out the job's alloc
+    #                                is in: the shell's tasks wait for it (0: none)
 
     def __post_init__(self) -> None:
         n = len(self.ranks)
@@ -113,8 +115,8 @@ class ShellInfo:
         out["critical"] = {"ranks": self.critical.ranks, "seq": self.critical.seq}
         return out
 
-    def with_local_uri(self, uri: str) -> ShellInfo:
-        return dataclasses.replace(self, local_uri=uri)
+    def with_local_uri(self, uri: str, durable: int = 0) -> ShellInfo:
+        return dataclasses.replace(self, local_uri=uri, durable=durable)
 
     def encode(self) -> bytes:
         """The record in the wire codec, as the spawner carries it to the shell."""

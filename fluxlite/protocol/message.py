@@ -35,6 +35,8 @@ NORESPONSE = 0x02  # request wants no response at all
 UPSTREAM = 0x04    # request skips services on the sender's rank (nodeid = sender's rank)
 PUBLISHED = 0x08   # event whose payload is its publisher's bytes (`.published`); `.payload`
 #                    is their value (published_value)
+INSTANCE = 0x10    # request from the instance's own machinery (a job shell), copied into
+#                    its responses: they need not wait for the state directory
 
 # special nodeids
 NODEID_ANY = 0xFFFFFFFF
@@ -152,8 +154,9 @@ class Message:
         if len(errstr) > MAX_ERRSTR:
             errstr = errstr[:MAX_ERRSTR - 30] + f"... ({len(errstr)} characters)"
         return Message(RESPONSE, self.topic, payload, nodeid=self.nodeid,
-                       flags=self.flags & STREAMING, matchtag=self.matchtag, errnum=errnum,
-                       errstr=errstr, userid=self.userid, role=self.role, route=list(self.route))
+                       flags=self.flags & (STREAMING | INSTANCE), matchtag=self.matchtag,
+                       errnum=errnum, errstr=errstr, userid=self.userid, role=self.role,
+                       route=list(self.route))
 
     def error(self) -> FluxliteError | None:
         """The exception an error response stands for (its class by errno), else None."""

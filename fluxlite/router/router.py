@@ -69,11 +69,11 @@ class Links(Protocol):
     """How the router's decisions leave the broker (the overlay and the local endpoint)."""
 
     def parent_connected(self) -> bool: ...
-    def send_parent(self, frames: list[bytes]) -> None: ...
+    def send_parent(self, frames: list[bytes], instance: bool = False) -> None: ...
     def child_state(self, rank: int) -> str: ...
-    def send_child(self, rank: int, frames: list[bytes]) -> bool: ...
+    def send_child(self, rank: int, frames: list[bytes], instance: bool = False) -> bool: ...
     def send_children(self, frames: list[bytes]) -> None: ...
-    def send_client(self, ident: bytes, frames: list[bytes]) -> bool: ...
+    def send_client(self, ident: bytes, frames: list[bytes], instance: bool = False) -> bool: ...
 
 
 class ClientState:
@@ -308,13 +308,13 @@ class Router:
         elif isinstance(hop, bytes):
             if not msg.flags & m.STREAMING or msg.errnum:   # not a stream's next answer
                 self._settle(hop, msg)
-            if not self.links.send_client(hop, m.encode(msg)):
+            if not self.links.send_client(hop, m.encode(msg), msg.flags & m.INSTANCE):
                 self.client_gone(hop, "client disconnected")
         elif hop == PARENT:
             if self.links.parent_connected():
-                self.links.send_parent(m.encode(msg))
+                self.links.send_parent(m.encode(msg), msg.flags & m.INSTANCE)
         else:
-            self.links.send_child(hop, m.encode(msg))
+            self.links.send_child(hop, m.encode(msg), msg.flags & m.INSTANCE)
 
     # ------------------------------------------------------ in-flight table
     def _track(self, hop, msg: Message) -> None:

@@ -32,7 +32,8 @@ end of the loop turn that changed anything: one transaction into the WAL
 (fdatasync, as SQLite syncs its own WAL), and that happens only when something
 waits for it: the broker holds back every message it sends until the
 write-out it may depend on is synced (`needed()`, `synced`), and a message held
-so asks for that sync (`demand`).  A thread syncs (`_Syncer`) while the loop
+so asks for that sync (`demand`); answers to job shells do not wait, but their
+tasks wait for their job's alloc (broker/links.py).  A thread syncs (`_Syncer`) while the loop
 goes on: rank 0 never waits for the disk.  What the turns bring while a sync
 runs is written out in one transaction when it ends, and synced next if
 something waits for it (group commit); turns that answer nobody cost no sync.

@@ -35,7 +35,7 @@ from ..errors import (
     UsageError,
 )
 from ..job.shell_info import ShellInfo
-from ..protocol.schema import CARRY_PAYLOAD, Name, Signal, Struct, Text
+from ..protocol.schema import CARRY_PAYLOAD, Name, Seq, Signal, Struct, Text
 from .base import Service, handler
 
 
@@ -63,6 +63,10 @@ class WriteRequest(Struct, kw_only=True):
     eof: bool = False
 
 
+class WaitDurableRequest(Struct, kw_only=True):
+    write_out: Seq
+
+
 class SignalLabelRequest(Struct, kw_only=True):
     """Signal the command run under `label` (and its tasks' process groups with tasks)."""
     label: Name
@@ -74,8 +78,11 @@ class RexecService(Service):
     name = "rexec"
     busy = "it runs this broker's job shells and processes"
 
-    def __init__(self, ctx, *, spawner, local_uri: str, rundir: str):
+    def __init__(self, ctx, *, spawner, local_uri: str, rundir: str, durable=None):
         super().__init__(ctx)
+        # the broker's links: which write-out of the state directory holds what is known
+        # now (write_out) and when it is on disk (durable)
+        self.durable = durable
         self.spawner = spawner
         self.local_uri = local_uri
         self.rundir = rundir
@@ -101,8 +108,10 @@ class RexecService(Service):
             if info.broker_rank != self.ctx.rank:
                 raise UsageError(f"rexec.exec: info.ranks[{info.shell_rank}] is "
                                  f"{info.broker_rank}, not this broker's rank {self.ctx.rank}")
+            # the job's alloc is in memory: its tasks wait for the write-out it is in
+            wo = self.durable.write_out() if self.durable is not None else 0
             # the spawner hands the record to the shell as it is, unread
-            proc = spawner.spawn("shell", info=info.with_local_uri(self.local_uri).encode(),
+            proc = spawner.spawn("shell", info=info.with_local_uri(self.local_uri, wo).encode(),
                                  setsid=True, stdio="log", tmpdir_in=self.rundir)
         elif kind == "exec":
             if not req.argv:
@@ -213,6 +222,14 @@ class RexecService(Service):
         if not 0 < req.signum < signal.NSIG:
             raise UsageError(f"invalid signal {req.signum}")
         self.spawner.kill(proc, req.signum, below=req.tasks)
+        return {}
+
+    @handler("rexec.wait-durable", schema=WaitDurableRequest)
+    async def wait_durable(self, msg, req):
+        """A job shell's tasks start once the job's alloc is on disk (ShellInfo.durable):
+        a restart after a crash then ends the job rather than running it again."""
+        if self.durable is not None:
+            await self.durable.durable(req.write_out)
         return {}
 
     @handler("rexec.list", schema=None)

@@ -37,6 +37,7 @@ from ..job import eventlog as jel
 from ..job import shell_options, taskmap
 from ..job.jobspec import command_name
 from ..job.shell_info import ShellInfo
+from ..protocol import message as m
 from ..protocol.dispatch import Dispatcher, handler
 from ..protocol.schema import Idset, Seq, Severity, Struct, Text
 from ..util import fluid, idset, mustache
@@ -90,6 +91,9 @@ class JobShell:
         # switch); the tasks' own comes from the jobspec
         self.instance_env = os.environ if instance_env is None else instance_env
         self.tmpdir = tmpdir or None    # the job's private directory here (the spawner's)
+        # with a state directory, the answer that says the job's alloc is on disk: the
+        # tasks wait for it, so a restart after a crash ends the job, never runs it again
+        self._durable = None
         self.jobid: int = info.jobid
         self.rank: int = info.shell_rank          # shell rank
         self.nshells: int = info.nshells
@@ -251,6 +255,11 @@ class JobShell:
     async def run(self) -> int:
         # no connection monitor: if the broker dies, its spawner kills this shell
         self.h = await AsyncHandle(self.local_uri, monitor=False).connect()
+        # the shell is the instance's own: what it is told need not wait for the state
+        # directory (users hear of what it does through messages that do)
+        self.h.request_flags = m.INSTANCE
+        self._durable = (self.h.rpc("rexec.wait-durable", {"write_out": self.info.durable})
+                         if self.info.durable else None)
         self.h.on_request = self.dispatcher.dispatch
         try:
             await self._run()
@@ -313,6 +322,8 @@ class JobShell:
             # shells lost before the barrier were never announced one by one
             for notice in lost:
                 self._lost_shell(notice)
+        if self._durable is not None:
+            await self._durable.get()
         await self._start_tasks()
         try:
             await self._barrier("start")

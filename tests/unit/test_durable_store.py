@@ -120,9 +120,11 @@ def test_a_second_store_on_the_same_file_is_refused(path):
 class _Endpoint:
     def __init__(self):
         self.sent = []
+        self.to = []
 
     def send(self, ident, frames):
         self.sent.append(frames)
+        self.to.append(ident)
         return True
 
 
@@ -204,3 +206,44 @@ async def test_a_failed_sync_holds_the_answers_until_a_retry_works(path, monkeyp
     assert sent_at_retry == [[]]                      # held from the failure to the retry
     assert broker.local.sent == [[b"ack"]]
     store.close()
+
+
+async def test_answers_to_job_shells_leave_at_once_yet_in_order_for_each_client(path):
+    store = Store(None, durable_path=path)
+    broker = _Broker()
+    links = BrokerLinks(broker)
+    links.hold_until_durable(store)
+    store.finish(True, [("k", 1)], 1)
+    assert links.send_client(b"client", [b"ack"])                 # held: k is in memory
+    assert links.send_client(b"shell", [b"told"], instance=True)  # the instance's own: at once
+    assert broker.local.sent == [[b"told"]]
+    # an answer of the same kind to a client that has one waiting keeps its place
+    assert links.send_client(b"client", [b"after ack"], instance=True)
+    assert broker.local.sent == [[b"told"]]
+    await synced(store)
+    assert broker.local.sent == [[b"told"], [b"ack"], [b"after ack"]]
+    assert broker.local.to == [b"shell", b"client", b"client"]
+    assert not links.held and not links.held_for                  # nothing kept per client
+    store.close()
+
+
+async def test_a_write_out_is_awaited_until_it_is_on_disk(path, syncs):
+    store = Store(None, durable_path=path)
+    links = BrokerLinks(_Broker())
+    links.hold_until_durable(store)
+    await links.durable(links.write_out())                        # nothing to write: at once
+    assert syncs == []
+    store.finish(True, [("alloc", 1)], 1)
+    need = links.write_out()                                      # and its sync is asked for
+    assert need == 1 and store.synced == 0
+    await asyncio.wait_for(links.durable(need), 10)
+    assert store.synced >= need and len(syncs) == 1
+    assert not links.waiters
+    store.close()
+
+
+async def test_without_a_state_directory_nothing_waits():
+    links = BrokerLinks(_Broker())
+    assert links.write_out() == 0
+    await asyncio.wait_for(links.durable(5), 1)
+    assert links.send_client(b"c", [b"at once"]) and links.b.local.sent == [[b"at once"]]

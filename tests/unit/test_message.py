@@ -28,6 +28,11 @@ def test_response_keeps_route_and_errors():
     assert resp.payload is None
 
 
+def test_response_keeps_the_flags_that_concern_its_sender():
+    req = m.Message.request("x.y", None, flags=m.STREAMING | m.INSTANCE | m.NORESPONSE)
+    assert req.response(None).flags == m.STREAMING | m.INSTANCE
+
+
 def test_event_sequence():
     ev = m.decode(m.encode(m.Message.event("job-exception", {"id": 1}, seq=99)))
     assert ev.type == m.EVENT and ev.seq == 99 and ev.payload == {"id": 1}

@@ -42,13 +42,13 @@ class Links:
     def parent_connected(self):
         return self.parent
 
-    def send_parent(self, frames):
+    def send_parent(self, frames, instance=False):
         self.sent.append((PARENT, m.decode(frames)))
 
     def child_state(self, rank):
         return "online" if rank in self.down else "lost"
 
-    def send_child(self, rank, frames):
+    def send_child(self, rank, frames, instance=False):
         if rank not in self.down:
             return False
         self.sent.append((rank, m.decode(frames)))
@@ -58,7 +58,7 @@ class Links:
         for r in sorted(self.down):
             self.sent.append((r, m.decode(frames)))
 
-    def send_client(self, ident, frames):
+    def send_client(self, ident, frames, instance=False):
         if ident in self.dead:
             return False
         self.sent.append((ident, m.decode(frames)))
@@ -391,7 +391,7 @@ class _TreeLinks:
     def parent_connected(self):
         return self.rank != 0 and self.rank not in self.net.cut
 
-    def send_parent(self, frames):
+    def send_parent(self, frames, instance=False):
         parent = self.net.topology.parent(self.rank)
         self.net.hops.append((self.rank, parent))
         self.net.routers[parent].deliver(m.decode(frames), self.rank)
@@ -399,7 +399,7 @@ class _TreeLinks:
     def child_state(self, rank):
         return "lost" if rank in self.net.cut else "online"
 
-    def send_child(self, rank, frames):
+    def send_child(self, rank, frames, instance=False):
         if rank in self.net.cut:
             return False
         self.net.hops.append((self.rank, rank))
@@ -410,7 +410,7 @@ class _TreeLinks:
         for r in self.net.topology.children(self.rank):
             self.send_child(r, frames)
 
-    def send_client(self, ident, frames):
+    def send_client(self, ident, frames, instance=False):
         self.to_clients.append((ident, m.decode(frames)))
         return True
 

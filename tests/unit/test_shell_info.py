@@ -47,9 +47,9 @@ def test_job_exec_payload_is_what_rexec_gets():
 
 
 def test_the_shell_decodes_what_rexec_encodes():
-    i = info().with_local_uri("local:///tmp/r/local-2")
+    i = info().with_local_uri("local:///tmp/r/local-2", 17)
     back = shell_info.decode(i.encode())
-    assert back == i and back.local_uri == "local:///tmp/r/local-2"
+    assert back == i and back.local_uri == "local:///tmp/r/local-2" and back.durable == 17
     assert back.critical.ranks == "0-2" and back.gpus == [1]
 
 

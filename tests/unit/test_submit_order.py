@@ -36,19 +36,19 @@ class Links:
     def parent_connected(self):
         return False
 
-    def send_parent(self, frames):
+    def send_parent(self, frames, instance=False):
         raise AssertionError("rank 0 has no parent")
 
     def child_state(self, rank):
         return "lost"
 
-    def send_child(self, rank, frames):
+    def send_child(self, rank, frames, instance=False):
         return False
 
     def send_children(self, frames):
         pass
 
-    def send_client(self, ident, frames):
+    def send_client(self, ident, frames, instance=False):
         msg = m.decode(frames)
         self.order.append(("client", msg.topic, msg.errnum))
         return True
