@@ -61,7 +61,8 @@ def event():
 
 
 @event.command("pub", context_settings=HELP)
-@click.option("-r", "--raw", is_flag=True, help="PAYLOAD is a string, not JSON.")
+@click.option("-r", "--raw", is_flag=True,
+              help="PAYLOAD is bytes as given (no NUL added), not a string payload.")
 @click.option("-s", "--synchronous", is_flag=True, help="Print the event's seq=N.")
 @click.option("-l", "--loopback", is_flag=True, help="Return once the event came back.")
 @click.option("-p", "--private", is_flag=True,
@@ -69,19 +70,14 @@ def event():
 @click.argument("topic")
 @click.argument("payload", nargs=-1)
 def event_pub(raw, synchronous, loopback, private, topic, payload):
-    """Publish an event TOPIC to the whole instance, with an optional JSON PAYLOAD."""
+    """Publish an event TOPIC to the whole instance, with an optional PAYLOAD (its
+    words joined by spaces): a string payload, JSON or not, as Flux's (-r: bytes)."""
     from ..protocol.message import event_publish_payload
     del private   # events here reach only the instance owner's clients anyway
     text = " ".join(payload)
-    body = None   # the payload's bytes as Flux sends them: JSON text with its NUL, raw as is
-    if text:
-        if not raw:
-            try:
-                json.loads(text)
-            except ValueError:
-                raise UsageError(f"payload is not valid JSON: {text!r} (use -r for a "
-                                 "string)") from None
-        body = os.fsencode(text) + (b"" if raw else b"\0")
+    # the payload's bytes as flux-event sends them: the text with its NUL (a string
+    # payload, which Flux does not check is JSON), or with -r the bytes as they are
+    body = (os.fsencode(text) + (b"" if raw else b"\0")) if text else None
     with handle() as h:
         got = []
         if loopback:

@@ -1,16 +1,20 @@
 """flux event pub/sub through the real CLI: a published payload is printed as it was
 published, as flux-event(1) prints it (a JSON payload's text as given, raw bytes with
-each unprintable byte as '.'), whichever rank publishes and whichever subscribes."""
+each unprintable byte as '.', words that are not JSON as the string they make),
+whichever rank publishes and whichever subscribes."""
 
 import os
 import subprocess
 
 from fluxlite.testing import fluxlite_command
 
-EVENTS = [("t.json", '{"b": 1,  "a":2}', False),
-          ("t.utf8", '{"name": "\u00e9t\u00e9"}', False),
-          ("t.raw", os.fsdecode(b"\xff\x01"), True)]
-PRINTED = ['t.json\t{"b": 1,  "a":2}', 't.raw\t..', 't.utf8\t{"name": "\u00e9t\u00e9"}']
+# (topic, payload words, -r): words that are not JSON are a string payload, as Flux's
+EVENTS = [("t.json", ['{"b": 1,  "a":2}'], False),
+          ("t.utf8", ['{"name": "\u00e9t\u00e9"}'], False),
+          ("t.raw", [os.fsdecode(b"\xff\x01")], True),
+          ("t.text", ["hello", "{world"], False)]
+PRINTED = ['t.json\t{"b": 1,  "a":2}', 't.raw\t..', 't.text\thello {world',
+           't.utf8\t{"name": "\u00e9t\u00e9"}']
 
 
 def subscribed_lines(inst, env) -> list[str]:
@@ -25,7 +29,7 @@ def subscribed_lines(inst, env) -> list[str]:
             # event waits until it came back) until it has printed one event of each
             for _ in range(40):
                 for topic, payload, raw in EVENTS:
-                    inst.cli("event", "pub", "-l", *(["-r"] if raw else []), topic, payload,
+                    inst.cli("event", "pub", "-l", *(["-r"] if raw else []), topic, *payload,
                              check=True, timeout=30, env=env)
                 if sub.poll() is not None:
                     break
