@@ -140,7 +140,9 @@ def _watch_value(h, namespace, key: str, o: dict, show) -> None:
 
 @kvs.command(context_settings=HELP)
 @_namespace
-@click.option("-a", "-A", "--append", is_flag=True, help="Append VALUE to the list at KEY.")
+@click.option("-a", "-A", "--append", is_flag=True,
+              help="Append VALUE's text to KEY, as Flux's (a key not set becomes the "
+                   "text; a list or eventlog takes it as an item).")
 @click.option("-j", "--json", "as_json", is_flag=True,
               help="VALUE must be JSON (an error otherwise).")
 @click.option("-r", "--raw", is_flag=True,
@@ -199,7 +201,10 @@ def _put_op(pair: str, *, append: bool, as_json: bool, raw: bool, treeobj: bool)
             if as_json:
                 raise UsageError(f"{key}: value is not valid JSON: {text!r}") from None
             value = text
-    return {"key": key, "append": [value]} if append else {"key": key, "value": value}
+    if append:
+        # Flux appends the bytes as typed: the text goes, the service joins it on
+        return {"key": key, "append": [text], "text": True}
+    return {"key": key, "value": value}
 
 
 @kvs.command(context_settings=HELP)

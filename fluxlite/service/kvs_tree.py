@@ -57,6 +57,19 @@ def stored_in(node) -> list:
     return out
 
 
+def _item(text: str):
+    """A text appended to a list: its JSON value if it parses (NaN and Infinity have
+    no JSON text to read back: strings), else the string."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError:
+        return text
+
+
+def _no_constant(name: str):
+    raise ValueError(name)
+
+
 def split_key(key: str) -> tuple[str, ...]:
     if not isinstance(key, str) or not key:
         raise UsageError("invalid key: must be a non-empty dotted path")
@@ -237,7 +250,10 @@ class KVSTree:
             self._replace(parent, leaf, old, Dir(), undo)   # empty, whatever was there
             _record(changes, *([(row, UNLINK)] if old is not _MISSING else []), (row, MKDIR))
         elif "append" in op:
-            self._append(parent, leaf, old, op["append"], undo, ".".join(parts))
+            if op.get("text"):
+                self._append_text(parent, leaf, old, op["append"], undo, ".".join(parts))
+            else:
+                self._append(parent, leaf, old, op["append"], undo, ".".join(parts))
             if parent[leaf] is not old:
                 _record(changes, (row, parent[leaf]))   # a new log
         else:
@@ -293,6 +309,30 @@ class KVSTree:
             self.store.append(log, old)
         self.store.append(log, entries)
 
+    def _append_text(self, parent: Dir, leaf: str, old, texts: list, undo: list,
+                     key: str) -> None:
+        """Flux's append of bytes (`{key, append: [TEXT...], text: true}`, `kvs put
+        -A`): a key not set becomes the text, a string or another value (its compact
+        JSON text, as Flux's values are text) gets it at its end; a list or log takes
+        each text as an item (JSON if it parses, as `kvs put` reads a value)."""
+        if isinstance(old, (list, Log)):
+            self._append(parent, leaf, old, [_item(t) for t in texts], undo, key)
+            return
+        if isinstance(old, Dir):
+            raise _is_a_directory(key)
+        if isinstance(old, Symlink):
+            raise UsageError(f"cannot append to {key!r}: it is a symbolic link")
+        added = "".join(texts)
+        if old is _MISSING:
+            new = added
+        elif isinstance(old, str):
+            new = old + added
+        elif isinstance(old, (bytes, bytearray)):   # bytes that are no text stay bytes
+            new = bytes(old) + added.encode()
+        else:
+            new = json.dumps(self._value(old), separators=(",", ":")) + added
+        self._replace(parent, leaf, old, new, undo)
+
     def append(self, key: str, *entries) -> None:
         self.commit([{"key": key, "append": list(entries)}])
 
@@ -315,6 +355,8 @@ class KVSTree:
                                     "namespace's name")
         if "append" in op and not isinstance(op["append"], list):
             raise ProtocolError("kvs.commit: 'append' must be a list")
+        if op.get("text") and not all(isinstance(t, str) for t in op.get("append", ())):
+            raise ProtocolError("kvs.commit: a text append's items must be strings")
         return parts, op
 
     def _parent(self, parts: tuple[str, ...], create: bool, undo: list | None = None,

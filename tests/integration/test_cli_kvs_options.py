@@ -59,7 +59,7 @@ def test_get_waitcreate_and_watch_count_uniq_append(inst1):
     finally:
         watcher.kill()
         watcher.wait()
-    inst1.cli("kvs", "put", "-A", "log=a", check=True)   # a list here: items appended
+    inst1.cli("kvs", "put", "-A", "log=a", check=True)   # a string: the text appended
     appends = _start(inst1, "get", "-w", "-A", "-c", "2", "log")
     try:
         assert _first_line(appends) == "a\n"
@@ -112,7 +112,8 @@ def test_version_and_sync(inst1):
 
 def test_copy_and_move(inst1):
     inst1.cli("kvs", "put", "a.b=1", "a.c.d=[1,2]", "s=x", "z.old=1", check=True)
-    inst1.cli("kvs", "put", "-A", "log=e1", check=True)
+    inst1.cli("kvs", "put", "log=[]", check=True)
+    inst1.cli("kvs", "put", "-A", "log=e1", check=True)   # a list: the item appended
     inst1.cli("kvs", "link", "a.b", "a.lnk", check=True)
     inst1.cli("kvs", "copy", "a", "z", check=True)       # DST replaced, as Flux's
     assert out(inst1, "dir", "-R", "z") == "z.b = 1\nz.c.d = [1, 2]\nz.lnk = 1\n"

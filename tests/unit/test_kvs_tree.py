@@ -69,6 +69,34 @@ def test_a_list_set_as_a_value_becomes_a_log_when_appended_to(kvs):
     assert kvs.store.count() == 3
 
 
+def test_a_text_append_sets_joins_or_extends_as_flux_s(kvs):
+    def text(key, *texts):
+        kvs.commit([{"key": key, "append": list(texts), "text": True}])
+    text("s", "ab", "c")                    # not set: the text itself
+    assert kvs.lookup("s") == "abc"
+    kvs.commit([{"key": "m", "value": {"x": 1}}, {"key": "n", "value": None},
+                {"key": "l", "value": [1]}, {"key": "b", "value": b"\xff"}])
+    text("m", "!")                          # another value: its JSON text, then the text
+    text("n", "1")
+    assert (kvs.lookup("m"), kvs.lookup("n")) == ('{"x":1}!', "null1")
+    assert kvs.store.count() == 0           # the map's row went with it
+    text("b", "z")
+    assert kvs.lookup("b") == b"\xffz"
+    text("l", "2", "x", "NaN")              # a list: items, JSON where they parse
+    assert kvs.lookup("l") == [1, 2, "x", "NaN"] and isinstance(kvs._node("l"), Log)
+    kvs.commit([{"key": "d.k", "value": 1}])
+    kvs.commit([{"key": "d.lnk", "symlink": "d.k"}])
+    for key, err in (("d", errno.EISDIR), ("d.lnk", errno.EINVAL)):
+        with pytest.raises(FluxliteError) as ei:   # all undone
+            kvs.commit([{"key": "s", "append": ["more"], "text": True},
+                        {"key": key, "append": ["x"], "text": True}])
+        assert ei.value.errnum == err
+    assert kvs.lookup("s") == "abc" and kvs.lookup("d.lnk") == 1
+    with pytest.raises(FluxliteError) as ei:
+        kvs.commit([{"key": "s", "append": [1], "text": True}])
+    assert ei.value.errnum == errno.EPROTO
+
+
 def test_unlink_with_prune_removes_the_directories_left_empty(kvs):
     ops = [{"key": f"job.0000.00{i}.{j}.eventlog", "append": [{"name": "submit"}]}
            for i in (1, 2) for j in ("a", "b")]
