@@ -217,6 +217,9 @@ ATTRIBUTES: dict[str, Attr] = {
     "instance-level": Attr("0", _uint, False, "nesting depth: 0 for a top-level instance"),
     "jobid": Attr("", _text, False, "this instance's job id in its parent (nested only)"),
     "parent-uri": Attr("", _text, False, "URI of the enclosing instance (nested only)"),
+    "parent-kvs-namespace": Attr("", _text, False, "the KVS namespace the enclosing "
+                                 "instance gave this one's job (nested only)",
+                                 config=False),
     "tbon.level": Attr(None, _uint, False, "depth of this rank in the tree", config=False),
     "tbon.maxlevel": Attr(None, _uint, False, "depth of the deepest rank", config=False),
     "tbon.descendants": Attr(None, _uint, False, "number of ranks below this one", config=False),

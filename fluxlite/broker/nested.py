@@ -13,8 +13,9 @@ exactly as `fluxlite start` brokers do.  Nothing here uses ZeroMQ before the
 spawner is forked (run_broker does that first).
 
 A batch/alloc instance's attributes say where it sits: instance-level (the
-parent's + 1), jobid (its id in the parent), parent-uri.  Its resources are the
-job's allocation, rank by rank.  An instance started by `start` under PMI
+parent's + 1), jobid (its id in the parent), parent-uri, parent-kvs-namespace
+(the job's guest namespace there).  Its resources are the job's allocation,
+rank by rank.  An instance started by `start` under PMI
 offers on each rank what a `fluxlite start` rank offers.
 
 Its run directory lives inside its job's private directory (FLUXLITE_RUNDIR_BASE
@@ -43,6 +44,7 @@ from ..pmi import client as pmi
 from ..pmi import pmix_env
 from ..util import curve as curve_cert
 from ..util import idset, tree
+from ..util.compat import kvs_namespace
 from ..util.paths import make_rundir
 from .attrs import critical_ranks
 from .placement import BrokerConfig, Placement
@@ -209,6 +211,9 @@ def run_pmi_broker(attrs: dict[str, str], command: list[str], *, nested: bool,
         attrs["instance-level"] = os.environ.get("FLUXLITE_INSTANCE_LEVEL", "1")
         attrs["jobid"] = os.environ.get("FLUXLITE_JOB_ID", "")
         attrs["parent-uri"] = os.environ.get("FLUXLITE_URI", "")
+        # the job's guest namespace its shell named (Flux's: FLUX_KVS_NAMESPACE)
+        attrs["parent-kvs-namespace"] = kvs_namespace(os.environ if env is None else env) \
+            or ""
     attrs["broker.critical-ranks"] = idset.encode(critical_ranks(attrs, size))
     k = tree.parse_topo(attrs["tbon.topo"])
     place = Placement(rank=rank, size=size, topology=tree.Topology.kary(size, k),

@@ -87,14 +87,43 @@ class LazyGroup(PrefixGroup):
             formatter.write_dl(rows)
 
 
+# what -v/--verbose shows: the environment that tells a command where to work
+STEERING = ("FLUXLITE_URI", "FLUX_URI", "FLUXLITE_KVS_NAMESPACE", "FLUX_KVS_NAMESPACE")
+
+
+def _version(ctx, param, value):
+    """-V/--version: `fluxlite version`'s lines, as flux -V runs flux-version."""
+    if value and not ctx.resilient_parsing:
+        from .tools import version
+        ctx.invoke(version)
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="fluxlite", message="fluxlite %(version)s")
-def cli():
+@click.option("-p", "--parent", count=True,
+              help="Run the command in the enclosing instance (where this one runs as "
+                   "a job); give it again to go up further.")
+@click.option("-r", "--root", is_flag=True,
+              help="Run the command in the top-level instance (overrides --parent).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print the instance and KVS namespace the command is given "
+                   "(NAME=VALUE lines) first.")
+@click.option("-V", "--version", is_flag=True, is_eager=True, expose_value=False,
+              callback=_version, help="Print the versions (`fluxlite version`) and exit.")
+def cli(parent, root, verbose):
     """fluxlite: a resource manager with Flux semantics, on your laptop.
 
     Start an instance with `fluxlite start`, then run jobs in it.  Inside an
     instance FLUXLITE_URI says where it is.
     """
+    if parent or root:
+        from .proxy import enter_enclosing
+        enter_enclosing(None if root else parent)
+    if verbose:
+        import os
+        for name in STEERING:
+            if os.environ.get(name):
+                click.echo(f"{name}={os.environ[name]}")
 
 
 GROUPS = {"job", "kvs", "resource", "overlay", "compat", "queue", "config", "jobtap",

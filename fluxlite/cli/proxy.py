@@ -178,3 +178,28 @@ def _wait(h, child: subprocess.Popen) -> str | None:
 
 def _status(code: int) -> int:
     return 128 - code if code < 0 else code
+
+
+def enter_enclosing(levels: int | None) -> None:
+    """Point this process (and what it runs) at the instance `levels` up, the top one
+    for None, as flux -p/--parent and -r/--root do: FLUXLITE_URI becomes each
+    instance's parent-uri and the KVS namespace its parent-kvs-namespace (unset
+    without one).  At the top there is no parent: nothing changes there."""
+    from ..util.compat import KVS_NAMESPACE_VARS, flux_compat
+    while levels is None or levels > 0:
+        with handle() as h:
+            uri = h.getattr("parent-uri")
+            ns = h.getattr("parent-kvs-namespace") if uri else ""
+            if levels is None:   # as many levels as this instance's depth, as Flux's
+                levels = int(h.getattr("instance-level"))
+        if not uri or not levels:
+            return
+        twins = flux_compat() or "FLUX_URI" in os.environ   # FLUX_* beside FLUXLITE_*
+        for var in ("FLUXLITE_URI", "FLUX_URI")[:1 + twins]:
+            os.environ[var] = uri
+        for var in KVS_NAMESPACE_VARS:
+            os.environ.pop(var, None)
+        for var in KVS_NAMESPACE_VARS[:1 + twins] if ns else ():
+            os.environ[var] = ns
+        if levels is not None:
+            levels -= 1
