@@ -50,6 +50,7 @@ class _PtySession:
         self.service = service
         self.leader = leader
         self.ended = False       # the job's terminal closed
+        self.attached = False    # the shell took our attach
         self.got = False         # any output came
         self.error: str | None = None
         self.hangup: int | None = None
@@ -58,11 +59,17 @@ class _PtySession:
     def on_data(self, msg) -> None:
         if msg.errnum:
             self.ended = True
-            if msg.errnum not in (errno.ENODATA, errno.ENOSYS):
+            # an attach the shell never took (it exited first, its service is gone):
+            # no error, the terminal's output is read from the output log (as Flux's
+            # attach falls back to the output eventlog)
+            if self.attached and msg.errnum not in (errno.ENODATA, errno.ENOSYS):
                 self.error = msg.errstr
             return
-        self.got = True
-        os.write(sys.stdout.fileno(), msg.payload["data"])
+        self.attached = True
+        data = (msg.payload or {}).get("data")
+        if data:
+            self.got = True
+            os.write(sys.stdout.fileno(), data)
 
     def resize(self) -> None:
         rows, cols = _winsize()
@@ -135,8 +142,9 @@ def attach_pty(h, jobid: int, prog: str = "fluxlite alloc") -> int:
     if session.error:
         print(f"{prog}: terminal: {session.error}", file=sys.stderr)
     if not session.got:
-        # the job's terminal closed before we attached: its output was kept in the
-        # output log (the shell's pty capture); show that, and the job's end, as attach
+        # the job's terminal closed before we attached, or our attach came after the
+        # shell's exit: its output was kept in the output log (the shell's pty
+        # capture); show that, and the job's end, as attach
         from .attach import Attach
         return Attach(h, jobid, prog=prog).run()
     status = fatal = None

@@ -4,11 +4,18 @@ Active with the shell option `pty` (set by an interactive `fluxlite alloc`).
 Task 0's stdin, stdout and stderr are the terminal's slave side; the leader
 shell keeps the master and offers three methods on the job's shell service:
 
-    pty-attach   streaming: {data: bytes} as the program writes; ends with ENODATA
-                 when the terminal closes (what was written before the first
-                 attach is kept and sent first)
+    pty-attach   streaming: {} at once (attached), then {data: bytes} as the
+                 program writes; ends with ENODATA when the terminal closes (what
+                 was written before the first attach is kept and sent first)
     pty-write    {data: bytes} typed by the user
     pty-resize   {rows, cols}
+
+An attach is answered at every point of the leader shell's life, never refused
+for coming early or late: one that comes before the terminal is read waits for
+its output; one that comes after the terminal closed gets what it showed and its
+end; one that comes after shell.exit, which moved what nobody read to the job's
+output log, gets its end alone (the client reads the output log then).  A client
+that the shell never answered (it exited first) reads the output log too.
 
 Hang-up.  The terminal is hung up (the master is closed: the kernel sends
 SIGHUP to the session on it, whose reads then end) as a real one is:
@@ -33,7 +40,6 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from ...errors import UsageError
 from ...protocol.schema import Struct
 from ..plugin import NO_REPLY, ShellPlugin, handler
 
@@ -64,6 +70,8 @@ class Pty(ShellPlugin):
         self.clients: list = []
         self.closed = False
         self.hung_up = False
+        self.reading = False      # shell.start: the master is read as the task writes
+        self.exited = False       # shell.exit ran: the terminal is gone for good
         self.task = None          # task 0, the one on the terminal
 
     def shell_init(self) -> None:
@@ -84,6 +92,7 @@ class Pty(ShellPlugin):
         self.slave = None
         os.set_blocking(self.master, False)
         asyncio.get_running_loop().add_reader(self.master, self._readable)
+        self.reading = True
         self.shell.subscribe("shell.signal", self._signalled)
 
     def _signalled(self, signum: int) -> None:
@@ -91,27 +100,30 @@ class Pty(ShellPlugin):
         if signum in HANGUP_SIGNALS:
             self.hangup(f"signal {signal.Signals(signum).name}")
 
-    def _readable(self) -> None:
+    def _readable(self) -> bool:
+        """Read what the terminal wrote; False once nothing more is waiting."""
         try:
             data = os.read(self.master, 65536)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             data = b""  # EIO: every holder of the slave side is gone
         if not data:
             self._close()
-            return
+            return False
         if self.clients:
             for msg in list(self.clients):
                 self.shell.respond(msg, {"data": data})
         else:
             self.backlog = (self.backlog + data)[-_BACKLOG:]
+        return True
 
     def _close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        asyncio.get_running_loop().remove_reader(self.master)
+        if self.reading and self.master is not None:
+            asyncio.get_running_loop().remove_reader(self.master)
         for msg in self.clients:
             self.shell.end_stream(msg)
         self.clients.clear()
@@ -135,15 +147,18 @@ class Pty(ShellPlugin):
 
     @handler("pty-attach", streaming=True)
     def _attach(self, msg, _req):
-        if self.master is None and not self.hung_up:
-            raise UsageError("this job has no terminal yet (its shell has not started it)")
+        if self.exited:
+            # what nobody read is in the output log (shell_exit), for the client to read
+            self.shell.end_stream(msg)
+            return NO_REPLY
+        self.shell.respond(msg, {})
         if self.backlog:
             self.shell.respond(msg, {"data": self.backlog})
             self.backlog = b""
         if self.closed:
             self.shell.end_stream(msg)
         else:
-            self.clients.append(msg)
+            self.clients.append(msg)  # before the terminal is read: its output will come
         return NO_REPLY
 
     @handler("disconnect")
@@ -175,6 +190,13 @@ class Pty(ShellPlugin):
         return {}
 
     def shell_exit(self) -> None:
+        self.exited = True
+        # what the task wrote last and was not read yet (bounded: a background
+        # process may still be writing)
+        for _ in range(64 if self.reading else 0):
+            if self.closed or not self._readable():
+                break
+        self._close()   # a background process may still hold the terminal's slave side
         if self.backlog and not self.hung_up:
             # nobody attached in time (a quick `run -o pty`): what the terminal showed
             # goes to the job's output log, as Flux's pty capture, for attach to replay
