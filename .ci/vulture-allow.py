@@ -139,3 +139,6 @@ get_dict
 # broker/attrs.py Attr.help: each attribute's one-line description, the table's
 # own documentation (Flux's attr.list answers names only, so no topic sends it)
 help
+
+# weakref.finalize's flag, read by the weakref module at interpreter exit
+atexit

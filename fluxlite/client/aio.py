@@ -65,7 +65,15 @@ class AsyncHandle(HandleCore):
             except zmq.ZMQError:
                 pass
         self.connected = False
-        for ch in (getattr(self, "mon", None), getattr(self, "sock", None)):
+        mon, sock = getattr(self, "mon", None), getattr(self, "sock", None)
+        if mon is not None and sock is not None and not sock.sock.closed:
+            # stop the monitor before its reader closes: an event posted to a closed
+            # reader blocks the context's I/O thread for good (see close_monitored)
+            try:
+                sock.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+        for ch in (mon, sock):
             if ch is not None:
                 ch.close()
         if self._own_ctx:

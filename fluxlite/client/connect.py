@@ -72,6 +72,28 @@ def next_monitor_event(monitor) -> int:
     return monitor_event(monitor.recv_multipart())[0]
 
 
+def close_monitored(sock: zmq.Socket, monitor: zmq.Socket, linger: int | None = None) -> None:
+    """Close a socket and the reader of its monitor, in the one safe order: stop the
+    monitor, close the reader, close the socket (`linger` ms, default its LINGER).
+
+    libzmq posts a monitor's events from the context's I/O thread, with a blocking
+    send that has no timeout.  Once the reader is closed, the next event blocks that
+    thread for good, and with it every socket of the context: no handle of the
+    process connects anywhere again.  Closing the socket first is no cure: a closed
+    socket lives on while it lingers (a message still queued for a stopped peer),
+    and its peer's end (the instance killed) is an event.  Stopping the monitor
+    (zmq_socket_monitor with no endpoint) is synchronous: once it returns, nothing
+    more is posted."""
+    if not sock.closed:
+        try:
+            sock.disable_monitor()
+        except zmq.ZMQError:
+            pass        # the context is terminated: nothing is posted any more
+    monitor.close(linger=0)
+    if not sock.closed:
+        sock.close(linger=linger)
+
+
 def await_connection(monitor, uri: str, timeout: float) -> None:
     """Wait for a local (ipc) socket's connection, which ZeroMQ makes at once or
     refuses at once: a clear error if it is refused (nothing listens: the instance

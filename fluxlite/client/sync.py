@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 
 import zmq
 
@@ -29,7 +30,14 @@ from ..errors import ConnectionRefused, EndOfStream, FluxliteError, RPCTimeout, 
 from ..protocol.frames import has_input, recv_frames, send_frames
 from ..protocol.rpc import PendingRPC
 from .base import HandleCore
-from .connect import ENV_URI, MONITOR_EVENTS, await_connection, next_monitor_event, resolve_uri
+from .connect import (
+    ENV_URI,
+    MONITOR_EVENTS,
+    await_connection,
+    close_monitored,
+    next_monitor_event,
+    resolve_uri,
+)
 
 _context: zmq.Context | None = None
 
@@ -71,14 +79,20 @@ class Handle(HandleCore):
         # to any instance again.
         self.sock.setsockopt(zmq.RECONNECT_IVL, -1)
         self.monitor = self.sock.get_monitor_socket(MONITOR_EVENTS)
+        # the monitor is stopped before its reader closes (see close_monitored), also
+        # for a handle dropped without close(): garbage collection would close the two
+        # sockets in any order, and an event posted to the closed reader blocks the
+        # context's I/O thread for good
+        self._release = weakref.finalize(self, close_monitored, self.sock, self.monitor)
+        self._release.atexit = False
         self.sock.connect(self.endpoint)
         if self.endpoint.startswith("ipc://"):
             try:
                 await_connection(self.monitor, uri or os.environ.get(ENV_URI) or self.endpoint,
                                  connect_timeout)
             except FluxliteError:
-                self.monitor.close(linger=0)
-                self.sock.close(linger=0)
+                self._release.detach()
+                close_monitored(self.sock, self.monitor, linger=0)
                 raise
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
@@ -206,8 +220,7 @@ class Handle(HandleCore):
                 self.sock.send_multipart(self._goodbye(), zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
-        self.monitor.close(linger=0)
-        self.sock.close()
+        self._release()     # the goodbye leaves within the socket's LINGER
 
     def __enter__(self):
         return self
