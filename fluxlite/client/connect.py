@@ -12,6 +12,7 @@ connection itself says (see fluxlite/router/local.py).
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import time
 
@@ -94,21 +95,56 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket, linger: int | None = 
         sock.close(linger=linger)
 
 
-def await_connection(monitor, uri: str, timeout: float) -> None:
+def await_connection(monitor, uri: str, timeout: float) -> bool:
     """Wait for a local (ipc) socket's connection, which ZeroMQ makes at once or
     refuses at once: a clear error if it is refused (nothing listens: the instance
-    has exited).  Returns when connected, or after `timeout` without an answer
+    has exited).  True when connected; False after `timeout` without an answer
     (the first send then says so)."""
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
         if not monitor.poll(int(left * 1000) + 1):
-            return
+            return False
         event = next_monitor_event(monitor)
         if event == zmq.EVENT_CONNECTED:
-            return
+            return True
         if event == zmq.EVENT_CLOSED:
             raise ConnectionRefused(f"no instance at {uri}: "
                                     f"{os.strerror(errno.ECONNREFUSED)} (has it exited?)")
+    return False
+
+
+# names of this process's monitor endpoints and context probes.  pyzmq names a
+# monitor after its socket's descriptor, which is reused as soon as a closed socket
+# is gone, while the name may still be bound a moment longer (binding it again fails)
+_names = itertools.count()
+
+
+def monitor_address() -> str:
+    return f"inproc://fluxlite-monitor-{next(_names)}"
+
+
+def context_works(ctx: zmq.Context, timeout: float = 1.0) -> bool:
+    """Whether a context's I/O thread still makes connections: a pair of sockets of
+    its own, on a local socket, must pass one message within `timeout` (a working
+    one does in a millisecond).  Asked only when a connection got no answer, to tell
+    a context that stopped from an instance that does not answer."""
+    endpoint = f"ipc://@fluxlite-probe-{os.getpid()}-{next(_names)}"  # abstract: no file
+    deadline = time.monotonic() + timeout
+    server, client = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    try:
+        for sock in (server, client):
+            sock.setsockopt(zmq.LINGER, 0)
+        client.setsockopt(zmq.IMMEDIATE, 1)
+        client.setsockopt(zmq.SNDTIMEO, max(1, int(timeout * 1000)))
+        server.bind(endpoint)
+        client.connect(endpoint)
+        client.send(b"probe")   # waits for the connection: the I/O thread makes it
+        return bool(server.poll(max(1, int((deadline - time.monotonic()) * 1000))))
+    except zmq.ZMQError:
+        return False
+    finally:
+        server.close()
+        client.close()
 
 
 def credentials() -> tuple[int, int]:

@@ -11,6 +11,11 @@ PendingRPC or give it an `on_response` callback and drive `run_until()`.
 A socket monitor notices the broker going away, and every outstanding RPC
 then fails with EHOSTUNREACH instead of hanging.
 
+The handles of a process share one ZeroMQ context, and so its I/O thread: if
+that thread ever stops (a blocked monitor once did it), a new handle whose
+connection gets no answer finds that out (connect.context_works) and opens
+again in a new context, instead of every handle failing from then on.
+
 A Handle belongs to the thread that created it (a ZeroMQ socket must not be
 used by two threads): from any other thread every call raises WrongThread at
 once, instead of racing on the socket.  Open one Handle per thread, or share a
@@ -22,6 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 import weakref
 
 import zmq
@@ -35,11 +41,18 @@ from .connect import (
     MONITOR_EVENTS,
     await_connection,
     close_monitored,
+    context_works,
+    monitor_address,
     next_monitor_event,
     resolve_uri,
 )
 
 _context: zmq.Context | None = None
+# contexts given up because their I/O thread stopped (see Handle._reopen): kept, never
+# terminated (that waits for sockets nobody will close) nor collected (collecting a
+# context terminates it), and few: past this many, a handle no longer gets a new one
+_abandoned: list[zmq.Context] = []
+_MAX_ABANDONED = 4
 
 
 def zmq_context() -> zmq.Context:
@@ -48,6 +61,26 @@ def zmq_context() -> zmq.Context:
     if _context is None or _context.closed:
         _context = zmq.Context()
     return _context
+
+
+_replacing = threading.Lock()   # handles of several threads may find it stopped at once
+
+
+def _replace_context(stopped: zmq.Context) -> zmq.Context | None:
+    """A new shared context in place of `stopped`, whose I/O thread no longer works
+    (None once too many were given up)."""
+    global _context
+    with _replacing:
+        if _context is stopped:
+            if len(_abandoned) >= _MAX_ABANDONED:
+                return None
+            _abandoned.append(stopped)
+            _context = zmq.Context()
+            # seen in a test run's warnings summary: it should never happen
+            warnings.warn("the ZeroMQ context of this process's handles stopped making "
+                          "connections (its I/O thread is blocked); handles use a new one "
+                          f"({len(_abandoned)} given up)", RuntimeWarning, stacklevel=4)
+        return zmq_context()
 
 
 def term_context() -> None:
@@ -64,13 +97,23 @@ class Handle(HandleCore):
         self._owner_ident = threading.get_ident()   # cheaper to compare on every call
         self.uri = uri
         self.endpoint = resolve_uri(uri)
+        self.connect_timeout = connect_timeout
+        self.fd_callbacks: dict[int, object] = {}
         self.ctx = zmq_context()
+        if not self._open() and not context_works(self.ctx):
+            self._reopen()
+        self.connected = True
+        self._sent_any = False
+
+    def _open(self) -> bool:
+        """This handle's socket and its monitor, in self.ctx, connected; False if a
+        local connection got no answer within connect_timeout."""
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 100)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
-        self.sock.setsockopt(zmq.SNDTIMEO, int(connect_timeout * 1000))
+        self.sock.setsockopt(zmq.SNDTIMEO, int(self.connect_timeout * 1000))
         # one connection: once it closes the handle is lost (`_lost`), so nothing may
         # reconnect behind it.  A socket retrying a dead instance posts a monitor event
         # on every try (several a second); unread (a handle nobody polls any more), about
@@ -78,7 +121,7 @@ class Handle(HandleCore):
         # that all of this process's handles share blocks: none of them can connect
         # to any instance again.
         self.sock.setsockopt(zmq.RECONNECT_IVL, -1)
-        self.monitor = self.sock.get_monitor_socket(MONITOR_EVENTS)
+        self.monitor = self.sock.get_monitor_socket(MONITOR_EVENTS, monitor_address())
         # the monitor is stopped before its reader closes (see close_monitored), also
         # for a handle dropped without close(): garbage collection would close the two
         # sockets in any order, and an event posted to the closed reader blocks the
@@ -86,10 +129,12 @@ class Handle(HandleCore):
         self._release = weakref.finalize(self, close_monitored, self.sock, self.monitor)
         self._release.atexit = False
         self.sock.connect(self.endpoint)
+        answered = True
         if self.endpoint.startswith("ipc://"):
             try:
-                await_connection(self.monitor, uri or os.environ.get(ENV_URI) or self.endpoint,
-                                 connect_timeout)
+                answered = await_connection(
+                    self.monitor, self.uri or os.environ.get(ENV_URI) or self.endpoint,
+                    self.connect_timeout)
             except FluxliteError:
                 self._release.detach()
                 close_monitored(self.sock, self.monitor, linger=0)
@@ -97,9 +142,23 @@ class Handle(HandleCore):
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(self.monitor, zmq.POLLIN)
-        self.fd_callbacks: dict[int, object] = {}
-        self.connected = True
-        self._sent_any = False
+        for fd in self.fd_callbacks:
+            self.poller.register(fd, zmq.POLLIN)
+        return answered
+
+    def _reopen(self) -> bool:
+        """The context's I/O thread no longer makes connections (blocked for good: no
+        handle of this process would reach any instance again): open this handle
+        again in a new context.  Only before its first message left, so nobody can
+        tell.  False if no new context is to be had."""
+        ctx = _replace_context(self.ctx)
+        if ctx is None:
+            return False
+        self._release.detach()
+        close_monitored(self.sock, self.monitor, linger=0)
+        self.ctx = ctx
+        self._open()
+        return True
 
     def adopt(self) -> None:
         """Make the calling thread this handle's owner: for a handle made in one
@@ -120,9 +179,19 @@ class Handle(HandleCore):
         try:
             send_frames(self.sock, frames, 0)
         except zmq.Again:
-            raise ConnectionRefused(f"no instance answering at {self.uri or self.endpoint}: "
-                                    "is it running?") from None
+            # the connection never completed: the instance does not answer, or (the
+            # first message only) this process's context stopped working
+            if self._sent_any or context_works(self.ctx) or not self._reopen():
+                raise self._no_answer() from None
+            try:
+                send_frames(self.sock, frames, 0)
+            except zmq.Again:
+                raise self._no_answer() from None
         self._sent_any = True
+
+    def _no_answer(self) -> ConnectionRefused:
+        return ConnectionRefused(f"no instance answering at {self.uri or self.endpoint}: "
+                                 "is it running?")
 
     def rpc(self, *args, **kwargs):
         self._check_thread()  # before the tracker hands out a matchtag

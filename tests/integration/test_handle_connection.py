@@ -14,13 +14,17 @@ still report: libzmq posts monitor events from that I/O thread with a blocking s
 and one posted to a closed reader never leaves.  A closed socket lives on while it
 lingers over a message its peer has not taken, so an instance killed just after a
 handle closed (as a test's teardown does) was such an event, until a handle stopped
-its monitor before closing its reader, whether closed or garbage collected."""
+its monitor before closing its reader, whether closed or garbage collected.
+
+Should the context stop all the same, a new handle opens in a new context."""
 
 import asyncio
 import gc
 import os
 import signal
 import socket
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -28,7 +32,7 @@ import zmq
 
 from fluxlite.client.aio import AsyncHandle
 from fluxlite.client.connect import next_monitor_event
-from fluxlite.client.sync import Handle
+from fluxlite.client.sync import Handle, zmq_context
 from fluxlite.errors import ConnectionRefused
 
 pytestmark = pytest.mark.timeout(120)
@@ -135,3 +139,75 @@ async def test_an_async_handle_closed_on_a_shared_context_blocks_no_other(instan
             h.close()
     finally:
         ctx.term()
+
+
+# A context whose I/O thread is blocked all the same (by a monitor's reader closed
+# while its socket reports, the mistake the handles no longer make, made on purpose):
+# the next handle notices that its connection gets no answer, finds its context
+# making no connection at all, and opens again in a new one.  In a process of its
+# own, whose blocked threads end with it.
+_STOP_THE_CONTEXT = """
+import os, signal, sys, time, warnings
+import zmq
+from fluxlite.client.connect import context_works
+from fluxlite.client.sync import Handle, zmq_context
+
+doomed_path, doomed_pid, live_uri = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ctx = zmq_context()
+sock = ctx.socket(zmq.DEALER)
+sock.setsockopt(zmq.LINGER, 0)
+monitor = sock.get_monitor_socket(zmq.EVENT_ALL)
+sock.connect("ipc://" + doomed_path)
+monitor.setsockopt(zmq.RCVTIMEO, 30_000)
+while monitor.recv_multipart()[0][:2] != zmq.EVENT_CONNECTED.to_bytes(2, sys.byteorder):
+    pass
+monitor.close(linger=0)
+os.kill(doomed_pid, signal.SIGKILL)  # its end, and every retry, is an event for nobody
+deadline = time.monotonic() + 30
+while context_works(ctx, 1.0):
+    assert time.monotonic() < deadline, "the context did not stop"
+print("stopped", flush=True)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    start = time.monotonic()
+    h = Handle(live_uri)
+    print("size", h.getattr("size"), "new context", h.ctx is not ctx,
+          "in %.1fs" % (time.monotonic() - start), flush=True)
+    print("warned", [str(w.message) for w in caught], flush=True)
+os._exit(0)
+"""
+
+
+def test_a_handle_opens_again_in_a_new_context_when_the_shared_one_stopped(
+        instance_factory):
+    doomed = instance_factory(1)
+    live = instance_factory(1)
+    path = doomed.uri.partition("://")[2]
+    cp = subprocess.run([sys.executable, "-c", _STOP_THE_CONTEXT, path,
+                         str(doomed.broker_pid(0)), live.uri],
+                        capture_output=True, text=True, timeout=100)
+    doomed.proc.wait(timeout=60)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[0] == "stopped"
+    assert lines[1].startswith("size 1 new context True in "), lines[1]
+    assert "its I/O thread is blocked" in lines[2], lines[2]
+
+
+def test_an_instance_that_does_not_answer_is_not_taken_for_a_stopped_context(
+        instance_factory):
+    stopped = instance_factory(1)
+    pid = stopped.broker_pid(0)
+    ctx = zmq_context()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # the connection is made (the kernel takes it) but never answered
+        h = Handle(stopped.uri, connect_timeout=1)
+        try:
+            with pytest.raises(ConnectionRefused, match="no instance answering"):
+                h.getattr("size")
+            assert h.ctx is ctx and zmq_context() is ctx, "a working context was given up"
+        finally:
+            h.close()
+    finally:
+        os.kill(pid, signal.SIGCONT)
