@@ -13,8 +13,8 @@ The same block came from a monitor whose reader was closed while its socket coul
 still report: libzmq posts monitor events from that I/O thread with a blocking send,
 and one posted to a closed reader never leaves.  A closed socket lives on while it
 lingers over a message its peer has not taken, so an instance killed just after a
-handle closed (as a test's teardown does) was such an event, until a handle stopped
-its monitor before closing its reader, whether closed or garbage collected.
+handle closed (or was garbage collected) was such an event, until a handle stopped
+its monitor before closing its reader.
 
 Should the context stop all the same, a new handle opens in a new context."""
 
