@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -223,6 +224,16 @@ class Attach:
             if msg:
                 sys.stderr.write(f"{self.prog}: {msg}\n")
         return code
+
+
+def stdin_has_data() -> bool:
+    """A pipe or a regular file on stdin is forwarded to the tasks (a terminal or /dev/null
+    is not: tasks of `run` then read nothing, as batch jobs do)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
 def _noted(signum, frame) -> None:

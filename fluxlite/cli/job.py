@@ -169,23 +169,30 @@ def attach(jobid, **opts):
     """Show a job's output (replayed if it already ran) and exit with its exit code.
 
     Standard input, when it is a pipe or a file, goes to the job's tasks (those of a
-    job submitted without --input, or of a `run` reading its own stdin)."""
+    job submitted without --input, or of a `run` reading its own stdin).  A running
+    job with an interactive pty (-o pty.interactive) gets your terminal: what you type
+    goes to it, its screen and window size are yours, until it closes; --read-only
+    shows its screen only."""
     from ..jobapi import api
-    from .attach import Attach
-    from .submit import _stdin_has_data
+    from .attach import Attach, stdin_has_data
+    from .pty import attach_pty, interactive_pty
     if opts["stdin_ranks"] not in (None, "all"):
         raise UsageError(f"--stdin-ranks={opts['stdin_ranks']}: fluxlite's attach sends "
                          "stdin to every task reading it; give the ranks at submit "
                          "(run --input=RANKS)")
     with handle() as h:
         state = api.info(h, jobid)["state"]
+        if state != "INACTIVE" and interactive_pty(h, jobid):
+            # our terminal on the job's (Flux's pty attach), or its output alone
+            sys.exit(attach_pty(h, jobid, prog="fluxlite job attach",
+                                read_only=opts["read_only"]))
         attach = Attach(h, jobid, label_io=opts["label_io"], prog="fluxlite job attach",
                         wait_event=opts["wait_event"])
         attach.show_events, attach.show_exec = opts["show_events"], opts["show_exec"]
         attach.read_only = opts["read_only"]
         if opts["tail"] is not None:
             attach.skip_lines = max(0, _output_lines(h, jobid) - opts["tail"])
-        if not opts["read_only"] and _stdin_has_data() and state != "INACTIVE":
+        if not opts["read_only"] and stdin_has_data() and state != "INACTIVE":
             _stdin_target(h, jobid, attach)
         code = attach.run()
     sys.exit(code)

@@ -34,7 +34,7 @@ def run(command, **params):
     2 s cancels it, Ctrl-Z within 2 s of the first detaches (the job runs on).
     """
     from ..jobapi import api
-    from .attach import Attach
+    from .attach import Attach, stdin_has_data
     ranks = _input_ranks(params.get("input"))
     extra = None
     if ranks is not None:
@@ -43,7 +43,7 @@ def run(command, **params):
         forward = True
         extra = {"input": 1, "input.ranks": ranks}
     else:
-        forward = not params.get("input") and _stdin_has_data()
+        forward = not params.get("input") and stdin_has_data()
         extra = {"input": 1} if forward else None
     spec = jobspec_from(list(command), params, extra_options=extra)
     if ranks is not None:
@@ -110,17 +110,6 @@ def refuse_per_task_input(params: dict) -> None:
     if _input_ranks(value) is not None:
         raise UsageError(f"--input={value}: per-task input not supported for submit "
                          f"(run takes task ranks; a file named {value} is ./{value})")
-
-
-def _stdin_has_data() -> bool:
-    """A pipe or a regular file on stdin is forwarded to the tasks (a terminal or /dev/null
-    is not: tasks of `run` then read nothing, as batch jobs do)."""
-    import stat
-    try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
-    except (OSError, ValueError):
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
 # how submit and bulksubmit make copies, and what they do once the jobs are in

@@ -1,13 +1,19 @@
-"""Attaching to a job's terminal (`run -o pty.interactive`, interactive `alloc`) at
-every point of the job shell's life: an attach that comes after the terminal
-closed, while the leader shell is still on its way out, ends cleanly and the
-terminal's output is read from the job's output log instead."""
+"""Attaching to a job's terminal (`run -o pty.interactive`, interactive `alloc`,
+`job attach` of a running `submit -o pty.interactive` job) at every point of the
+job shell's life: an attach that comes after the terminal closed, while the leader
+shell is still on its way out, ends cleanly and the terminal's output is read from
+the job's output log instead.  `job attach` drives the job's terminal from ours,
+writes a stdin that is no terminal into it, or only watches it (--read-only)."""
 
+import io
 import os
+import signal
 import textwrap
 
+import pexpect
+
 from fluxlite.jobapi import api
-from fluxlite.testing import jobid_of, wait_event, wait_fifo
+from fluxlite.testing import fluxlite_command, jobid_of, wait_event, wait_fifo
 from fluxlite.util import fluid
 
 
@@ -86,3 +92,105 @@ def test_run_with_an_interactive_pty_never_reports_a_missing_terminal(inst1):
     for _ in range(30):
         cp = inst1.cli("run", "-o", "pty.interactive", "echo", "hi")
         assert (cp.returncode, cp.stdout.replace("\r", ""), cp.stderr) == (0, "hi\n", "")
+
+
+def submit_interactive_shell(inst) -> int:
+    """An interactive `sh` on a job's terminal, nobody attached yet (its prompt waits
+    in the terminal)."""
+    return jobid_of(inst.cli("submit", "-o", "pty.interactive", "--env=PS1=job> ", "sh",
+                             check=True))
+
+
+def spawn_attach(inst, jobid: int, *args: str, rows: int = 24, cols: int = 80):
+    return pexpect.spawn(fluxlite_command()[0], ["job", "attach", *args, fluid.f58(jobid)],
+                         env=inst.env, timeout=60, encoding="utf-8", dimensions=(rows, cols))
+
+
+def test_job_attach_drives_a_submitted_interactive_pty(inst1):
+    """`job attach` of a running `submit -o pty.interactive sh`, from a terminal: what
+    is typed reaches the job's shell, its screen comes back, the job's terminal has
+    ours' size (and follows it when it changes), and attach exits with the job's
+    exit code when the shell exits."""
+    jobid = submit_interactive_shell(inst1)
+    child = spawn_attach(inst1, jobid, rows=31, cols=101)
+    try:
+        child.expect_exact("job> ")
+        child.sendline("echo sum=$((6*7))")
+        child.expect_exact("sum=42")
+        child.sendline("stty size")
+        child.expect_exact("31 101")
+        child.setwinsize(40, 120)   # SIGWINCH: the new size goes to the job's terminal
+        child.sendline("stty size")
+        child.expect_exact("40 120")
+        child.sendline("exit 3")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 3
+    r = api.wait(inst1.handle(), jobid, timeout=60)
+    assert r["returncode"] == 3, r
+
+
+def test_job_attach_with_stdin_not_a_terminal_writes_it_to_the_pty(inst1):
+    """As Flux's: stdin that is a pipe is written to the job's terminal as it comes
+    (the terminal echoes it), and its end leaves the job running: attach follows the
+    terminal until the shell exits."""
+    jobid = submit_interactive_shell(inst1)
+    cp = inst1.cli("job", "attach", fluid.f58(jobid), input="echo piped=$((2+3))\nexit 4\n")
+    out = cp.stdout.replace("\r", "")
+    assert cp.returncode == 4, (cp.returncode, out, cp.stderr)
+    assert "piped=5\n" in out and "echo piped=$((2+3))" in out, out
+    assert api.wait(inst1.handle(), jobid, timeout=60)["returncode"] == 4
+
+
+def test_job_attach_read_only_shows_the_pty_and_hangs_up_nothing(inst1):
+    """--read-only on a job with an interactive pty: the job's screen as it comes and
+    its exit code.  It takes nothing from the terminal (its prompt waits for the first
+    terminal that types), nothing typed there reaches the job, and its going away,
+    alone on the job's terminal, hangs nothing up."""
+    jobid = submit_interactive_shell(inst1)
+    leaver = spawn_attach(inst1, jobid, "--read-only")
+    try:
+        leaver.expect_exact("job> ")
+        leaver.kill(signal.SIGTERM)
+        leaver.expect(pexpect.EOF)
+    finally:
+        leaver.close()
+    driver = spawn_attach(inst1, jobid)
+    driver.logfile_read = io.StringIO()
+    watcher = spawn_attach(inst1, jobid, "--read-only")
+    try:
+        driver.expect_exact("job> ")
+        driver.sendline("echo first=$((1+1))")
+        driver.expect_exact("first=2")
+        watcher.expect_exact("first=2")
+        watcher.sendline("echo from-the-watcher")   # its own terminal echoes it, no more
+        driver.sendline("echo second=$((2+2))")
+        driver.expect_exact("second=4")
+        watcher.expect_exact("second=4")
+        driver.sendline("exit 5")
+        driver.expect(pexpect.EOF)
+        watcher.expect(pexpect.EOF)
+    finally:
+        driver.close()
+        watcher.close()
+    assert (driver.exitstatus, watcher.exitstatus) == (5, 5)
+    assert "from-the-watcher" not in driver.logfile_read.getvalue()
+    assert api.wait(inst1.handle(), jobid, timeout=60)["returncode"] == 5
+
+
+def test_job_attach_of_a_pty_job_that_never_ran(inst1):
+    """A held `-o pty.interactive` job cancelled while attach waits for its terminal:
+    attach ends as it does for any job that never ran, with the same words."""
+    jobid = jobid_of(inst1.cli("submit", "--urgency=0", "-o", "pty.interactive", "sh",
+                               check=True))
+    child = spawn_attach(inst1, jobid)
+    try:
+        inst1.cli("cancel", fluid.f58(jobid), check=True)
+        child.expect(pexpect.EOF)
+        seen = child.before.replace("\r", "")
+    finally:
+        child.close()
+    after = inst1.cli("job", "attach", fluid.f58(jobid))
+    assert (child.exitstatus, seen) == (after.returncode, after.stdout + after.stderr)
+    assert "type=cancel" in seen

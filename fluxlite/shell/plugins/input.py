@@ -14,6 +14,9 @@ stdin pipe fed by the leader's `stdin` method: `fluxlite job attach` sends what
 it reads there ({data[, encoding]}, then {eof: true}); the leader writes it to
 its own tasks and, for the other shells, appends it to `guest.input`, which
 they follow.  Nothing is read until someone attaches, as in Flux.
+
+A task on the job's terminal (the pty plugin's, which comes first) reads that
+terminal whatever the input options say, as Flux's pty takes the task's stdin.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ class Input(ShellPlugin):
                     from None
 
     def task_init(self, task) -> None:
+        if isinstance(task.stdin, int) and task.stdin >= 0 and os.isatty(task.stdin):
+            return  # task 0 on the job's terminal (pty) reads it, as Flux's
         if self.path:
             try:
                 task.stdin = os.open(self.path, os.O_RDONLY)

@@ -6,7 +6,9 @@ shell keeps the master and offers three methods on the job's shell service:
 
     pty-attach   streaming: {} at once (attached), then {data: bytes} as the
                  program writes; ends with ENODATA when the terminal closes (what
-                 was written before the first attach is kept and sent first)
+                 was written before the first attach is kept and sent first).
+                 {mode: "ro"} watches only (`job attach --read-only`): it gets
+                 what was kept without taking it, and its leaving hangs up nothing
     pty-write    {data: bytes} typed by the user
     pty-resize   {rows, cols}
 
@@ -19,7 +21,8 @@ that the shell never answered (it exited first) reads the output log too.
 
 Hang-up.  The terminal is hung up (the master is closed: the kernel sends
 SIGHUP to the session on it, whose reads then end) as a real one is:
-  - when the last attached client goes away: the broker sends the service
+  - when the last attached client (not a read-only one) goes away: the broker
+    sends the service
     `disconnect` for a client that closed its connection, was killed or
     refused a message (protocol.md, local clients), and nobody is left to
     type into the terminal;
@@ -36,7 +39,7 @@ import os
 import signal
 import struct
 import termios
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
@@ -53,6 +56,11 @@ class PtyWrite(Struct, kw_only=True):
     data: bytes = b""
 
 
+class PtyAttach(Struct, kw_only=True):
+    """rw: the user's terminal on the job's; ro: its output only."""
+    mode: Literal["rw", "ro"] = "rw"
+
+
 class PtyResize(Struct, kw_only=True):
     """The user's terminal size."""
     rows: _Cells = 24
@@ -67,7 +75,8 @@ class Pty(ShellPlugin):
         self.master: int | None = None
         self.slave: int | None = None
         self.backlog = b""
-        self.clients: list = []
+        self.clients: list = []   # attach streams of terminals typing into it
+        self.watchers: list = []  # read-only attach streams
         self.closed = False
         self.hung_up = False
         self.reading = False      # shell.start: the master is read as the task writes
@@ -111,10 +120,9 @@ class Pty(ShellPlugin):
         if not data:
             self._close()
             return False
-        if self.clients:
-            for msg in list(self.clients):
-                self.shell.respond(msg, {"data": data})
-        else:
+        for msg in self.clients + self.watchers:
+            self.shell.respond(msg, {"data": data})
+        if not self.clients:   # kept for the first terminal to attach
             self.backlog = (self.backlog + data)[-_BACKLOG:]
         return True
 
@@ -124,9 +132,10 @@ class Pty(ShellPlugin):
         self.closed = True
         if self.reading and self.master is not None:
             asyncio.get_running_loop().remove_reader(self.master)
-        for msg in self.clients:
+        for msg in self.clients + self.watchers:
             self.shell.end_stream(msg)
         self.clients.clear()
+        self.watchers.clear()
 
     def hangup(self, why: str) -> None:
         """Close the master: the session on the terminal gets SIGHUP, its reads end."""
@@ -145,8 +154,8 @@ class Pty(ShellPlugin):
         os.close(self.master)
         self.master = None
 
-    @handler("pty-attach", streaming=True)
-    def _attach(self, msg, _req):
+    @handler("pty-attach", schema=PtyAttach, streaming=True)
+    def _attach(self, msg, req: PtyAttach):
         if self.exited:
             # what nobody read is in the output log (shell_exit), for the client to read
             self.shell.end_stream(msg)
@@ -154,17 +163,20 @@ class Pty(ShellPlugin):
         self.shell.respond(msg, {})
         if self.backlog:
             self.shell.respond(msg, {"data": self.backlog})
-            self.backlog = b""
+            if req.mode == "rw":
+                self.backlog = b""
         if self.closed:
             self.shell.end_stream(msg)
-        else:
-            self.clients.append(msg)  # before the terminal is read: its output will come
+        else:  # before the terminal is read: its output will come
+            (self.clients if req.mode == "rw" else self.watchers).append(msg)
         return NO_REPLY
 
     @handler("disconnect")
     def _disconnect(self, msg, _req):
-        """The broker says a client is gone: forget its streams; hang up if it was the last."""
+        """The broker says a client is gone: forget its streams; hang up if it was the
+        last terminal typing into ours."""
         route = tuple(msg.route)
+        self.watchers = [m for m in self.watchers if tuple(m.route) != route]
         gone = [m for m in self.clients if tuple(m.route) == route]
         if not gone:
             return NO_REPLY
