@@ -309,9 +309,10 @@ def alloc(bg, command, **params):
         elif interactive:
             shell = os.environ.get("SHELL") or "/bin/sh"
             spec = _instance_spec(h, [shell, "-i"] if sys.stdin.isatty() else [shell],
-                                  dict(params, setopt=dict(params.get("setopt") or {},
-                                                           pty=1) if sys.stdin.isatty()
-                                       else params.get("setopt")), name="fluxlite")
+                                  dict(params, setopt={**(params.get("setopt") or {}),
+                                                       "pty.interactive": 1}
+                                       if sys.stdin.isatty() else params.get("setopt")),
+                                  name="fluxlite")
         else:
             spec = _instance_spec(h, command, params, name=os.path.basename(command[0]))
         if params["dry_run"]:

@@ -204,7 +204,7 @@ OPTIONS = {
     "exit-on-error": (_flag, "doom", "fail the job as soon as any task fails"),
     "plugins": (_plugins, "shell", "path(s) of user plugins to load (comma separated)"),
     "instance": (_any, "instance", "tasks are brokers of a nested instance (set by batch/alloc)"),
-    "pty": (_any, "pty", "run task 0 on a pseudo-terminal (set by alloc)"),
+    "pty": (_any, "pty", "run task 0 on a pseudo-terminal (pty.interactive: set by alloc)"),
     "output": (_any, "output", "output.stdout.path / output.stderr.path: write to files; "
                                "output.label: prefix lines with the task rank"),
     "output.stdout.path": (_output_path("--output"), "output",

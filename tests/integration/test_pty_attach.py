@@ -194,3 +194,32 @@ def test_job_attach_of_a_pty_job_that_never_ran(inst1):
     after = inst1.cli("job", "attach", fluid.f58(jobid))
     assert (child.exitstatus, seen) == (after.returncode, after.stdout + after.stderr)
     assert "type=cancel" in seen
+
+
+def test_job_attach_joins_an_interactive_alloc(inst1):
+    """An interactive alloc's shell is on an interactive pty (as Flux's alloc sets
+    pty.interactive): `job attach` from a second terminal types into the same shell,
+    and alloc going away hangs nothing up while that terminal is attached."""
+    env = dict(inst1.env, SHELL="/bin/sh", PS1="alloc$ ")
+    alloc = pexpect.spawn(fluxlite_command()[0], ["alloc", "-N1"], env=env, timeout=60,
+                          encoding="utf-8")
+    second = None
+    try:
+        alloc.expect_exact("alloc$ ")
+        [job] = api.list_jobs(inst1.handle(), "running")
+        second = spawn_attach(inst1, job["id"])
+        second.sendline("echo joined=$((3*3))")
+        alloc.expect_exact("joined=9")
+        second.expect_exact("joined=9")
+        alloc.kill(signal.SIGKILL)
+        alloc.expect(pexpect.EOF)
+        second.sendline("fluxlite getattr instance-level")
+        second.expect(r"\r\n1\r\n")
+        second.sendline("exit 6")
+        second.expect(pexpect.EOF)
+    finally:
+        alloc.close()
+        if second is not None:
+            second.close()
+    assert second.exitstatus == 6
+    assert api.wait(inst1.handle(), job["id"], timeout=60)["returncode"] == 6
