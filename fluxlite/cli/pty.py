@@ -32,9 +32,11 @@ from .attach import Attach, stdin_has_data
 
 
 def _winsize() -> tuple[int, int]:
+    """The size of the terminal we type in (stdin's, as Flux's client reads it: our
+    output may go to a file)."""
     import fcntl
     try:
-        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(sys.stdout.fileno(),
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(sys.stdin.fileno(),
                                                              termios.TIOCGWINSZ, b"\0" * 8))
         return rows or 24, cols or 80
     except OSError:

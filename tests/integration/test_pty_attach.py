@@ -223,3 +223,20 @@ def test_job_attach_joins_an_interactive_alloc(inst1):
             second.close()
     assert second.exitstatus == 6
     assert api.wait(inst1.handle(), job["id"], timeout=60)["returncode"] == 6
+
+
+def test_job_attach_sizes_the_pty_from_the_terminal_typed_in(inst1, tmp_path):
+    """Output sent to a file, input from a terminal: the job's terminal takes the size
+    of the terminal we type in (stdin's, as Flux's client reads it)."""
+    jobid = submit_interactive_shell(inst1)
+    out = tmp_path / "screen"
+    child = pexpect.spawn("/bin/sh", ["-c", f'exec "$0" job attach {fluid.f58(jobid)} > {out}',
+                                      fluxlite_command()[0]],
+                          env=inst1.env, timeout=60, encoding="utf-8", dimensions=(33, 99))
+    try:
+        child.sendline("stty size; exit 0")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert "33 99" in out.read_text(), out.read_text()
