@@ -11,7 +11,9 @@ import signal
 import textwrap
 
 import pexpect
+import pytest
 
+from fluxlite.errors import UsageError
 from fluxlite.jobapi import api
 from fluxlite.testing import fluxlite_command, jobid_of, wait_event, wait_fifo
 from fluxlite.util import fluid
@@ -240,3 +242,18 @@ def test_job_attach_sizes_the_pty_from_the_terminal_typed_in(inst1, tmp_path):
         child.close()
     assert child.exitstatus == 0
     assert "33 99" in out.read_text(), out.read_text()
+
+
+def test_a_pty_attach_of_an_unknown_mode_is_refused(inst1):
+    """pty-attach takes mode rw (the default) or ro; another is refused, saying so,
+    and the job's terminal is untouched."""
+    jobid = submit_interactive_shell(inst1)
+    h = inst1.handle()
+    init = wait_event(h, jobid, "shell.init", "exec")["context"]
+    with pytest.raises(UsageError) as err:
+        list(h.stream(f"{init['service']}.pty-attach", {"mode": "wo"},
+                      nodeid=init["leader-rank"], timeout=30))
+    assert str(err.value).endswith("pty-attach: mode 'wo': rw (type into the terminal) "
+                                   "or ro (watch it)"), err.value
+    cp = inst1.cli("job", "attach", fluid.f58(jobid), input="echo still=$((4+4))\nexit\n")
+    assert cp.returncode == 0 and "still=8" in cp.stdout, (cp.stdout, cp.stderr)

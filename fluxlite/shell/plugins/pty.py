@@ -21,11 +21,10 @@ that the shell never answered (it exited first) reads the output log too.
 
 Hang-up.  The terminal is hung up (the master is closed: the kernel sends
 SIGHUP to the session on it, whose reads then end) as a real one is:
-  - when the last attached client (not a read-only one) goes away: the broker
-    sends the service
-    `disconnect` for a client that closed its connection, was killed or
-    refused a message (protocol.md, local clients), and nobody is left to
-    type into the terminal;
+  - when the last attached client (read-only ones aside) goes away: the
+    broker sends the service `disconnect` for a client that closed its
+    connection, was killed or refused a message (protocol.md, local clients),
+    and nobody is left to type into the terminal;
   - when the shell gets a terminating signal (SIGTERM, SIGALRM or SIGHUP from
     job-exec ending the job): an interactive shell ignores SIGTERM, and
     would otherwise hold the job until the kill timeout.
@@ -39,10 +38,11 @@ import os
 import signal
 import struct
 import termios
-from typing import Annotated, Literal
+from typing import Annotated
 
 from msgspec import Meta
 
+from ...errors import UsageError
 from ...protocol.schema import Struct
 from ..plugin import NO_REPLY, ShellPlugin, handler
 
@@ -58,7 +58,7 @@ class PtyWrite(Struct, kw_only=True):
 
 class PtyAttach(Struct, kw_only=True):
     """rw: the user's terminal on the job's; ro: its output only."""
-    mode: Literal["rw", "ro"] = "rw"
+    mode: str = "rw"
 
 
 class PtyResize(Struct, kw_only=True):
@@ -156,6 +156,9 @@ class Pty(ShellPlugin):
 
     @handler("pty-attach", schema=PtyAttach, streaming=True)
     def _attach(self, msg, req: PtyAttach):
+        if req.mode not in ("rw", "ro"):
+            raise UsageError(f"pty-attach: mode {req.mode!r}: rw (type into the "
+                             "terminal) or ro (watch it)")
         if self.exited:
             # what nobody read is in the output log (shell_exit), for the client to read
             self.shell.end_stream(msg)
