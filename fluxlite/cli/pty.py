@@ -8,7 +8,11 @@ terminal's output is followed until it closes (as Flux's pty client does).
 Read-only (`job attach --read-only`): the terminal's output alone; nothing is
 sent to the job, no signal is caught, and leaving does not hang the terminal up.
 
-SIGHUP or SIGTERM (the terminal closed, the ssh connection dropped) detaches:
+Ctrl-\\ typed on a terminal (first in what one read returns, as Flux's client
+looks for it) detaches: the shell ends our stream without hanging its terminal
+up, the job runs on, and we exit 0; `job attach ID` comes back to it.
+
+SIGHUP or SIGTERM (the terminal closed, the ssh connection dropped) ends it:
 the terminal is restored, the connection closed, and alloc exits 128+signal.
 The job's pty plugin sees its client go (as it does when alloc is killed
 outright) and hangs up the job's terminal, so the interactive shell exits and
@@ -28,7 +32,10 @@ import tty
 from ..errors import NotFound
 from ..job import shell_options, states
 from ..jobapi import api
+from ..util import fluid
 from .attach import Attach, stdin_has_data
+
+DETACH = b"\x1c"   # Ctrl-\, Flux's pty client's detach key
 
 
 def _winsize() -> tuple[int, int]:
@@ -82,6 +89,7 @@ class _PtySession:
         self.got = False         # any output came
         self.error: str | None = None
         self.hangup: int | None = None
+        self.detaching = False   # we asked the shell to let us go (Ctrl-\)
         self.sig_r, self.sig_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     def on_data(self, msg) -> None:
@@ -118,7 +126,10 @@ class _PtySession:
             data = os.read(sys.stdin.fileno(), 4096)
         except OSError:
             data = b""
-        if data:
+        if data[:1] == DETACH and sys.stdin.isatty():
+            self.detaching = True
+            self.h.send(f"{self.service}.pty-detach", {}, nodeid=self.leader)
+        elif data:
             self.h.send(f"{self.service}.pty-write", {"data": data}, nodeid=self.leader)
         else:  # its end: nothing more to send, the terminal's output is still followed
             self.h.remove_fd(sys.stdin.fileno())
@@ -184,6 +195,10 @@ def attach_pty(h, jobid: int, prog: str = "fluxlite alloc", read_only: bool = Fa
     if session.hangup is not None:
         # leaving closes our connection: the job's terminal is hung up behind us
         return 128 + session.hangup
+    if session.detaching and session.ended:
+        print(f"{prog}: detached; the job runs on (fluxlite job attach "
+              f"{fluid.f58(jobid)} comes back to it)", file=sys.stderr)
+        return 0
     if session.error:
         print(f"{prog}: terminal: {session.error}", file=sys.stderr)
     if not session.got:

@@ -257,3 +257,32 @@ def test_a_pty_attach_of_an_unknown_mode_is_refused(inst1):
                                    "or ro (watch it)"), err.value
     cp = inst1.cli("job", "attach", fluid.f58(jobid), input="echo still=$((4+4))\nexit\n")
     assert cp.returncode == 0 and "still=8" in cp.stdout, (cp.stdout, cp.stderr)
+
+
+def test_ctrl_backslash_detaches_and_the_job_runs_on(inst1):
+    """Ctrl-\\ detaches, as Flux's pty client: attach exits 0 saying so, the job's
+    terminal is not hung up, and a later `job attach` types into the same shell."""
+    jobid = submit_interactive_shell(inst1)
+    first = spawn_attach(inst1, jobid)
+    try:
+        first.expect_exact("job> ")
+        first.sendline("x=41")
+        first.expect_exact("job> ")
+        first.send("\x1c")
+        first.expect(pexpect.EOF)
+        said = first.before
+    finally:
+        first.close()
+    assert first.exitstatus == 0
+    assert f"fluxlite job attach: detached; the job runs on (fluxlite job attach " \
+           f"{fluid.f58(jobid)} comes back to it)" in said, said
+    second = spawn_attach(inst1, jobid)
+    try:
+        second.sendline("echo x=$((x+1))")
+        second.expect_exact("x=42")
+        second.sendline("exit 7")
+        second.expect(pexpect.EOF)
+    finally:
+        second.close()
+    assert second.exitstatus == 7
+    assert api.wait(inst1.handle(), jobid, timeout=60)["returncode"] == 7

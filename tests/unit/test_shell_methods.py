@@ -8,15 +8,17 @@ from fluxlite.errors import ProtocolError, UsageError
 from fluxlite.protocol.dispatch import OWNER, declared_methods, parse
 from fluxlite.protocol.message import Message
 from fluxlite.shell import plugin as plugin_mod
-from fluxlite.shell.plugins.pty import Pty, PtyResize, PtyWrite
+from fluxlite.shell.plugins.pty import Pty, PtyAttach, PtyResize, PtyWrite
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def test_pty_declares_its_methods_with_schemas_owner_only():
     methods = {m.topic: m for m in declared_methods(Pty(shell=None))}
-    assert set(methods) == {"pty-attach", "pty-write", "pty-resize", "disconnect"}
+    assert set(methods) == {"pty-attach", "pty-write", "pty-resize", "pty-detach",
+                            "disconnect"}
     assert methods["pty-attach"].streaming
+    assert methods["pty-attach"].schema is PtyAttach
     assert methods["pty-write"].schema is PtyWrite
     assert methods["pty-resize"].schema is PtyResize
     assert all(m.roles == OWNER for m in methods.values())

@@ -10,6 +10,8 @@ shell keeps the master and offers three methods on the job's shell service:
                  {mode: "ro"} watches only (`job attach --read-only`): it gets
                  what was kept without taking it, and its leaving hangs up nothing
     pty-write    {data: bytes} typed by the user
+    pty-detach   {}: the caller's attach streams end, the terminal stays up (a
+                 client leaving on purpose, Flux's detach: the job runs on)
     pty-resize   {rows, cols}
 
 An attach is answered at every point of the leader shell's life, never refused
@@ -173,6 +175,18 @@ class Pty(ShellPlugin):
         else:  # before the terminal is read: its output will come
             (self.clients if req.mode == "rw" else self.watchers).append(msg)
         return NO_REPLY
+
+    @handler("pty-detach")
+    def _detach(self, msg, _req):
+        """A client leaves on purpose: its streams end; the terminal is not hung up
+        (what it shows from now on is kept for the next terminal to attach)."""
+        route = tuple(msg.route)
+        for m in self.clients + self.watchers:
+            if tuple(m.route) == route:
+                self.shell.end_stream(m)
+        self.clients = [m for m in self.clients if tuple(m.route) != route]
+        self.watchers = [m for m in self.watchers if tuple(m.route) != route]
+        return {}
 
     @handler("disconnect")
     def _disconnect(self, msg, _req):
