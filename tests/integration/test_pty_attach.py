@@ -286,3 +286,28 @@ def test_ctrl_backslash_detaches_and_the_job_runs_on(inst1):
         second.close()
     assert second.exitstatus == 7
     assert api.wait(inst1.handle(), jobid, timeout=60)["returncode"] == 7
+
+
+def test_ctrl_c_on_the_job_terminal_interrupts_its_foreground_command(inst1):
+    """The job's terminal is its task's controlling terminal, as Flux's pty: the job's
+    shell has job control, and Ctrl-C typed through job attach interrupts what runs
+    in its foreground (a command that says it is armed, then sleeps)."""
+    jobid = submit_interactive_shell(inst1)
+    child = spawn_attach(inst1, jobid)
+    child.logfile_read = io.StringIO()
+    try:
+        child.expect_exact("job> ")
+        child.sendline("sh -c 'trap \"echo int$((2+1)); exit 130\" INT; echo arm$((1+1)); "
+                       "sleep 600; echo slept'")
+        child.expect_exact("arm2")
+        child.send("\x03")
+        child.expect_exact("int3")
+        child.sendline("echo status=$?")
+        child.expect_exact("status=130")
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    seen = child.logfile_read.getvalue()
+    assert "job control turned off" not in seen, seen

@@ -86,8 +86,11 @@ class Limits(ShellPlugin):
         if not self.rlimits and self.oom_adjust is None:
             return
         limits, oom = self.rlimits, self.oom_adjust
+        before = task.preexec   # another plugin's (pty: the controlling terminal)
 
         def apply():
+            if before is not None:
+                before()
             for which, soft in limits:
                 _hard = resource.getrlimit(which)[1]
                 resource.setrlimit(which, (soft, _hard))

@@ -69,6 +69,12 @@ class PtyResize(Struct, kw_only=True):
     cols: _Cells = 80
 
 
+def _controlling_terminal() -> None:
+    """In the task, after its setsid and before exec: stdin's terminal becomes the
+    controlling terminal of its new session."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Pty(ShellPlugin):
     name = "pty"
 
@@ -95,6 +101,13 @@ class Pty(ShellPlugin):
         task.stdin = task.stdout = task.stderr = self.slave
         self.task = task
         task.env.setdefault("TERM", "xterm")
+        if self.shell.options.get("instance"):
+            return  # a broker (alloc): it gives the terminal to its initial program
+        # a session of its own with the terminal as its controlling one, as Flux's
+        # pty: Ctrl-C and Ctrl-Z typed there signal its foreground job, a shell on it
+        # has job control, and the hang-up reaches the session from the kernel
+        task.start_new_session = True
+        task.preexec = _controlling_terminal
 
     def shell_start(self) -> None:
         if self.master is None:
