@@ -49,6 +49,7 @@ Matchtag = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]
 
 Name = Annotated[str, Meta(min_length=1, max_length=255)]     # services, attributes, types
 Topic = Annotated[str, Meta(min_length=1, max_length=255)]
+TopicPrefix = Annotated[str, Meta(max_length=255)]            # a subscription ("": every topic)
 Key = Annotated[str, Meta(max_length=1024)]                    # KVS keys
 Text = Annotated[str, Meta(max_length=64 * 1024)]              # notes, reasons, values
 Idset = Annotated[str, Meta(max_length=64 * 1024)]             # "0-3,7"

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..errors import NotFound, PermissionDenied, UsageError
 from ..protocol.message import event_publish_bytes
-from ..protocol.schema import Name, Pid, Struct, Text, Topic
+from ..protocol.schema import Name, Pid, Struct, Text, Topic, TopicPrefix
 from .base import ANY, Service, handler
 
 
@@ -54,8 +54,8 @@ class ServiceRemoveRequest(Struct, kw_only=True):
     service: Name
 
 
-class TopicRequest(Struct, kw_only=True):
-    topic: Topic
+class SubscribeRequest(Struct, kw_only=True):
+    topic: TopicPrefix    # events whose topic starts so ("" all, as Flux's)
 
 
 class PublishRequest(Struct, kw_only=True):
@@ -192,12 +192,12 @@ class BrokerService(Service):
         self.clients.remove_client_service(self._client_ident(msg), req.service)
         return {}
 
-    @handler("event.subscribe", schema=TopicRequest, roles=ANY)
+    @handler("event.subscribe", schema=SubscribeRequest, roles=ANY)
     def subscribe(self, msg, req):
         self.clients.subscribe_client(self._client_ident(msg), req.topic)
         return {}
 
-    @handler("event.unsubscribe", schema=TopicRequest, roles=ANY)
+    @handler("event.unsubscribe", schema=SubscribeRequest, roles=ANY)
     def unsubscribe(self, msg, req):
         if not self.clients.unsubscribe_client(self._client_ident(msg), req.topic):
             raise NotFound(f"not subscribed to {req.topic!r} (No such file or directory)")

@@ -51,3 +51,21 @@ def test_payloads_published_and_seen_on_rank_1_too(instance_factory):
     inst = instance_factory(2)
     uri = inst.cli("getattr", "-r", "1", "local-uri", check=True).stdout.strip()
     assert subscribed_lines(inst, {"FLUXLITE_URI": uri}) == PRINTED
+
+
+def test_sub_without_a_topic_sees_every_event(inst1):
+    """As flux-event(1): no topic subscribes to all events (the empty prefix)."""
+    with subprocess.Popen(fluxlite_command() + ["event", "sub", "-c", "20"], env=inst1.env,
+                          text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as sub:
+        try:
+            for _ in range(40):   # until the subscriber, subscribed at some point, is done
+                inst1.cli("event", "pub", "-l", "zz.any", "hello", check=True, timeout=30)
+                if sub.poll() is not None:
+                    break
+            text, err = sub.communicate(timeout=30)
+        finally:
+            if sub.poll() is None:
+                sub.kill()
+                sub.wait()
+    assert sub.returncode == 0, err
+    assert "zz.any\thello" in text.splitlines(), text
