@@ -17,18 +17,17 @@ PRINTED = ['t.json\t{"b": 1,  "a":2}', 't.raw\t..', 't.text\thello {world',
            't.utf8\t{"name": "\u00e9t\u00e9"}']
 
 
-def subscribed_lines(inst, env) -> list[str]:
-    """What `event sub -c N t.` prints of one round of EVENTS, publisher and subscriber
-    both connected where `env` says."""
-    e = {**inst.env, **env}
-    with subprocess.Popen(fluxlite_command() + ["event", "sub", "-c", str(len(EVENTS)), "t."],
-                          env=e, text=True, stdout=subprocess.PIPE,
+def sub_while_publishing(inst, sub_args: list[str], events, env=None) -> list[str]:
+    """The lines `event sub SUB_ARGS` prints (it must exit 0) while rounds of `events`
+    ((topic, payload words, -r)) are published, each waiting until it came back: the
+    subscriber may subscribe in the middle of a round, so rounds go on until it exits."""
+    env = env or {}
+    with subprocess.Popen(fluxlite_command() + ["event", "sub", *sub_args],
+                          env={**inst.env, **env}, text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as sub:
         try:
-            # the subscriber may subscribe in the middle of a round: publish rounds (each
-            # event waits until it came back) until it has printed one event of each
             for _ in range(40):
-                for topic, payload, raw in EVENTS:
+                for topic, payload, raw in events:
                     inst.cli("event", "pub", "-l", *(["-r"] if raw else []), topic, *payload,
                              check=True, timeout=30, env=env)
                 if sub.poll() is not None:
@@ -38,8 +37,14 @@ def subscribed_lines(inst, env) -> list[str]:
             if sub.poll() is None:
                 sub.kill()
                 sub.wait()
-    assert sub.returncode == 0 and "Traceback" not in err
-    return sorted(text.splitlines())
+    assert sub.returncode == 0 and "Traceback" not in err, err
+    return text.splitlines()
+
+
+def subscribed_lines(inst, env) -> list[str]:
+    """What `event sub -c N t.` prints of one round of EVENTS, publisher and subscriber
+    both connected where `env` says."""
+    return sorted(sub_while_publishing(inst, ["-c", str(len(EVENTS)), "t."], EVENTS, env))
 
 
 def test_sub_prints_payloads_as_published(inst1):
@@ -55,17 +60,5 @@ def test_payloads_published_and_seen_on_rank_1_too(instance_factory):
 
 def test_sub_without_a_topic_sees_every_event(inst1):
     """As flux-event(1): no topic subscribes to all events (the empty prefix)."""
-    with subprocess.Popen(fluxlite_command() + ["event", "sub", "-c", "20"], env=inst1.env,
-                          text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as sub:
-        try:
-            for _ in range(40):   # until the subscriber, subscribed at some point, is done
-                inst1.cli("event", "pub", "-l", "zz.any", "hello", check=True, timeout=30)
-                if sub.poll() is not None:
-                    break
-            text, err = sub.communicate(timeout=30)
-        finally:
-            if sub.poll() is None:
-                sub.kill()
-                sub.wait()
-    assert sub.returncode == 0, err
-    assert "zz.any\thello" in text.splitlines(), text
+    lines = sub_while_publishing(inst1, ["-c", "20"], [("zz.any", ["hello"], False)])
+    assert "zz.any\thello" in lines, lines
